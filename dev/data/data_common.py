@@ -1,0 +1,121 @@
+"""dev/data/data_common.py: helpers shared by the data scripts.
+
+Defines
+- repo_root(), shared_data_dir(), cache_dir(): where the checkout, the offline data copies
+  (../shared/data, overridable with $LLMC_SHARED_DATA) and the download cache live;
+- download(url, dest, sha256=None): fetch a file to a temporary name, check it, rename it;
+- sha256_of(path);
+- write_datafile(path, tokens) / read_datafile(path): llm.c token shards
+  (header 256 x int32: 20240520, 1, ntok, zeros; then ntok x uint16).
+"""
+import hashlib
+import os
+import urllib.request
+
+import numpy as np
+
+SHARD_MAGIC = 20240520
+SHARD_VERSION = 1
+HEADER_INTS = 256
+HEADER_BYTES = HEADER_INTS * 4
+
+
+def repo_root():
+    """The checkout's root: this file lives in <repo>/dev/data/."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def shared_data_dir():
+    """Offline copies of public data: $LLMC_SHARED_DATA, else the checkout's sibling shared/data."""
+    env = os.environ.get("LLMC_SHARED_DATA")
+    if env:
+        return os.path.abspath(env)
+    return os.path.normpath(os.path.join(repo_root(), "..", "shared", "data"))
+
+
+def cache_dir(*parts):
+    """Where downloads go when the offline copies are absent: ~/.cache/llmc_prism/<parts>."""
+    return os.path.join(os.path.expanduser("~"), ".cache", "llmc_prism", *parts)
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def download(url, dest, sha256=None, timeout=60):
+    """Download url to dest. The data goes to a temporary name first and is renamed only once
+    complete (and, when sha256 is given, verified), so dest never holds a partial file."""
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    tmp = f"{dest}.{os.getpid()}.tmp"
+    print(f"downloading {url} -> {dest}", flush=True)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp, open(tmp, "wb") as f:
+            for block in iter(lambda: resp.read(1 << 20), b""):
+                f.write(block)
+        if sha256 is not None:
+            got = sha256_of(tmp)
+            if got != sha256:
+                raise ValueError(f"{url}: downloaded file has sha256 {got}, expected {sha256}")
+        os.replace(tmp, dest)
+    except Exception as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        if isinstance(e, ValueError):
+            raise
+        raise OSError(f"could not download {url} to {dest}: {e}") from e
+    return dest
+
+
+def write_datafile(path, tokens):
+    """Write tokens as an llm.c shard. Written to path.tmp and renamed, so a file under its
+    final name is always complete."""
+    toks = np.asarray(tokens)
+    if toks.ndim != 1:
+        raise ValueError(f"{path}: tokens must be a 1-D sequence, got shape {toks.shape}")
+    if toks.size and not np.issubdtype(toks.dtype, np.integer):
+        raise ValueError(f"{path}: tokens must be integers, got dtype {toks.dtype}")
+    if toks.size:
+        lo, hi = int(toks.min()), int(toks.max())
+        # uint16 storage; 65535 is kept out as llm.c's writer does
+        if lo < 0 or hi >= 65535:
+            raise ValueError(f"{path}: token ids must be in [0, 65535), got min {lo} max {hi}")
+    if toks.size >= 2**31:
+        raise ValueError(f"{path}: {toks.size} tokens do not fit the int32 count field")
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[0] = SHARD_MAGIC
+    header[1] = SHARD_VERSION
+    header[2] = toks.size
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(header.tobytes())
+        f.write(toks.astype("<u2").tobytes())
+    os.replace(tmp, path)
+    return toks.size
+
+
+def read_datafile(path):
+    """Read an llm.c shard and return its tokens (numpy uint16). Raises ValueError, one line
+    naming the file and the field, when the magic, version or size is wrong."""
+    size = os.path.getsize(path)
+    if size < HEADER_BYTES:
+        raise ValueError(f"{path}: size is {size} bytes, shorter than the {HEADER_BYTES}-byte header")
+    with open(path, "rb") as f:
+        header = np.frombuffer(f.read(HEADER_BYTES), dtype="<i4")
+        if header[0] != SHARD_MAGIC:
+            raise ValueError(f"{path}: magic is {header[0]}, expected {SHARD_MAGIC} (not a GPT-2 token shard)")
+        if header[1] != SHARD_VERSION:
+            raise ValueError(f"{path}: version is {header[1]}, expected {SHARD_VERSION}")
+        ntok = int(header[2])
+        if ntok < 0:
+            raise ValueError(f"{path}: token count is {ntok}, expected >= 0")
+        expected = HEADER_BYTES + 2 * ntok
+        if size != expected:
+            raise ValueError(f"{path}: size is {size} bytes, expected {expected} (1024 + 2 x {ntok} tokens)")
+        tokens = np.frombuffer(f.read(2 * ntok), dtype="<u2")
+    return tokens.astype(np.uint16, copy=False)

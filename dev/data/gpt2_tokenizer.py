@@ -1,0 +1,74 @@
+"""dev/data/gpt2_tokenizer.py: write llm.c's GPT-2 tokenizer file (gpt2_tokenizer.bin).
+
+Usage: python dev/data/gpt2_tokenizer.py [--out PATH] [--bpe_dir DIR] [--force]
+
+Format (version 2): header uint32[256] = [20240328, 2, 50257, 50256 (EOT), 0, ...], then for each
+id 0..50256 one uint8 length (1..255) followed by that token's raw bytes (GPT-2's byte <-> unicode
+mapping undone). The trainers use it only to print samples. Built offline from encoder.json via
+dev/data/gpt2_bpe.py; default output <repo>/gpt2_tokenizer.bin, since llm.c reads it from the
+working directory.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from data_common import repo_root  # noqa: E402
+from gpt2_bpe import get_encoder  # noqa: E402
+
+TOKENIZER_MAGIC = 20240328
+TOKENIZER_VERSION = 2
+
+
+def tokenizer_bytes(enc):
+    """The whole file's contents for encoder enc."""
+    header = np.zeros(256, dtype="<u4")
+    header[0] = TOKENIZER_MAGIC
+    header[1] = TOKENIZER_VERSION
+    header[2] = enc.n_vocab
+    header[3] = enc.eot
+    parts = [header.tobytes()]
+    for i in range(enc.n_vocab):
+        b = enc.token_bytes(i)
+        # one length byte; GPT-2's longest token is far below 255, but never write a bad file
+        if not 1 <= len(b) <= 255:
+            raise ValueError(f"token {i} is {len(b)} bytes, expected 1..255")
+        parts.append(bytes([len(b)]))
+        parts.append(b)
+    return b"".join(parts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write llm.c's gpt2_tokenizer.bin.")
+    ap.add_argument("--out", default=os.path.join(repo_root(), "gpt2_tokenizer.bin"),
+                    help="output file (default: <repo>/gpt2_tokenizer.bin)")
+    ap.add_argument("--bpe_dir", help="folder with encoder.json and vocab.bpe (default: see gpt2_bpe.py)")
+    ap.add_argument("--force", action="store_true", help="rewrite the file even if it is up to date")
+    args = ap.parse_args(argv)
+
+    try:
+        enc = get_encoder(args.bpe_dir)
+        data = tokenizer_bytes(enc)
+        # valid = byte-identical to what we would write (building it takes well under a second)
+        if not args.force and os.path.isfile(args.out):
+            with open(args.out, "rb") as f:
+                if f.read() == data:
+                    print(f"{args.out} already exists and is valid; skipping (--force to redo)")
+                    return 0
+        parent = os.path.dirname(os.path.abspath(args.out))
+        os.makedirs(parent, exist_ok=True)
+        tmp = args.out + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, args.out)
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}: {len(data):,} bytes, {enc.n_vocab} tokens, EOT {enc.eot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+/*
+ * llmc/args.h: the trainers' command line, llm.c's `train_gpt2cu` flags plus ours.
+ *
+ * Defines:
+ *   TrainArgs           every option, with llm.c's defaults
+ *   ARG_TABLE           one row per flag: name, type, field, range or choices, scope, help. The
+ *                       parser, the range checks and --help are all generated from it, so the help
+ *                       text cannot drift from what the parser does (llm.c's help did).
+ *   train_args_parse    parse argv (flag value pairs); --help prints the table and exits 0;
+ *                       any bad flag or value is one error line and exit 1
+ *   train_args_check    checks that involve several flags
+ *   train_args_print    the start-up table of the effective settings
+ *
+ * Differences from llm.c, all deliberate: every value is validated (llm.c uses atoi); help is
+ * `--help` (llm.c's -h is HellaSwag); flags may be longer than 3 characters (-prism); a GPU-only
+ * flag given to the CPU trainer is a warning that names it, not silently accepted.
+ */
+#ifndef LLMC_ARGS_H
+#define LLMC_ARGS_H
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "utils.h"
+
+#define ARG_STR_CAP 1024
+
+typedef struct {
+    /* data, model, output */
+    char train_pattern[ARG_STR_CAP]; /* -i */
+    char val_pattern[ARG_STR_CAP];   /* -j */
+    char init[ARG_STR_CAP];          /* -e */
+    char out_dir[ARG_STR_CAP];       /* -o */
+    char prism[ARG_STR_CAP];         /* -prism */
+    int prism_unchecked;             /* -prism_unchecked */
+    int seed;                        /* -seed */
+    int checkpoint_every;            /* -n */
+    int keep_last;                   /* -nk */
+    int major_every;                 /* -nm */
+    int resume;                      /* -y */
+    /* batch and length */
+    int B;           /* -b */
+    int T;           /* -t */
+    int total_batch; /* -d, tokens; -1 = B*T*nproc */
+    int max_steps;   /* -x, -1 = one epoch */
+    /* optimization */
+    char lr_schedule[32]; /* -k */
+    float lr;             /* -l */
+    int warmup;           /* -u */
+    float final_lr_frac;  /* -q */
+    float weight_decay;   /* -c */
+    float skip_loss_z;    /* -sl */
+    float skip_norm_z;    /* -sg */
+    /* evaluation and sampling */
+    int val_every;   /* -v */
+    int val_batches; /* -m */
+    int sample_every; /* -s */
+    int gen_tokens;  /* -g */
+    int hellaswag;   /* -h */
+    int overfit;     /* -a */
+    /* GPU trainer only */
+    int log_gpu_every;  /* -lg */
+    int tf32;           /* -f */
+    int master_weights; /* -w */
+    int gelu_fusion;    /* -ge */
+    int zero_stage;     /* -z */
+    int recompute;      /* -r */
+    int num_processes;  /* -pn */
+    int process_rank;   /* -pr */
+    int gpus_per_node;  /* -pg */
+    char init_method[16];          /* -pi */
+    char server_ip[256];           /* -ps */
+    char fs_path[ARG_STR_CAP];     /* -pf */
+} TrainArgs;
+
+typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
+typedef enum { SCOPE_ALL = 0, SCOPE_GPU = 1 } ArgScope;
+typedef enum { TRAINER_CPU = 0, TRAINER_GPU = 1 } TrainerKind;
+
+typedef struct {
+    const char *flag;
+    ArgType type;
+    size_t offset;
+    size_t cap;        /* strings: buffer size */
+    double min, max;   /* numbers: inclusive range */
+    const char *choices; /* strings: "a|b|c", or NULL for free text */
+    ArgScope scope;
+    const char *help;
+} ArgSpec;
+
+#define A_INT(f, field, lo, hi, sc, h) {f, ARG_INT, offsetof(TrainArgs, field), 0, lo, hi, NULL, sc, h}
+#define A_FLT(f, field, lo, hi, sc, h) {f, ARG_FLOAT, offsetof(TrainArgs, field), 0, lo, hi, NULL, sc, h}
+#define A_STR(f, field, ch, sc, h) \
+    {f, ARG_STRING, offsetof(TrainArgs, field), sizeof(((TrainArgs *)0)->field), 0, 0, ch, sc, h}
+
+static const ArgSpec ARG_TABLE[] = {
+    A_STR("-i", train_pattern, NULL, SCOPE_ALL, "train token shards (glob pattern)"),
+    A_STR("-j", val_pattern, NULL, SCOPE_ALL, "val token shards (glob pattern)"),
+    A_STR("-e", init, NULL, SCOPE_ALL,
+          "init: a .bin checkpoint, or a descriptor dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]"),
+    A_STR("-o", out_dir, NULL, SCOPE_ALL, "output directory for main.log and checkpoints (empty: none)"),
+    A_STR("-prism", prism, NULL, SCOPE_ALL, "Prism head schedule file (doc/prism.md); with a descriptor -e"),
+    A_INT("-prism_unchecked", prism_unchecked, 0, 1, SCOPE_ALL,
+          "1: allow non-monotone schedules (the paper's negative controls)"),
+    A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (data order: 42 + rank, as llm.c)"),
+    A_INT("-n", checkpoint_every, 0, INT_MAX, SCOPE_ALL, "write a checkpoint every N steps and at the end (0: off)"),
+    A_INT("-nk", keep_last, 0, INT_MAX, SCOPE_ALL, "keep only the last K checkpoints (0: keep all)"),
+    A_INT("-nm", major_every, 0, INT_MAX, SCOPE_ALL, "never delete checkpoints at multiples of this step (0: none)"),
+    A_INT("-y", resume, 0, 1, SCOPE_ALL, "1: resume from the latest complete checkpoint in -o"),
+    A_INT("-b", B, 1, INT_MAX, SCOPE_ALL, "micro-batch size B per process"),
+    A_INT("-t", T, 1, INT_MAX, SCOPE_ALL, "sequence length T (<= the model's maxT)"),
+    A_INT("-d", total_batch, -1, INT_MAX, SCOPE_ALL,
+          "total batch in tokens, a multiple of B*T*processes (-1: B*T*processes)"),
+    A_INT("-x", max_steps, -1, INT_MAX, SCOPE_ALL, "number of steps (-1: one epoch of the train data)"),
+    A_STR("-k", lr_schedule, "cosine|linear|constant|wsd", SCOPE_ALL, "learning-rate schedule"),
+    A_FLT("-l", lr, 0.0, 1e3, SCOPE_ALL, "peak learning rate"),
+    A_INT("-u", warmup, 0, INT_MAX, SCOPE_ALL, "warmup steps"),
+    A_FLT("-q", final_lr_frac, 0.0, 1.0, SCOPE_ALL, "final learning rate as a fraction of the peak"),
+    A_FLT("-c", weight_decay, 0.0, 1e3, SCOPE_ALL, "AdamW weight decay (2-D tensors only)"),
+    A_FLT("-sl", skip_loss_z, 0.0, 1e9, SCOPE_ALL, "skip the update if the loss z-score exceeds this (0: off)"),
+    A_FLT("-sg", skip_norm_z, 0.0, 1e9, SCOPE_ALL, "skip the update if the grad-norm z-score exceeds this (0: off)"),
+    A_INT("-v", val_every, 0, INT_MAX, SCOPE_ALL, "val loss every N steps and at the last step (0: last only)"),
+    A_INT("-m", val_batches, -1, INT_MAX, SCOPE_ALL, "val batches per evaluation (-1: the whole val data)"),
+    A_INT("-s", sample_every, 0, INT_MAX, SCOPE_ALL, "generate a sample every N steps and at the end (0: off)"),
+    A_INT("-g", gen_tokens, 1, INT_MAX, SCOPE_ALL, "tokens to generate per sample"),
+    A_INT("-h", hellaswag, 0, 1, SCOPE_ALL, "1: HellaSwag eval at each val step (llm.c's -h; help is --help)"),
+    A_INT("-a", overfit, 0, 1, SCOPE_ALL, "1: overfit a single val batch (debugging)"),
+    A_INT("-lg", log_gpu_every, -1, INT_MAX, SCOPE_GPU, "log GPU state every N steps (-1: off)"),
+    A_INT("-f", tf32, 0, 1, SCOPE_GPU, "1: allow TF32 matmuls (FP32 builds)"),
+    A_INT("-w", master_weights, 0, 1, SCOPE_GPU, "1: keep fp32 master weights"),
+    A_INT("-ge", gelu_fusion, 0, 2, SCOPE_GPU, "GELU fusion into cuBLASLt: 0 none, 1 forward, 2 forward+backward"),
+    A_INT("-z", zero_stage, 0, 1, SCOPE_GPU, "ZeRO stage: 0 or 1 (optimizer state sharded over processes)"),
+    A_INT("-r", recompute, 0, 2, SCOPE_GPU, "recompute in backward: 0 none, 1 GELU, 2 GELU + LayerNorm"),
+    A_INT("-pn", num_processes, 1, INT_MAX, SCOPE_GPU, "number of processes (tcp/fs init)"),
+    A_INT("-pr", process_rank, 0, INT_MAX, SCOPE_GPU, "this process's rank (tcp/fs init)"),
+    A_INT("-pg", gpus_per_node, 1, INT_MAX, SCOPE_GPU, "GPUs per node; local device = rank % this (tcp/fs)"),
+    A_STR("-pi", init_method, "mpi|tcp|fs", SCOPE_GPU, "NCCL rendezvous: mpi, tcp (-ps) or a shared directory (-pf)"),
+    A_STR("-ps", server_ip, NULL, SCOPE_GPU, "rank-0 server IP for -pi tcp"),
+    A_STR("-pf", fs_path, NULL, SCOPE_GPU, "shared directory for -pi fs"),
+};
+#define ARG_TABLE_LEN ((int)(sizeof(ARG_TABLE) / sizeof(ARG_TABLE[0])))
+
+static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
+    memset(a, 0, sizeof(*a));
+    strcpy(a->train_pattern, "dev/data/tinyshakespeare/tiny_shakespeare_train.bin");
+    strcpy(a->val_pattern, "dev/data/tinyshakespeare/tiny_shakespeare_val.bin");
+    strcpy(a->init, who == TRAINER_GPU ? "gpt2_124M_bf16.bin" : "gpt2_124M.bin");
+    a->seed = 42;
+    a->B = 4;
+    a->T = 1024;
+    a->total_batch = -1;
+    a->max_steps = -1;
+    strcpy(a->lr_schedule, "cosine");
+    a->lr = 3e-4f;
+    a->final_lr_frac = 1.0f;
+    a->val_every = 20;
+    a->val_batches = 20;
+    a->sample_every = 20;
+    a->gen_tokens = 64;
+    a->log_gpu_every = -1;
+    a->tf32 = 1;
+    a->master_weights = 1;
+    a->num_processes = 1;
+    a->gpus_per_node = 8;
+    strcpy(a->init_method, "mpi");
+}
+
+static inline void arg_value_text_(const ArgSpec *s, const TrainArgs *a, char *buf, size_t cap) {
+    const char *base = (const char *)a + s->offset;
+    if (s->type == ARG_INT) snprintf(buf, cap, "%d", *(const int *)base);
+    else if (s->type == ARG_FLOAT) snprintf(buf, cap, "%g", (double)*(const float *)base);
+    else snprintf(buf, cap, "%s", base[0] ? base : "\"\"");
+}
+
+static inline void train_args_help(const char *prog, TrainerKind who, FILE *out) {
+    TrainArgs d;
+    train_args_defaults(&d, who);
+    fprintf(out, "usage: %s [-flag value ...]   (every flag takes exactly one value; --help: this text)\n", prog);
+    for (int pass = 0; pass < 2; pass++) {
+        fprintf(out, pass == 0 ? "options:\n" : "GPU trainer options%s:\n",
+                pass == 1 && who == TRAINER_CPU ? " (accepted and ignored by the CPU trainer)" : "");
+        for (int i = 0; i < ARG_TABLE_LEN; i++) {
+            const ArgSpec *s = &ARG_TABLE[i];
+            if ((int)s->scope != pass) continue;
+            char def[ARG_STR_CAP + 8], range[96] = "";
+            arg_value_text_(s, &d, def, sizeof(def));
+            if (s->type == ARG_STRING && s->choices) snprintf(range, sizeof(range), " {%s}", s->choices);
+            else if (s->type == ARG_INT && s->max == 1 && s->min == 0) snprintf(range, sizeof(range), " {0|1}");
+            fprintf(out, "  %-17s %s%s (default %s)\n", s->flag, s->help, range, def);
+        }
+    }
+}
+
+static inline int parse_int_strict(const char *s, long long *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0') return 0;
+    *out = v;
+    return 1;
+}
+
+static inline int parse_double_strict(const char *s, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || v != v) return 0;
+    *out = v;
+    return 1;
+}
+
+/* given[i] is set for every ARG_TABLE row that appeared on the command line. */
+static inline void train_args_parse(TrainArgs *a, int argc, char **argv, TrainerKind who, int *given) {
+    train_args_defaults(a, who);
+    for (int i = 0; i < ARG_TABLE_LEN; i++) given[i] = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-help") == 0) {
+            train_args_help(argv[0], who, stdout);
+            exit(0);
+        }
+    }
+    for (int i = 1; i < argc; i += 2) {
+        const char *flag = argv[i];
+        int k = -1;
+        for (int j = 0; j < ARG_TABLE_LEN; j++)
+            if (strcmp(flag, ARG_TABLE[j].flag) == 0) k = j;
+        if (k < 0) llmc_die("unknown flag '%s' (see %s --help)", flag, argv[0]);
+        if (i + 1 >= argc) llmc_die("flag %s needs a value (see %s --help)", flag, argv[0]);
+        const ArgSpec *s = &ARG_TABLE[k];
+        const char *val = argv[i + 1];
+        char *dst = (char *)a + s->offset;
+        if (s->type == ARG_INT) {
+            long long v = 0;
+            if (!parse_int_strict(val, &v) || v < (long long)s->min || v > (long long)s->max) {
+                llmc_die("%s '%s': expected an integer in [%.0f, %.0f] (%s)", flag, val, s->min,
+                         s->max, s->help);
+            }
+            *(int *)dst = (int)v;
+        } else if (s->type == ARG_FLOAT) {
+            double v = 0.0;
+            if (!parse_double_strict(val, &v) || v < s->min || v > s->max) {
+                llmc_die("%s '%s': expected a number in [%g, %g] (%s)", flag, val, s->min, s->max,
+                         s->help);
+            }
+            *(float *)dst = (float)v;
+        } else {
+            if (strlen(val) + 1 > s->cap) llmc_die("%s: value longer than %zu characters", flag, s->cap - 1);
+            if (s->choices != NULL) {
+                int ok = 0;
+                const char *p = s->choices;
+                size_t n = strlen(val);
+                while (*p) {
+                    const char *bar = strchr(p, '|');
+                    size_t len = bar ? (size_t)(bar - p) : strlen(p);
+                    if (len == n && strncmp(p, val, n) == 0) ok = 1;
+                    p += len + (bar ? 1 : 0);
+                }
+                if (!ok) llmc_die("%s '%s': expected one of {%s}", flag, val, s->choices);
+            }
+            strcpy(dst, val);
+        }
+        given[k] = 1;
+        if (s->scope == SCOPE_GPU && who == TRAINER_CPU) {
+            llmc_warn("%s is a GPU trainer flag; the CPU trainer ignores it", flag);
+        }
+    }
+}
+
+/* Checks involving several flags. Shape checks that need the model (-t <= maxT) and the process
+ * count (-d) are done by the trainer. */
+static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
+    if (a->resume && a->out_dir[0] == '\0') llmc_die("-y 1 resumes from -o, but -o is not set");
+    if (a->checkpoint_every > 0 && a->out_dir[0] == '\0') {
+        llmc_die("-n %d writes checkpoints to -o, but -o is not set", a->checkpoint_every);
+    }
+    if (a->keep_last > 0 && a->checkpoint_every == 0) llmc_die("-nk %d needs checkpoints (-n > 0)", a->keep_last);
+    if (a->prism_unchecked && a->prism[0] == '\0') llmc_die("-prism_unchecked 1 needs a schedule (-prism FILE)");
+    if (strcmp(a->lr_schedule, "constant") == 0 && a->warmup > 0) {
+        llmc_die("-k constant ignores warmup (as llm.c); drop -u %d or use -k cosine/linear/wsd", a->warmup);
+    }
+    if (who == TRAINER_GPU) {
+        if (a->process_rank >= a->num_processes) {
+            llmc_die("-pr %d: the rank must be below -pn %d", a->process_rank, a->num_processes);
+        }
+        if (strcmp(a->init_method, "tcp") == 0 && a->server_ip[0] == '\0' && a->num_processes > 1) {
+            llmc_die("-pi tcp needs the rank-0 server address (-ps IP)");
+        }
+        if (strcmp(a->init_method, "fs") == 0 && a->fs_path[0] == '\0' && a->num_processes > 1) {
+            llmc_die("-pi fs needs a shared directory (-pf DIR)");
+        }
+    }
+}
+
+static inline void train_args_print(const TrainArgs *a, TrainerKind who, FILE *out) {
+    fprintf(out, "+-------------------+--------------------------------------------------------+\n");
+    for (int i = 0; i < ARG_TABLE_LEN; i++) {
+        const ArgSpec *s = &ARG_TABLE[i];
+        if (s->scope == SCOPE_GPU && who == TRAINER_CPU) continue;
+        char val[ARG_STR_CAP + 8];
+        arg_value_text_(s, a, val, sizeof(val));
+        fprintf(out, "| %-17s | %-54s |\n", s->flag, val);
+    }
+    fprintf(out, "+-------------------+--------------------------------------------------------+\n");
+}
+
+#endif /* LLMC_ARGS_H */

@@ -1,0 +1,198 @@
+/*
+ * llmc/checkpoint.h: model checkpoint files (llm.c's `gpt2_124M.bin` / `model_%08d.bin`).
+ *
+ * Defines:
+ *   checkpoint_header_encode   GPT2Config -> 256-int header (v3/v5 for llm.c-uniform models,
+ *                              v103/v105 with the layer table otherwise; doc/formats.md)
+ *   checkpoint_header_decode   header -> GPT2Config, validating every field
+ *   checkpoint_read_header     open + read + decode + check the file size
+ *   checkpoint_read_fp32       read the parameters as fp32 (bf16 files are widened)
+ *   checkpoint_write_fp32      write an fp32 checkpoint atomically (tmp + rename)
+ *   bf16_to_f32 / f32_to_bf16  the bf16 <-> fp32 conversions (round to nearest even, as torch)
+ *
+ * Why a new version number for non-uniform tables: llm.c checks only the magic and the version
+ * and ignores header[8..]; a Prism file that kept version 3 would load there with the wrong heads.
+ * Versions 103/105 make llm.c refuse it with its "Bad version" error instead.
+ */
+#ifndef LLMC_CHECKPOINT_H
+#define LLMC_CHECKPOINT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "param_layout.h"
+#include "utils.h"
+
+#define CKPT_MAGIC 20240326
+#define CKPT_V_FP32 3
+#define CKPT_V_BF16 5
+#define CKPT_V_TABLE_FP32 103
+#define CKPT_V_TABLE_BF16 105
+#define CKPT_TABLE_REVISION 1
+#define CKPT_FLAG_NO_LN 1
+#define HEADER_INTS 256
+#define HEADER_BYTES (HEADER_INTS * 4)
+
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)((u + rounding) >> 16);
+}
+
+static inline float bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline void checkpoint_header_encode(const GPT2Config *c, int bf16, int32_t *h) {
+    memset(h, 0, HEADER_BYTES);
+    int table = !config_is_llmc_uniform(c);
+    h[0] = CKPT_MAGIC;
+    h[1] = table ? (bf16 ? CKPT_V_TABLE_BF16 : CKPT_V_TABLE_FP32) : (bf16 ? CKPT_V_BF16 : CKPT_V_FP32);
+    h[2] = c->max_seq_len;
+    h[3] = c->vocab_size;
+    h[4] = c->num_layers;
+    /* A uniform table is llm.c's model with its own head count (e.g. the schedule "6*12" on d12
+     * is a 6-head GPT-2), so llm.c can load it; a table file keeps the base heads. */
+    h[5] = table ? c->num_heads : c->layer[0].n_head;
+    h[6] = c->channels;
+    h[7] = c->padded_vocab_size;
+    if (table) {
+        h[8] = CKPT_TABLE_REVISION;
+        h[9] = c->use_ln ? 0 : CKPT_FLAG_NO_LN;
+        for (int l = 0; l < c->num_layers; l++) {
+            h[16 + 3 * l] = c->layer[l].n_head;
+            h[17 + 3 * l] = c->layer[l].head_size;
+            h[18 + 3 * l] = c->layer[l].kind;
+        }
+    }
+}
+
+/* Decodes and validates a header; dies with "path: field: ..." on any inconsistency. */
+static inline void checkpoint_header_decode(const char *path, const int32_t *h, GPT2Config *c,
+                                            int *is_bf16) {
+    if (h[0] != CKPT_MAGIC) {
+        llmc_die("%s: bad magic %d in header[0]: expected %d (an llm.c model checkpoint)", path,
+                 h[0], CKPT_MAGIC);
+    }
+    int v = h[1];
+    if (v != CKPT_V_FP32 && v != CKPT_V_BF16 && v != CKPT_V_TABLE_FP32 && v != CKPT_V_TABLE_BF16) {
+        llmc_die("%s: unsupported version %d in header[1]: expected 3 or 5 (llm.c), 103 or 105 "
+                 "(layer table)", path, v);
+    }
+    memset(c, 0, sizeof(*c));
+    c->max_seq_len = h[2];
+    c->vocab_size = h[3];
+    c->num_layers = h[4];
+    c->num_heads = h[5];
+    c->channels = h[6];
+    c->padded_vocab_size = h[7];
+    c->use_ln = 1;
+    *is_bf16 = (v == CKPT_V_BF16 || v == CKPT_V_TABLE_BF16);
+    if (c->num_layers < 1 || c->num_layers > LLMC_MAX_LAYERS) {
+        llmc_die("%s: header[4] num_layers = %d: expected 1..%d", path, c->num_layers,
+                 LLMC_MAX_LAYERS);
+    }
+    if (c->channels < 1 || c->max_seq_len < 1 || c->vocab_size < 1 ||
+        c->padded_vocab_size < c->vocab_size) {
+        llmc_die("%s: header[2..7] (maxT %d, V %d, L %d, NH %d, C %d, Vp %d): expected positive "
+                 "sizes with Vp >= V", path, c->max_seq_len, c->vocab_size, c->num_layers,
+                 c->num_heads, c->channels, c->padded_vocab_size);
+    }
+    if (v == CKPT_V_FP32 || v == CKPT_V_BF16) {
+        if (c->num_heads < 1 || c->channels % c->num_heads != 0) {
+            llmc_die("%s: header[5] num_heads = %d does not divide header[6] channels = %d", path,
+                     c->num_heads, c->channels);
+        }
+        config_set_uniform(c, c->num_heads);
+    } else {
+        if (h[8] != CKPT_TABLE_REVISION) {
+            llmc_die("%s: header[8] layer-table revision %d: expected %d", path, h[8],
+                     CKPT_TABLE_REVISION);
+        }
+        if ((h[9] & ~CKPT_FLAG_NO_LN) != 0) {
+            llmc_die("%s: header[9] flags 0x%x: unknown bits (expected only bit 0, no LayerNorm)",
+                     path, h[9]);
+        }
+        c->use_ln = (h[9] & CKPT_FLAG_NO_LN) ? 0 : 1;
+        for (int l = 0; l < c->num_layers; l++) {
+            LayerSpec *ls = &c->layer[l];
+            ls->n_head = h[16 + 3 * l];
+            ls->head_size = h[17 + 3 * l];
+            ls->kind = h[18 + 3 * l];
+            if (ls->n_head < 1 || ls->head_size < 1 || ls->kind < 0 || ls->kind >= ATTN_NUM_KINDS) {
+                llmc_die("%s: header[%d..%d] layer %d: heads %d, head size %d, kind %d: expected "
+                         "positive sizes and a kind in 0..3", path, 16 + 3 * l, 18 + 3 * l, l,
+                         ls->n_head, ls->head_size, ls->kind);
+            }
+        }
+    }
+    char msg[256];
+    if (!config_validate(c, msg, sizeof(msg))) llmc_die("%s: %s", path, msg);
+}
+
+/* Reads and validates the header, and checks that the file holds exactly the parameters the
+ * header describes (llm.c never checks the size; a truncated file would load garbage). */
+static inline void checkpoint_read_header(const char *path, GPT2Config *c, int *is_bf16) {
+    int64_t size = file_size_or_neg(path);
+    if (size < 0) llmc_die("%s: cannot open model checkpoint: %s", path, strerror(errno));
+    if (size < HEADER_BYTES) {
+        llmc_die("%s: %lld bytes, shorter than the %d-byte header: not a complete checkpoint",
+                 path, (long long)size, HEADER_BYTES);
+    }
+    int32_t h[HEADER_INTS];
+    FILE *f = xfopen(path, "rb");
+    xfread(h, sizeof(int32_t), HEADER_INTS, f, path, "header");
+    xfclose(f, path);
+    checkpoint_header_decode(path, h, c, is_bf16);
+    ParamLayout layout;
+    param_layout_init(&layout, c);
+    int64_t expect = HEADER_BYTES + (int64_t)layout.total * (*is_bf16 ? 2 : 4);
+    if (size != expect) {
+        llmc_die("%s: file is %lld bytes; the header describes %zu %s parameters = %lld bytes "
+                 "(truncated or not this model)", path, (long long)size, layout.total,
+                 *is_bf16 ? "bf16" : "fp32", (long long)expect);
+    }
+}
+
+/* Reads the parameter body into `params` (layout.total floats), widening bf16. */
+static inline void checkpoint_read_fp32(const char *path, const GPT2Config *c, int is_bf16,
+                                        float *params) {
+    ParamLayout layout;
+    param_layout_init(&layout, c);
+    FILE *f = xfopen(path, "rb");
+    xfseek(f, HEADER_BYTES, path);
+    if (!is_bf16) {
+        xfread(params, sizeof(float), layout.total, f, path, "parameters");
+    } else {
+        const size_t chunk = 1 << 20;
+        uint16_t *buf = (uint16_t *)xmalloc(chunk * sizeof(uint16_t));
+        for (size_t i = 0; i < layout.total; i += chunk) {
+            size_t n = LLMC_MIN(chunk, layout.total - i);
+            xfread(buf, sizeof(uint16_t), n, f, path, "bf16 parameters");
+            for (size_t k = 0; k < n; k++) params[i + k] = bf16_to_f32(buf[k]);
+        }
+        free(buf);
+    }
+    xfclose(f, path);
+}
+
+static inline void checkpoint_write_fp32(const char *path, const GPT2Config *c, const float *params) {
+    ParamLayout layout;
+    param_layout_init(&layout, c);
+    int32_t h[HEADER_INTS];
+    checkpoint_header_encode(c, 0, h);
+    AtomicFile af;
+    atomic_open(&af, path);
+    atomic_write(&af, h, sizeof(int32_t), HEADER_INTS);
+    atomic_write(&af, params, sizeof(float), layout.total);
+    atomic_commit(&af);
+}
+
+#endif /* LLMC_CHECKPOINT_H */

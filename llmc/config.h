@@ -1,0 +1,231 @@
+/*
+ * llmc/config.h: the model description both trainers share: shape plus a per-layer table.
+ *
+ * Defines:
+ *   AttnKind      attention kind of a layer (mha; sd, lin, sdlin reserved for S-D attention)
+ *   LayerSpec     one layer: heads h, head size d, kind. Attention width A = h*d.
+ *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, layer table
+ *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256"
+ *   config_set_uniform       every layer h heads of size C/h (llm.c's model)
+ *   config_is_llmc_uniform   true when llm.c itself could run this model (checkpoint v3/v5)
+ *   config_validate          structural checks with a one-line reason
+ *   config_print             the start-up table, one line per layer
+ *
+ * The layer table is the seam for both methods: Prism varies h per layer (d = C/h), S-D
+ * attention adds kinds and explicit head sizes (doc/formats.md).
+ */
+#ifndef LLMC_CONFIG_H
+#define LLMC_CONFIG_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "utils.h"
+
+#define LLMC_MAX_LAYERS 80 /* the checkpoint header holds 3 ints per layer from slot 16 */
+#define GPT2_VOCAB 50257
+#define GPT2_EOT 50256
+
+typedef enum { ATTN_MHA = 0, ATTN_SD = 1, ATTN_LIN = 2, ATTN_SDLIN = 3, ATTN_NUM_KINDS = 4 } AttnKind;
+
+static const char *const ATTN_KIND_NAMES[ATTN_NUM_KINDS] = {"mha", "sd", "lin", "sdlin"};
+
+/* Which kinds this build trains. The table and the file formats already carry all four. */
+static inline int attn_kind_implemented(int kind) { return kind == ATTN_MHA; }
+
+typedef struct {
+    int n_head;    /* h_l */
+    int head_size; /* d_l; the attention scale is 1/sqrt(d_l) */
+    int kind;      /* AttnKind */
+} LayerSpec;
+
+typedef struct {
+    int max_seq_len;       /* maxT: rows of wpe */
+    int vocab_size;        /* V = 50257 */
+    int padded_vocab_size; /* Vp = ceil(V/128)*128 */
+    int num_layers;        /* L */
+    int channels;          /* C */
+    int num_heads;         /* base heads: the uniform model's count, header[5] */
+    int use_ln;            /* 1: per-block ln_1/ln_2 (always 1 until -ln 0 lands) */
+    LayerSpec layer[LLMC_MAX_LAYERS];
+} GPT2Config;
+
+static inline int attn_width(const LayerSpec *ls) { return ls->n_head * ls->head_size; }
+
+static inline void config_set_uniform(GPT2Config *c, int heads) {
+    c->num_heads = heads;
+    for (int l = 0; l < c->num_layers; l++) {
+        c->layer[l].n_head = heads;
+        c->layer[l].head_size = heads > 0 ? c->channels / heads : 0;
+        c->layer[l].kind = ATTN_MHA;
+    }
+}
+
+/* Returns 1 when the config is well formed; else 0 with the reason in msg (the caller adds the
+ * file or flag it came from). */
+static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
+    if (c->num_layers < 1 || c->num_layers > LLMC_MAX_LAYERS) {
+        snprintf(msg, cap, "num_layers %d out of range [1, %d]", c->num_layers, LLMC_MAX_LAYERS);
+        return 0;
+    }
+    if (c->channels < 1 || c->max_seq_len < 1 || c->vocab_size < 1) {
+        snprintf(msg, cap, "non-positive shape (maxT %d, V %d, C %d)", c->max_seq_len,
+                 c->vocab_size, c->channels);
+        return 0;
+    }
+    if (c->padded_vocab_size < c->vocab_size) {
+        snprintf(msg, cap, "padded vocab %d < vocab %d", c->padded_vocab_size, c->vocab_size);
+        return 0;
+    }
+    for (int l = 0; l < c->num_layers; l++) {
+        const LayerSpec *ls = &c->layer[l];
+        if (ls->n_head < 1 || ls->head_size < 1) {
+            snprintf(msg, cap, "layer %d: heads %d, head size %d: both must be >= 1", l,
+                     ls->n_head, ls->head_size);
+            return 0;
+        }
+        if (ls->kind < 0 || ls->kind >= ATTN_NUM_KINDS) {
+            snprintf(msg, cap, "layer %d: unknown attention kind %d", l, ls->kind);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static inline int config_is_llmc_uniform(const GPT2Config *c) {
+    if (!c->use_ln) return 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        const LayerSpec *ls = &c->layer[l];
+        if (ls->kind != ATTN_MHA || ls->n_head != c->layer[0].n_head ||
+            attn_width(ls) != c->channels)
+            return 0;
+    }
+    return 1;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Descriptors (FORMATS.md section 2.2 for dN and gpt3:cC). Returns 1 on success; on failure
+ * writes the reason to msg. */
+static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
+    memset(c, 0, sizeof(*c));
+    c->max_seq_len = maxT;
+    c->vocab_size = GPT2_VOCAB;
+    c->padded_vocab_size = ((GPT2_VOCAB + 127) / 128) * 128;
+    c->num_layers = L;
+    c->channels = C;
+    c->use_ln = 1;
+    config_set_uniform(c, NH);
+}
+
+static inline int parse_positive_int(const char *s, const char **end, int *out) {
+    long v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (*p - '0');
+        if (v > 1000000000L) return 0;
+        p++;
+    }
+    if (v < 1) return 0;
+    *out = (int)v;
+    *end = p;
+    return 1;
+}
+
+static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *msg, size_t cap) {
+    static const int gpt2_depth[] = {6, 12, 24, 36, 48, 60, 72, 84};
+    static const int gpt2_width[] = {384, 768, 1024, 1280, 1600, 1920, 2880, 3456};
+    static const int gpt2_heads[] = {6, 12, 16, 20, 25, 30, 30, 36};
+    static const int gpt3_width[] = {384, 768, 1024, 1536, 2048, 2560, 4096, 5140, 12288};
+    static const int gpt3_depth[] = {6, 12, 24, 24, 24, 32, 32, 40, 96};
+    static const int gpt3_hsize[] = {64, 64, 64, 96, 128, 80, 128, 128, 128};
+    const char *p = desc;
+    const char *end = NULL;
+    int v = 0;
+
+    if (strcmp(desc, "tiny") == 0) {
+        config_shape(c, 64, 4, 64, 4);
+        return 1;
+    }
+    if (strncmp(p, "gpt2:", 5) == 0) p += 5;
+    if (p[0] == 'd' && parse_positive_int(p + 1, &end, &v) && *end == '\0') {
+        for (int i = 0; i < 8; i++) {
+            if (gpt2_depth[i] == v) {
+                config_shape(c, 1024, v, gpt2_width[i], gpt2_heads[i]);
+                return 1;
+            }
+        }
+        snprintf(msg, cap, "descriptor '%s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
+        return 0;
+    }
+    if (strncmp(desc, "gpt3:c", 6) == 0) {
+        if (parse_positive_int(desc + 6, &end, &v) && *end == '\0') {
+            for (int i = 0; i < 9; i++) {
+                if (gpt3_width[i] == v) {
+                    if (v % gpt3_hsize[i] != 0) {
+                        snprintf(msg, cap, "descriptor '%s': C %d is not a multiple of head size %d",
+                                 desc, v, gpt3_hsize[i]);
+                        return 0;
+                    }
+                    config_shape(c, 2048, gpt3_depth[i], v, v / gpt3_hsize[i]);
+                    return 1;
+                }
+            }
+        }
+        snprintf(msg, cap, "descriptor '%s': C not in llm.c's GPT-3 table "
+                 "{384,768,1024,1536,2048,2560,4096,12288}", desc);
+        return 0;
+    }
+    if (desc[0] == 'L') {
+        int L = 0, C = 0, H = 0, T = 1024;
+        p = desc + 1;
+        if (parse_positive_int(p, &end, &L) && *end == 'C' && parse_positive_int(end + 1, &end, &C) &&
+            *end == 'H' && parse_positive_int(end + 1, &end, &H) &&
+            (*end == '\0' || (*end == 'T' && parse_positive_int(end + 1, &end, &T) && *end == '\0'))) {
+            if (L > LLMC_MAX_LAYERS) {
+                snprintf(msg, cap, "descriptor '%s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
+                return 0;
+            }
+            if (C % H != 0) {
+                snprintf(msg, cap, "descriptor '%s': %d heads do not divide C = %d", desc, H, C);
+                return 0;
+            }
+            config_shape(c, T, L, C, H);
+            return 1;
+        }
+        snprintf(msg, cap, "descriptor '%s': expected L<layers>C<channels>H<heads>[T<maxT>], "
+                 "e.g. L6C128H2T256", desc);
+        return 0;
+    }
+    snprintf(msg, cap, "descriptor '%s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
+             "or L<l>C<c>H<h>[T<t>]", desc);
+    return 0;
+}
+
+static inline int config_is_descriptor_like(const char *s) {
+    size_t n = strlen(s);
+    return !(n >= 4 && strcmp(s + n - 4, ".bin") == 0);
+}
+
+/* One line per run of equal layers, e.g. "layers 0-1: 3 heads x 256 (mha)". */
+static inline void config_print(const GPT2Config *c, FILE *out) {
+    fprintf(out, "model: L %d, C %d, maxT %d, V %d (padded %d), base heads %d%s\n", c->num_layers,
+            c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_heads,
+            c->use_ln ? "" : ", no per-block LayerNorm");
+    int start = 0;
+    for (int l = 1; l <= c->num_layers; l++) {
+        if (l < c->num_layers && c->layer[l].n_head == c->layer[start].n_head &&
+            c->layer[l].head_size == c->layer[start].head_size &&
+            c->layer[l].kind == c->layer[start].kind)
+            continue;
+        const LayerSpec *ls = &c->layer[start];
+        if (l - 1 == start) fprintf(out, "  layer  %2d   ", start);
+        else fprintf(out, "  layers %2d-%-2d", start, l - 1);
+        fprintf(out, ": %3d heads x %3d (%s)\n", ls->n_head, ls->head_size,
+                ATTN_KIND_NAMES[ls->kind]);
+        start = l;
+    }
+}
+
+#endif /* LLMC_CONFIG_H */

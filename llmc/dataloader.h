@@ -1,0 +1,260 @@
+/*
+ * llmc/dataloader.h: llm.c token shards and the distributed data loader (FORMATS.md 3, 4).
+ *
+ * Defines:
+ *   shard_validate        check one shard's header and size; returns its token count
+ *   DataLoader            B x T batches from a sorted glob of shards, rank r reading slice r of
+ *                         every nproc*B*T window; optional shuffling with llm.c's exact order
+ *   dataloader_init / _reset / _next_batch / _resume / _free
+ *   dataloader_write_shuffle / dataloader_read_shuffle
+ *                         the permutation part of a state file (FORMATS.md 8)
+ *
+ * The order of samples must equal llm.c's so that loss curves compare step by step: shard order
+ * permuted at every reset (from the previous order), sample order inside a shard re-permuted from
+ * the identity at every shard load, both with mt19937 seeded 42 + rank.
+ */
+#ifndef LLMC_DATALOADER_H
+#define LLMC_DATALOADER_H
+
+#include <glob.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rand.h"
+#include "utils.h"
+
+#define SHARD_MAGIC 20240520
+#define SHARD_VERSION 1
+#define LLAMA3_SHARD_MAGIC 20240801
+
+/* Validates header and size; dies with one line naming the file and field. */
+static inline int64_t shard_validate(const char *path) {
+    int64_t size = file_size_or_neg(path);
+    if (size < 0) llmc_die("%s: cannot open token shard: %s", path, strerror(errno));
+    if (size < 1024) {
+        llmc_die("%s: %lld bytes, shorter than the 1024-byte shard header (truncated?)", path,
+                 (long long)size);
+    }
+    int32_t h[256];
+    FILE *f = xfopen(path, "rb");
+    xfread(h, sizeof(int32_t), 256, f, path, "shard header");
+    xfclose(f, path);
+    if (h[0] == LLAMA3_SHARD_MAGIC) {
+        llmc_die("%s: header[0] = %d is a Llama-3 shard (uint32 tokens); expected a GPT-2 shard "
+                 "(magic %d)", path, h[0], SHARD_MAGIC);
+    }
+    if (h[0] != SHARD_MAGIC) {
+        llmc_die("%s: bad magic %d in header[0]: expected %d (an llm.c token shard)", path, h[0],
+                 SHARD_MAGIC);
+    }
+    if (h[1] != SHARD_VERSION) {
+        llmc_die("%s: unsupported version %d in header[1]: expected %d", path, h[1], SHARD_VERSION);
+    }
+    int64_t ntok = h[2];
+    if (ntok < 0 || size != 1024 + 2 * ntok) {
+        llmc_die("%s: header[2] says %lld tokens = %lld bytes, but the file is %lld bytes "
+                 "(truncated or corrupt)", path, (long long)ntok, (long long)(1024 + 2 * ntok),
+                 (long long)size);
+    }
+    return ntok;
+}
+
+typedef struct {
+    int rank, nproc, B, T, vocab_size;
+    int should_shuffle;
+    glob_t glob;
+    int n_files;
+    int64_t total_tokens;      /* over all shards */
+    int64_t max_samples;       /* the most samples any shard holds */
+    int64_t total_samples;     /* windows over all shards: one epoch of batches */
+    /* position */
+    int64_t current_shard_idx; /* index into the shard order */
+    int64_t current_sample_idx;
+    int64_t shard_num_samples;
+    FILE *f;
+    const char *current_path;
+    /* shuffling */
+    Mt19937 shuffle_rng;
+    int32_t *shard_indices;       /* (n_files) shard order */
+    int32_t *intra_shard_indices; /* (max_samples) sample order in the current shard */
+    int64_t restored_samples;     /* sample count of a restored order, checked on resume; -1 */
+    /* outputs */
+    uint16_t *buffer; /* (B*T + 1) */
+    int *inputs;      /* (B*T) */
+    int *targets;     /* (B*T) */
+} DataLoader;
+
+static inline int64_t dl_window_tokens(const DataLoader *dl) {
+    return (int64_t)dl->nproc * dl->B * dl->T;
+}
+
+static inline void dl_load_shard_(DataLoader *dl, int64_t idx) {
+    int64_t file = dl->should_shuffle ? dl->shard_indices[idx] : idx;
+    const char *path = dl->glob.gl_pathv[file];
+    if (dl->f != NULL) xfclose(dl->f, dl->current_path);
+    int64_t ntok = shard_validate(path); /* also catches a shard replaced since init */
+    dl->f = xfopen(path, "rb");
+    dl->current_path = path;
+    /* the last token of a window is only a target; the tail that fills no window is dropped */
+    dl->shard_num_samples = (ntok - 1) / dl_window_tokens(dl);
+}
+
+static inline void dl_prepare_intra_shard_(DataLoader *dl) {
+    perm_identity(dl->intra_shard_indices, dl->shard_num_samples);
+    perm_shuffle(dl->intra_shard_indices, dl->shard_num_samples, &dl->shuffle_rng);
+}
+
+static inline void dataloader_reset(DataLoader *dl) {
+    dl->current_shard_idx = 0;
+    dl->current_sample_idx = 0;
+    if (dl->should_shuffle) perm_shuffle(dl->shard_indices, dl->n_files, &dl->shuffle_rng);
+    dl_load_shard_(dl, 0);
+    if (dl->should_shuffle) dl_prepare_intra_shard_(dl);
+}
+
+/* pattern: a glob of shard files (sorted). Every shard must hold at least one window. */
+static inline void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank,
+                                   int nproc, int should_shuffle, int vocab_size) {
+    memset(dl, 0, sizeof(*dl));
+    dl->rank = rank;
+    dl->nproc = nproc;
+    dl->B = B;
+    dl->T = T;
+    dl->vocab_size = vocab_size;
+    dl->should_shuffle = should_shuffle;
+    dl->restored_samples = -1;
+    int rc = glob(pattern, 0, NULL, &dl->glob);
+    if (rc != 0 || dl->glob.gl_pathc == 0) {
+        llmc_die("%s: no file matches this shard pattern (run dev/data/tinyshakespeare.py, or "
+                 "check -i/-j)", pattern);
+    }
+    if (dl->glob.gl_pathc > 0x7fffffff) llmc_die("%s: too many shards", pattern);
+    dl->n_files = (int)dl->glob.gl_pathc;
+    for (int i = 0; i < dl->n_files; i++) {
+        const char *path = dl->glob.gl_pathv[i];
+        int64_t ntok = shard_validate(path);
+        if (ntok < dl_window_tokens(dl) + 1) {
+            llmc_die("%s: %lld tokens, fewer than one window of nproc*B*T + 1 = %lld (lower -b/-t)",
+                     path, (long long)ntok, (long long)dl_window_tokens(dl) + 1);
+        }
+        dl->total_tokens += ntok;
+        dl->max_samples = LLMC_MAX(dl->max_samples, (ntok - 1) / dl_window_tokens(dl));
+        dl->total_samples += (ntok - 1) / dl_window_tokens(dl);
+    }
+    dl->buffer = (uint16_t *)xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
+    dl->inputs = (int *)xmalloc((size_t)B * T * sizeof(int));
+    dl->targets = (int *)xmalloc((size_t)B * T * sizeof(int));
+    dl->shard_indices = (int32_t *)xmalloc((size_t)dl->n_files * sizeof(int32_t));
+    dl->intra_shard_indices = (int32_t *)xmalloc((size_t)dl->max_samples * sizeof(int32_t));
+    perm_identity(dl->shard_indices, dl->n_files);
+    mt_seed(&dl->shuffle_rng, (uint32_t)(42 + rank));
+    dataloader_reset(dl);
+}
+
+static inline void dl_load_batch_(DataLoader *dl) {
+    int64_t sample = dl->should_shuffle ? dl->intra_shard_indices[dl->current_sample_idx]
+                                        : dl->current_sample_idx;
+    int64_t tok_off = sample * dl_window_tokens(dl) + (int64_t)dl->rank * dl->B * dl->T;
+    const size_t n = (size_t)dl->B * dl->T;
+    xfseek(dl->f, 1024 + 2 * tok_off, dl->current_path);
+    xfread(dl->buffer, sizeof(uint16_t), n + 1, dl->f, dl->current_path, "tokens");
+    for (size_t i = 0; i <= n; i++) {
+        if (dl->buffer[i] >= dl->vocab_size) {
+            llmc_die("%s: token %u at position %lld is outside the vocabulary [0, %d)",
+                     dl->current_path, dl->buffer[i], (long long)(tok_off + (int64_t)i),
+                     dl->vocab_size);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        dl->inputs[i] = dl->buffer[i];
+        dl->targets[i] = dl->buffer[i + 1];
+    }
+}
+
+static inline void dl_advance_(DataLoader *dl) {
+    if (dl->current_shard_idx == dl->n_files - 1) { /* end of epoch */
+        dataloader_reset(dl);
+        return;
+    }
+    dl->current_shard_idx++;
+    dl->current_sample_idx = 0;
+    dl_load_shard_(dl, dl->current_shard_idx);
+    if (dl->should_shuffle) dl_prepare_intra_shard_(dl);
+}
+
+/* Fills dl->inputs / dl->targets with the next (B, T) batch. */
+static inline void dataloader_next_batch(DataLoader *dl) {
+    if (dl->current_sample_idx >= dl->shard_num_samples) dl_advance_(dl);
+    dl_load_batch_(dl);
+    dl->current_sample_idx++;
+}
+
+/* Continue from a saved position. With shuffling, call dataloader_read_shuffle first: the shard
+ * order decides which file the position refers to. */
+static inline void dataloader_resume(DataLoader *dl, int64_t shard_idx, int64_t sample_idx,
+                                     const char *state_path) {
+    if (shard_idx < 0 || shard_idx >= dl->n_files) {
+        llmc_die("%s: current_shard_idx %lld, but the pattern matches %d shards", state_path,
+                 (long long)shard_idx, dl->n_files);
+    }
+    dl->current_shard_idx = shard_idx;
+    dl->current_sample_idx = sample_idx;
+    dl_load_shard_(dl, shard_idx);
+    if (sample_idx < 0 || sample_idx > dl->shard_num_samples) {
+        llmc_die("%s: current_sample_idx %lld, but the shard holds %lld samples", state_path,
+                 (long long)sample_idx, (long long)dl->shard_num_samples);
+    }
+    if (dl->should_shuffle && dl->restored_samples != dl->shard_num_samples) {
+        llmc_die("%s: the saved sample order has %lld entries; the shard now holds %lld samples "
+                 "(different data or -b/-t?)", state_path, (long long)dl->restored_samples,
+                 (long long)dl->shard_num_samples);
+    }
+}
+
+/* State-file part (FORMATS.md 8): size_t n, int32 shard order; size_t m, int32 sample order;
+ * the raw 2520-byte mt19937. */
+static inline void dataloader_write_shuffle(const DataLoader *dl, AtomicFile *af) {
+    size_t n = (size_t)dl->n_files, m = (size_t)dl->shard_num_samples;
+    atomic_write(af, &n, sizeof(size_t), 1);
+    atomic_write(af, dl->shard_indices, sizeof(int32_t), n);
+    atomic_write(af, &m, sizeof(size_t), 1);
+    atomic_write(af, dl->intra_shard_indices, sizeof(int32_t), m);
+    atomic_write(af, &dl->shuffle_rng, sizeof(Mt19937), 1);
+}
+
+static inline void dataloader_read_shuffle(DataLoader *dl, FILE *f, const char *path) {
+    size_t n = 0, m = 0;
+    xfread(&n, sizeof(size_t), 1, f, path, "loader shard count");
+    if (n != (size_t)dl->n_files) {
+        llmc_die("%s: the state was saved with %zu shards; the pattern now matches %d", path, n,
+                 dl->n_files);
+    }
+    xfread(dl->shard_indices, sizeof(int32_t), n, f, path, "loader shard order");
+    xfread(&m, sizeof(size_t), 1, f, path, "loader sample count");
+    if (m > (size_t)dl->max_samples) {
+        llmc_die("%s: %zu samples in the saved shard order; the shards hold at most %lld", path, m,
+                 (long long)dl->max_samples);
+    }
+    xfread(dl->intra_shard_indices, sizeof(int32_t), m, f, path, "loader sample order");
+    dl->restored_samples = (int64_t)m;
+    xfread(&dl->shuffle_rng, sizeof(Mt19937), 1, f, path, "loader rng");
+    for (size_t i = 0; i < n; i++) {
+        if (dl->shard_indices[i] < 0 || dl->shard_indices[i] >= dl->n_files) {
+            llmc_die("%s: shard order entry %zu = %d out of range", path, i, dl->shard_indices[i]);
+        }
+    }
+}
+
+static inline void dataloader_free(DataLoader *dl) {
+    if (dl->f != NULL) fclose(dl->f);
+    globfree(&dl->glob);
+    free(dl->buffer);
+    free(dl->inputs);
+    free(dl->targets);
+    free(dl->shard_indices);
+    free(dl->intra_shard_indices);
+    memset(dl, 0, sizeof(*dl));
+}
+
+#endif /* LLMC_DATALOADER_H */

@@ -1,0 +1,58 @@
+/*
+ * llmc/logger.h: `<out>/main.log`, the per-run metrics file llm.c's plotting tools parse
+ * (FORMATS.md 9). `s` is the 0-based step.
+ *
+ * Defines:
+ *   Logger, logger_init (truncates unless resuming), logger_log_train ("s:%d trl:%.4f lr:%.6f
+ *   norm:%.2f"), logger_log_val ("s:%d tel:%.4f"), logger_log_eval ("s:%d eval:%.4f"),
+ *   logger_free. Without an output directory every call is a no-op. Lines are flushed at once so
+ *   a crashed run keeps its log.
+ */
+#ifndef LLMC_LOGGER_H
+#define LLMC_LOGGER_H
+
+#include <stdio.h>
+
+#include "utils.h"
+
+typedef struct {
+    FILE *f;
+    char path[4096];
+} Logger;
+
+static inline void logger_init(Logger *lg, const char *out_dir, int rank, int resuming) {
+    lg->f = NULL;
+    lg->path[0] = '\0';
+    if (out_dir == NULL || out_dir[0] == '\0' || rank != 0) return;
+    path_join(lg->path, sizeof(lg->path), out_dir, "main.log");
+    lg->f = xfopen(lg->path, resuming ? "a" : "w");
+}
+
+static inline void logger_line_(Logger *lg) {
+    if (fflush(lg->f) != 0) llmc_die("%s: write failed", lg->path);
+}
+
+static inline void logger_log_train(Logger *lg, int step, float loss, float lr, float norm) {
+    if (lg->f == NULL) return;
+    fprintf(lg->f, "s:%d trl:%.4f lr:%.6f norm:%.2f\n", step, loss, lr, norm);
+    logger_line_(lg);
+}
+
+static inline void logger_log_val(Logger *lg, int step, float loss) {
+    if (lg->f == NULL) return;
+    fprintf(lg->f, "s:%d tel:%.4f\n", step, loss);
+    logger_line_(lg);
+}
+
+static inline void logger_log_eval(Logger *lg, int step, float acc) {
+    if (lg->f == NULL) return;
+    fprintf(lg->f, "s:%d eval:%.4f\n", step, acc);
+    logger_line_(lg);
+}
+
+static inline void logger_free(Logger *lg) {
+    if (lg->f != NULL) xfclose(lg->f, lg->path);
+    lg->f = NULL;
+}
+
+#endif /* LLMC_LOGGER_H */

@@ -1,0 +1,89 @@
+/*
+ * llmc/tokenizer.h: GPT-2 token decoding from llm.c's `gpt2_tokenizer.bin` (FORMATS.md 5).
+ *
+ * Defines:
+ *   Tokenizer                    the byte string of every token id
+ *   tokenizer_init / _free       a missing file is a warning (samples then print as ids);
+ *                                a malformed one is an error naming the file and field
+ *   tokenizer_decode             bytes of one id (NULL when out of range)
+ *   tokenizer_print              print one token, skipping lone unprintable bytes as llm.c does
+ *
+ * Produce the file offline with `python dev/data/gpt2_tokenizer.py`.
+ */
+#ifndef LLMC_TOKENIZER_H
+#define LLMC_TOKENIZER_H
+
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "utils.h"
+
+#define TOKENIZER_MAGIC 20240328
+
+typedef struct {
+    int init_ok;
+    uint32_t vocab_size;
+    uint32_t eot_token;
+    char **token; /* NUL-terminated byte strings */
+} Tokenizer;
+
+static inline void tokenizer_init(Tokenizer *t, const char *path) {
+    memset(t, 0, sizeof(*t));
+    if (!file_exists(path)) {
+        llmc_warn("%s not found: samples print as token ids (make it with python "
+                  "dev/data/gpt2_tokenizer.py)", path);
+        return;
+    }
+    FILE *f = xfopen(path, "rb");
+    uint32_t h[256];
+    xfread(h, sizeof(uint32_t), 256, f, path, "tokenizer header");
+    if (h[0] != TOKENIZER_MAGIC) {
+        llmc_die("%s: bad magic %u in header[0]: expected %d (an llm.c tokenizer file)", path, h[0],
+                 TOKENIZER_MAGIC);
+    }
+    if (h[1] != 1 && h[1] != 2) llmc_die("%s: unsupported version %u in header[1]: expected 1 or 2", path, h[1]);
+    if (h[2] == 0 || h[2] > (1u << 24)) llmc_die("%s: header[2] vocab size %u out of range", path, h[2]);
+    t->vocab_size = h[2];
+    t->eot_token = h[1] == 2 ? h[3] : 50256u;
+    t->token = (char **)xcalloc(t->vocab_size, sizeof(char *));
+    for (uint32_t i = 0; i < t->vocab_size; i++) {
+        unsigned char len = 0;
+        xfread(&len, 1, 1, f, path, "token length");
+        if (len == 0) llmc_die("%s: token %u has length 0 (lengths are 1..255)", path, i);
+        t->token[i] = (char *)xmalloc((size_t)len + 1);
+        xfread(t->token[i], 1, len, f, path, "token bytes");
+        t->token[i][len] = '\0';
+    }
+    xfclose(f, path);
+    t->init_ok = 1;
+}
+
+static inline const char *tokenizer_decode(const Tokenizer *t, uint32_t id) {
+    if (!t->init_ok || id >= t->vocab_size) return NULL;
+    return t->token[id];
+}
+
+/* A token that is a single unprintable, non-space byte (part of a UTF-8 sequence split across
+ * tokens, or a control byte) is skipped rather than printed raw. */
+static inline void tokenizer_print(const Tokenizer *t, uint32_t id, FILE *out) {
+    const char *s = tokenizer_decode(t, id);
+    if (s == NULL) {
+        fprintf(out, "<%u>", id);
+        return;
+    }
+    if (s[0] != '\0' && s[1] == '\0' && !isprint((unsigned char)s[0]) && !isspace((unsigned char)s[0]))
+        return;
+    fputs(s, out);
+}
+
+static inline void tokenizer_free(Tokenizer *t) {
+    if (t->token != NULL) {
+        for (uint32_t i = 0; i < t->vocab_size; i++) free(t->token[i]);
+        free(t->token);
+    }
+    memset(t, 0, sizeof(*t));
+}
+
+#endif /* LLMC_TOKENIZER_H */

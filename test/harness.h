@@ -1,0 +1,36 @@
+/*
+ * test/harness.h: the tiny assertion harness every C test uses.
+ *
+ * A test calls CHECK(cond, fmt, ...) for each assertion; each prints one PASS/FAIL line.
+ * test_finish() prints the required summary line "N passed, N failed" and returns the exit
+ * status (non-zero when anything failed), so `return test_finish();` ends main().
+ */
+#ifndef TEST_HARNESS_H
+#define TEST_HARNESS_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static int g_test_passed = 0;
+static int g_test_failed = 0;
+
+static inline void test_report(int ok, const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s ", ok ? "PASS" : "FAIL");
+    vprintf(fmt, ap);
+    if (!ok) printf("   [%s:%d]", file, line);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    if (ok) g_test_passed++; else g_test_failed++;
+}
+
+#define CHECK(cond, ...) test_report((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
+
+static inline int test_finish(void) {
+    printf("%d passed, %d failed\n", g_test_passed, g_test_failed);
+    return g_test_failed == 0 ? 0 : 1;
+}
+
+#endif /* TEST_HARNESS_H */

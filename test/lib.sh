@@ -1,0 +1,47 @@
+# test/lib.sh: the assertion harness of the shell tests (sourced). Mirrors test/harness.h.
+#
+#   pass MSG / fail MSG     record one assertion
+#   check MSG CMD...        run CMD; PASS if it exits 0
+#   expect_error MSG PATTERN CMD...
+#                           CMD must exit non-zero with exactly one stderr line that matches
+#                           the extended regex PATTERN (the "one clear line" rule)
+#   run_sub CMD...          run a test program that ends with "N passed, N failed" and add its
+#                           counts (a missing summary line counts as one failure)
+#   finish                  print "N passed, N failed"; exit non-zero on any failure
+T_PASS=0
+T_FAIL=0
+pass() { T_PASS=$((T_PASS + 1)); echo "PASS $*"; }
+fail() { T_FAIL=$((T_FAIL + 1)); echo "FAIL $*"; }
+check() {
+  local msg=$1; shift
+  if "$@"; then pass "$msg"; else fail "$msg"; fi
+}
+expect_error() {
+  local msg=$1 pattern=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  local lines
+  lines=$(printf '%s' "$err" | grep -c '^')
+  if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$err" | grep -Eq -- "$pattern"; then
+    pass "$msg: $err"
+  else
+    fail "$msg: exit $rc, $lines stderr line(s), expected /$pattern/: $(printf '%s' "$err" | head -3 | tr '\n' '|')"
+  fi
+}
+run_sub() {
+  local out summary p f
+  out=$("$@" 2>&1)
+  echo "$out"
+  summary=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+  if [ -z "$summary" ]; then
+    fail "$* produced no summary line"
+    return
+  fi
+  p=${summary%% passed*}; f=${summary#*passed, }; f=${f%% failed*}
+  T_PASS=$((T_PASS + p)); T_FAIL=$((T_FAIL + f))
+}
+finish() {
+  echo "$T_PASS passed, $T_FAIL failed"
+  [ "$T_FAIL" -eq 0 ]
+}

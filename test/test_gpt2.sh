@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# test/test_gpt2.sh: the C trainer's model vs the PyTorch reference on debug states written by
+# train_gpt2.py from random init, for three layer tables of the tiny model (4 layers, C 64):
+#   uniform (4 heads of 16), random tokens, T 32;
+#   Prism 1-2-4-4 (head sizes 64, 32, 16), TinyShakespeare tokens, T 64;
+#   explicit head sizes 1x96 2x48 4x16 4x16 (attention width != C), random tokens, T 32.
+# build/test_gpt2 checks init, logits, loss, every gradient and the 10-step AdamW losses.
+set -u
+cd "$(dirname "$0")/.."
+. test/lib.sh
+PYTHON=${PYTHON:-/usr/bin/python3}
+dir=build/tmp_gpt2_states
+mkdir -p "$dir"
+printf '# tiny Prism schedule: head sizes 64, 32, 16\n1 2 4*2\n' > "$dir/prism.txt"
+printf '1x96 2x48 4x16*2\n' > "$dir/explicit.txt"
+val=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
+
+run_case() {  # name, extra python args, extra test args
+  local name=$1 pyargs=$2 targs=$3
+  echo "== $name"
+  if ! $PYTHON train_gpt2.py --model tiny $pyargs --write_model "$dir/$name.bin" \
+       --debug_state "$dir/${name}_state.bin" > "$dir/$name.py.log" 2>&1; then
+    fail "train_gpt2.py could not write the $name debug state: $(tail -1 "$dir/$name.py.log")"
+    return
+  fi
+  run_sub ./build/test_gpt2 "$dir/$name.bin" "$dir/${name}_state.bin" $targs
+}
+run_case uniform "--B 4 --T 32" "-init tiny"
+run_case prism "--prism $dir/prism.txt --B 2 --T 64 --data $val" "-init tiny -prism $dir/prism.txt"
+run_case explicit "--prism $dir/explicit.txt --B 4 --T 32" "-init tiny -prism $dir/explicit.txt"
+finish

@@ -1,0 +1,338 @@
+/*
+ * train_gpt2.c: the CPU fp32 reference trainer for GPT-2 with per-layer head tables (Prism).
+ *
+ *   ./train_gpt2 -e d12 -prism prism/schedules/d12_prism.txt -i TRAIN_GLOB -j VAL_GLOB -o out/
+ *   ./train_gpt2 --help
+ *
+ * Same flags, files and log lines as llm.c's train_gpt2cu (llmc/args.h): a uniform model's
+ * checkpoints load in llm.c and back, and main.log plots with llm.c's tools. The model is
+ * llmc/gpt2_cpu.h; this file is the training loop: set-up, evaluation, sampling, checkpoints and
+ * resume, and the optimizer step.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "llmc/args.h"
+#include "llmc/checkpoint.h"
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/gpt2_cpu.h"
+#include "llmc/logger.h"
+#include "llmc/outlier.h"
+#include "llmc/schedulers.h"
+#include "llmc/state.h"
+#include "llmc/tokenizer.h"
+#include "prism/schedule.h"
+
+/* Everything one training run owns. */
+typedef struct {
+    TrainArgs args;
+    GPT2 model;
+    DataLoader train_loader, val_loader;
+    Tokenizer tokenizer;
+    Logger logger;
+    LRSchedule lr_schedule;
+    OutlierDetector loss_outliers, norm_outliers;
+    int grad_accum;    /* micro-steps per update */
+    int num_steps;     /* updates in the run */
+    int start_step;    /* 0, or the step resumed from */
+    int resumed;       /* 1 while in the iteration that was resumed into */
+    int val_batches;   /* per evaluation */
+    uint64_t sample_rng;
+} Run;
+
+/* ----------------------------------------------------------------------------------------------
+ * Set-up */
+
+/* The model the run starts from: a checkpoint, or a descriptor plus an optional Prism schedule. */
+static void build_model(Run *r, const char *init_path) {
+    const TrainArgs *a = &r->args;
+    if (!config_is_descriptor_like(init_path)) {
+        if (a->prism[0] != '\0') {
+            llmc_die("-prism %s: the checkpoint %s carries its own layer table; -prism applies to "
+                     "a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
+        }
+        gpt2_build_from_checkpoint(&r->model, init_path);
+        printf("loaded %s\n", init_path);
+        return;
+    }
+    GPT2Config c;
+    char msg[512];
+    if (!config_from_descriptor(init_path, &c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
+    if (a->prism[0] != '\0') {
+        PrismSchedule s;
+        if (!prism_schedule_load(a->prism, &c, a->prism_unchecked, &s)) llmc_die("%s", s.error);
+        for (int i = 0; i < s.n_warnings; i++) llmc_warn("%s", s.warning[i]);
+        prism_schedule_apply(&s, &c);
+    }
+    gpt2_build_from_config(&r->model, &c, (uint32_t)a->seed);
+    printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
+}
+
+static void setup(Run *r) {
+    TrainArgs *a = &r->args;
+    train_args_check(a, TRAINER_CPU);
+    if (a->hellaswag) {
+        llmc_die("-h 1: the HellaSwag eval is not available in the CPU trainer yet; run without -h");
+    }
+    if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
+    if (a->out_dir[0] != '\0') make_dir(a->out_dir);
+
+    /* resume: the newest checkpoint with a DONE_ marker; none means a fresh start (as llm.c,
+     * so that a restart loop can use -y 1 from its first launch) */
+    int resume_step = a->resume ? find_max_done_step(a->out_dir) : -1;
+    char init_path[4200];
+    if (resume_step >= 0) {
+        ckpt_model_path(init_path, sizeof(init_path), a->out_dir, resume_step);
+        if (a->prism[0] != '\0') printf("resuming: the layer table comes from %s; -prism is not used\n", init_path);
+        a->prism[0] = '\0';
+    } else {
+        if (a->resume) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
+        snprintf(init_path, sizeof(init_path), "%s", a->init);
+    }
+    build_model(r, init_path);
+    const GPT2Config *c = &r->model.config;
+    config_print(c, stdout);
+    printf("parameters: %zu\n", r->model.layout.total);
+
+    if (a->T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", a->T, c->max_seq_len);
+    if (a->T < c->max_seq_len) printf("note: -t %d is shorter than the model's maxT %d\n", a->T, c->max_seq_len);
+    const int nproc = 1, rank = 0;
+    const long long tokens_per_micro = (long long)a->B * a->T * nproc;
+    if (a->total_batch == -1) a->total_batch = (int)tokens_per_micro;
+    if (a->total_batch % tokens_per_micro != 0) {
+        llmc_die("-d %d is not a multiple of B*T*processes = %lld", a->total_batch, tokens_per_micro);
+    }
+    r->grad_accum = (int)(a->total_batch / tokens_per_micro);
+
+    const int shuffle = !a->overfit;
+    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, rank, nproc, shuffle, c->vocab_size);
+    dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, rank, nproc, 0, c->vocab_size);
+    r->val_batches = a->val_batches == -1 ? (int)r->val_loader.total_samples
+                                          : LLMC_MIN(a->val_batches, (int)r->val_loader.total_samples);
+    r->num_steps = a->max_steps;
+    if (r->num_steps == -1) {
+        r->num_steps = (int)(r->train_loader.total_tokens / a->total_batch);
+        if (r->num_steps < 1) llmc_die("-x -1: the train data holds less than one batch of -d %d tokens", a->total_batch);
+    }
+    if (resume_step > r->num_steps) {
+        llmc_die("%s: checkpoint step %d is past the run's last step %d (-x)", a->out_dir, resume_step, r->num_steps);
+    }
+    LRKind kind = LR_COSINE;
+    lr_kind_from_name(a->lr_schedule, &kind);
+    lr_schedule_init(&r->lr_schedule, kind, a->lr, a->warmup, r->num_steps, a->final_lr_frac);
+    outlier_init(&r->loss_outliers);
+    outlier_init(&r->norm_outliers);
+    tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
+    r->sample_rng = 1337;
+
+    r->start_step = 0;
+    r->resumed = 0;
+    if (resume_step >= 0) {
+        char path[4200];
+        ckpt_state_path(path, sizeof(path), a->out_dir, resume_step, rank);
+        const size_t n = r->model.layout.total;
+        r->model.m = (float *)xcalloc(n, sizeof(float));
+        r->model.v = (float *)xcalloc(n, sizeof(float));
+        TrainState expect = {nproc, rank, 0, shuffle, resume_step, 0, 0, 0, 0}, got;
+        state_read(path, &got, r->model.m, r->model.v, NULL, n, &r->train_loader, &expect);
+        r->start_step = resume_step;
+        r->resumed = 1;
+        printf("resumed from step %d (%s)\n", resume_step, path);
+    }
+    logger_init(&r->logger, a->out_dir, rank, resume_step >= 0);
+
+    train_args_print(a, TRAINER_CPU, stdout);
+#ifdef _OPENMP
+    printf("threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
+#endif
+    printf("batch: B %d x T %d x %d micro-steps = %d tokens per step, %d steps\n", a->B, a->T,
+           r->grad_accum, a->total_batch, r->num_steps);
+    printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
+           (long long)r->train_loader.total_tokens, r->train_loader.n_files, r->val_batches);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Evaluation and sampling */
+
+/* Mean loss over the first val_batches batches of the val data (the same tokens every time). */
+static float evaluate(Run *r) {
+    DataLoader *dl = &r->val_loader;
+    dataloader_reset(dl);
+    double sum = 0.0;
+    for (int i = 0; i < r->val_batches; i++) {
+        dataloader_next_batch(dl);
+        gpt2_forward(&r->model, dl->inputs, dl->targets, dl->B, dl->T);
+        sum += r->model.mean_loss;
+    }
+    return (float)(sum / r->val_batches);
+}
+
+static uint32_t xorshift_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* Samples gen_tokens tokens after <|endoftext|> at temperature 1 and prints them decoded. */
+static void generate(Run *r) {
+    const GPT2Config *c = &r->model.config;
+    const int n = r->args.gen_tokens, window = r->args.T, V = c->vocab_size;
+    int *tokens = (int *)xmalloc(((size_t)n + 1) * sizeof(int));
+    tokens[0] = GPT2_EOT;
+    printf("generating:\n---\n");
+    for (int t = 1; t <= n; t++) {
+        const int len = LLMC_MIN(t, window);
+        gpt2_forward(&r->model, tokens + t - len, NULL, 1, len);
+        const float *logits = r->model.acts.logits + (size_t)(len - 1) * V;
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+        double sum = 0.0;
+        for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+        const double coin = (xorshift_u32(&r->sample_rng) >> 8) / 16777216.0 * sum;
+        double cdf = 0.0;
+        int next = V - 1;
+        for (int v = 0; v < V; v++) {
+            cdf += exp((double)logits[v] - mx);
+            if (coin < cdf) {
+                next = v;
+                break;
+            }
+        }
+        tokens[t] = next;
+        tokenizer_print(&r->tokenizer, (uint32_t)next, stdout);
+        fflush(stdout);
+    }
+    printf("\n---\n");
+    free(tokens);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Checkpoints */
+
+static void save_checkpoint(Run *r, int step) {
+    const TrainArgs *a = &r->args;
+    char path[4200];
+    ckpt_model_path(path, sizeof(path), a->out_dir, step);
+    checkpoint_write_fp32(path, &r->model.config, r->model.params);
+    ckpt_state_path(path, sizeof(path), a->out_dir, step, 0);
+    const DataLoader *dl = &r->train_loader;
+    TrainState s = {1, 0, 0, dl->should_shuffle, step, 13371337ull, 13371337ull,
+                    (uint64_t)dl->current_shard_idx, (uint64_t)dl->current_sample_idx};
+    state_write(path, &s, r->model.m, r->model.v, NULL, r->model.layout.total, dl);
+    ckpt_done_path(path, sizeof(path), a->out_dir, step);
+    touch_file_atomic(path);
+    ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, 1);
+    printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * One optimizer step: grad_accum micro-batches, clipping, AdamW. Returns the mean loss. */
+typedef struct {
+    float loss, norm, lr;
+    double loss_z, norm_z;
+    int skipped;
+} StepResult;
+
+static StepResult train_step(Run *r, int step) {
+    GPT2 *m = &r->model;
+    DataLoader *dl = &r->train_loader;
+    const TrainArgs *a = &r->args;
+    StepResult res;
+    if (a->overfit) dataloader_reset(dl);
+    gpt2_zero_grad(m);
+    double loss_sum = 0.0;
+    const float dloss = 1.0f / ((float)a->B * a->T * r->grad_accum);
+    for (int micro = 0; micro < r->grad_accum; micro++) {
+        dataloader_next_batch(dl);
+        gpt2_forward(m, dl->inputs, dl->targets, a->B, a->T);
+        gpt2_backward(m, dloss);
+        loss_sum += m->mean_loss;
+    }
+    res.loss = (float)(loss_sum / r->grad_accum);
+    res.norm = gpt2_grad_norm(m);
+    res.lr = lr_at(&r->lr_schedule, step);
+    res.loss_z = outlier_zscore(&r->loss_outliers, res.loss);
+    res.norm_z = outlier_zscore(&r->norm_outliers, res.norm);
+    outlier_push(&r->loss_outliers, res.loss);
+    outlier_push(&r->norm_outliers, res.norm);
+    res.skipped = (a->skip_loss_z > 0 && res.loss_z > a->skip_loss_z) ||
+                  (a->skip_norm_z > 0 && res.norm_z > a->skip_norm_z) || !isfinite(res.norm);
+    if (!res.skipped) {
+        const float clip = 1.0f;
+        const float scale = res.norm > clip ? clip / res.norm : 1.0f;
+        gpt2_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, scale, step + 1);
+    }
+    return res;
+}
+
+static void format_eta(double seconds, char *buf, size_t cap) {
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
+static void train(Run *r) {
+    const TrainArgs *a = &r->args;
+    const int N = r->num_steps;
+    double total_time = 0.0;
+    int timed_steps = 0;
+    for (int step = r->start_step; step <= N; step++) {
+        const int last = step == N;
+        if (last || (a->val_every > 0 && step % a->val_every == 0)) {
+            float val = evaluate(r);
+            printf("val loss %f\n", val);
+            logger_log_val(&r->logger, step, val);
+        }
+        if (a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
+        if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
+            save_checkpoint(r, step);
+        }
+        r->resumed = 0;
+        if (last) break;
+
+        const double t0 = wall_seconds();
+        StepResult res = train_step(r, step);
+        const double dt = wall_seconds() - t0;
+        if (step > r->start_step) { /* the first step warms caches; llm.c also excludes it */
+            total_time += dt;
+            timed_steps++;
+        }
+        const double avg = timed_steps > 0 ? total_time / timed_steps : dt;
+        char eta[32];
+        format_eta(avg * (N - step - 1), eta, sizeof(eta));
+        printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.0f tok/s | eta %s%s\n",
+               step + 1, N, res.loss, res.loss_z, res.norm, res.norm_z, res.lr, dt * 1000.0,
+               a->total_batch / dt, eta, res.skipped ? " | update skipped" : "");
+        fflush(stdout);
+        logger_log_train(&r->logger, step, res.loss, res.lr, res.norm);
+    }
+    if (timed_steps > 0) printf("total average iteration time: %f ms\n", 1000.0 * total_time / timed_steps);
+}
+
+static void teardown(Run *r) {
+    logger_free(&r->logger);
+    tokenizer_free(&r->tokenizer);
+    dataloader_free(&r->train_loader);
+    dataloader_free(&r->val_loader);
+    gpt2_free(&r->model);
+}
+
+int main(int argc, char **argv) {
+    static Run run; /* large (the loader and schedule tables); static keeps it off the stack */
+    int given[ARG_TABLE_LEN];
+    train_args_parse(&run.args, argc, argv, TRAINER_CPU, given);
+    setup(&run);
+    train(&run);
+    teardown(&run);
+    return 0;
+}

@@ -1,0 +1,704 @@
+"""train_gpt2.py: the PyTorch reference model for the C/CUDA trainer.
+
+Defines
+  - GPTConfig / GPT: a GPT-2 pre-LN model (fp32, explicit attention) whose attention layers each
+    have their own head count h_l, head size d_l and kind (the layer table, doc/formats.md);
+  - parse_descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]);
+  - parse_schedule: Prism schedule files (`--prism`, METHODS.md section 2.2);
+  - init_weights: the init of FORMATS.md section 2.3, drawn in the C trainer's order;
+  - write_model / load_model: checkpoints, versions 3/5 (llm.c) and 103/105 (with a layer table);
+  - a command line that writes checkpoints, the debug-state file (with our AdamW trailer) that the
+    C/CUDA tests compare against, and a val loss over a token shard.
+
+Importing this module runs nothing. Everything runs on the CPU in fp32 and is deterministic.
+"""
+import argparse
+import math
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------------------------------------
+# Constants (FORMATS.md section 1 and 2)
+
+MODEL_MAGIC = 20240326
+STATE_MAGIC = 20240327          # debug state
+SHARD_MAGIC = 20240520
+DEBUG_STATE_VERSION = 2         # v2 = gradients with the padded vocabulary
+GPT2_VOCAB = 50257
+
+
+def padded_vocab(v):
+    # Vp = ceil(V/128)*128 (FORMATS 2.1): 50257 -> 50304.
+    return (v + 127) // 128 * 128
+
+
+# Attention kinds of the layer table (doc/formats.md "Layer table"); only 0 is implemented.
+KINDS = ("mha", "sd", "lin", "sdlin")
+MAX_TABLE_LAYERS = 80           # 16 + 3L <= 256 header slots
+
+# The 16 parameter slots in checkpoint order (FORMATS 2.2); the per-layer ones are stored layer 0
+# first. Weight decay applies to the 2-D slots only (FORMATS 11).
+SLOT_NAMES = ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+              "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb")
+DECAY_SLOTS = frozenset((0, 1, 4, 6, 10, 12))
+
+# Descriptor tables (FORMATS 2.2): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
+GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
+               48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
+GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96),
+               2048: (24, 128), 2560: (32, 80), 4096: (32, 128), 5140: (40, 128),
+               12288: (96, 128)}
+
+
+class FormatError(ValueError):
+    """A file that does not match its format; the message names the file and the field."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+
+@dataclass
+class GPTConfig:
+    n_layer: int
+    n_embd: int
+    n_head: int                       # base heads: the descriptor's (checkpoint header[5])
+    block_size: int = 1024            # maxT, the number of wpe rows
+    vocab_size: int = GPT2_VOCAB
+    padded_vocab_size: int = 0        # 0 -> derived from vocab_size
+    layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
+    flags: int = 0                    # header[9]; bit 0 (no per-block LayerNorm) is reserved
+
+    def __post_init__(self):
+        if self.padded_vocab_size == 0:
+            self.padded_vocab_size = padded_vocab(self.vocab_size)
+        for name in ("n_layer", "n_embd", "n_head", "block_size", "vocab_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
+        if self.padded_vocab_size < self.vocab_size:
+            raise ValueError(f"GPTConfig: padded_vocab_size {self.padded_vocab_size} < "
+                             f"vocab_size {self.vocab_size}")
+        if self.layers is None:
+            # The uniform table of a descriptor: h heads of size C/h (FORMATS 18 #8: check it).
+            if self.n_embd % self.n_head:
+                raise ValueError(f"GPTConfig: {self.n_head} heads do not divide C={self.n_embd}")
+            d = self.n_embd // self.n_head
+            self.layers = tuple((self.n_head, d, 0) for _ in range(self.n_layer))
+        self.layers = tuple(tuple(int(v) for v in entry) for entry in self.layers)
+        if len(self.layers) != self.n_layer:
+            raise ValueError(f"GPTConfig: layer table has {len(self.layers)} entries, "
+                             f"L={self.n_layer}")
+        for l, (h, d, kind) in enumerate(self.layers):
+            if h < 1 or d < 1 or not 0 <= kind < len(KINDS):
+                raise ValueError(f"GPTConfig: bad layer table entry {l}: h={h} d={d} kind={kind}")
+
+    def is_uniform(self):
+        """True when llm.c can read the model: every layer mha with the same h and h*d == C
+        (doc/formats.md "Model checkpoint"); such a model is written as version 3/5."""
+        h0 = self.layers[0][0]
+        return self.flags == 0 and all(
+            kind == 0 and h == h0 and h * d == self.n_embd for h, d, kind in self.layers)
+
+    def slot_shapes(self):
+        """The 16 slots as lists of per-tensor shapes (one shape per layer for per-layer slots)."""
+        C, L, T, Vp = self.n_embd, self.n_layer, self.block_size, self.padded_vocab_size
+        A = [h * d for h, d, _ in self.layers]
+        per = lambda f: [f(l) for l in range(L)]
+        return [[(Vp, C)], [(T, C)],
+                per(lambda l: (C,)), per(lambda l: (C,)),
+                per(lambda l: (3 * A[l], C)), per(lambda l: (3 * A[l],)),
+                per(lambda l: (C, A[l])), per(lambda l: (C,)),
+                per(lambda l: (C,)), per(lambda l: (C,)),
+                per(lambda l: (4 * C, C)), per(lambda l: (4 * C,)),
+                per(lambda l: (C, 4 * C)), per(lambda l: (C,)),
+                [(C,)], [(C,)]]
+
+    def num_params(self):
+        """llm.c's count: padded wte, wpe included (FORMATS 2.2)."""
+        return sum(math.prod(s) for slot in self.slot_shapes() for s in slot)
+
+    def describe(self):
+        heads = ",".join(f"{h}x{d}" + ("" if k == 0 else ":" + KINDS[k]) for h, d, k in self.layers)
+        return (f"L={self.n_layer} C={self.n_embd} base_heads={self.n_head} "
+                f"maxT={self.block_size} V={self.vocab_size} Vp={self.padded_vocab_size} "
+                f"layers=[{heads}] params={self.num_params()}")
+
+
+def parse_descriptor(desc):
+    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md, FORMATS 2.2)."""
+    m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
+    if m:
+        depth = int(m.group(1))
+        if depth not in GPT2_SHAPES:
+            raise ValueError(f"descriptor '{desc}': depth {depth} is not one of "
+                             f"{sorted(GPT2_SHAPES)}")
+        C, nh = GPT2_SHAPES[depth]
+        return GPTConfig(n_layer=depth, n_embd=C, n_head=nh, block_size=1024)
+    m = re.fullmatch(r"gpt3:c(\d+)", desc)
+    if m:
+        C = int(m.group(1))
+        if C not in GPT3_SHAPES:
+            raise ValueError(f"descriptor '{desc}': width {C} is not one of {sorted(GPT3_SHAPES)}")
+        L, hs = GPT3_SHAPES[C]
+        if C % hs:
+            # gpt3:c5140 is in llm.c's table but 5140 % 128 != 0 (FORMATS 18 #8).
+            raise ValueError(f"descriptor '{desc}': head size {hs} does not divide C={C}")
+        return GPTConfig(n_layer=L, n_embd=C, n_head=C // hs, block_size=2048)
+    if desc == "tiny":
+        return GPTConfig(n_layer=4, n_embd=64, n_head=4, block_size=64)
+    m = re.fullmatch(r"L(\d+)C(\d+)H(\d+)(?:T(\d+))?", desc)
+    if m:
+        L, C, h = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        T = int(m.group(4)) if m.group(4) else 1024
+        if min(L, C, h, T) < 1:
+            raise ValueError(f"descriptor '{desc}': L, C, H and T must be >= 1")
+        if C % h:
+            raise ValueError(f"descriptor '{desc}': {h} heads do not divide C={C}")
+        return GPTConfig(n_layer=L, n_embd=C, n_head=h, block_size=T)
+    raise ValueError(f"unknown model descriptor '{desc}' (expected dN, gpt2:dN, gpt3:cC, tiny, "
+                     f"L<l>C<c>H<h>[T<t>] or a .bin checkpoint)")
+
+
+_ENTRY = re.compile(r"(\d+)(?:x(\d+))?(?::([A-Za-z]+))?(?:\*(\d+))?")
+
+
+def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
+    """Prism schedule file -> layer table [(h, d, kind)] (METHODS 2.2, 2.3).
+
+    Entries H[xD][:KIND][*N] separated by whitespace, '#' comments. Without xD the head size is
+    C/H and H must divide C. The entries must cover exactly n_layer layers, with non-decreasing
+    head counts unless `unchecked`. Errors are ValueError("file:line: message"). `text` replaces
+    the file's content (the path is still used in messages).
+    """
+    if text is None:
+        with open(path, "r") as f:
+            text = f.read()
+    table = []
+    prev_h = None
+    last_line = 1
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        where = f"{path}:{lineno}"
+        for tok in raw.split("#", 1)[0].split():
+            m = _ENTRY.fullmatch(tok)
+            if not m:
+                raise ValueError(f"{where}: bad entry '{tok}' (expected H[xD][:KIND][*N], "
+                                 f"e.g. 4, 2x64, 12:mha*3)")
+            h = int(m.group(1))
+            if h < 1:
+                raise ValueError(f"{where}: entry '{tok}': head count must be >= 1")
+            if m.group(2) is not None:
+                d = int(m.group(2))
+                if d < 1:
+                    raise ValueError(f"{where}: entry '{tok}': head size must be >= 1")
+            else:
+                if n_embd % h:
+                    raise ValueError(f"{where}: entry '{tok}': {h} heads do not divide "
+                                     f"C={n_embd} (give the head size explicitly as {h}xD)")
+                d = n_embd // h
+            kind = m.group(3) or "mha"
+            if kind not in KINDS:
+                raise ValueError(f"{where}: entry '{tok}': unknown kind '{kind}' "
+                                 f"(expected one of {', '.join(KINDS)})")
+            if kind != "mha":
+                raise ValueError(f"{where}: entry '{tok}': kind '{kind}' is reserved, "
+                                 f"not implemented")
+            n = int(m.group(4)) if m.group(4) is not None else 1
+            if n < 1:
+                raise ValueError(f"{where}: entry '{tok}': repeat count must be >= 1")
+            if prev_h is not None and h < prev_h and not unchecked:
+                raise ValueError(f"{where}: entry '{tok}': head count {h} is below the previous "
+                                 f"{prev_h}; schedules must be non-decreasing "
+                                 f"(--prism_unchecked allows it)")
+            if len(table) + n > n_layer:
+                raise ValueError(f"{where}: entry '{tok}': schedule covers more than "
+                                 f"L={n_layer} layers")
+            table.extend([(h, d, KINDS.index(kind))] * n)
+            prev_h = h
+            last_line = lineno
+    if len(table) != n_layer:
+        raise ValueError(f"{path}:{last_line}: schedule covers {len(table)} layers, "
+                         f"the model has L={n_layer}")
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Model. Parameters are created uninitialized (torch.empty) so that building even a large model
+# is cheap; init_weights (or load_model) gives them values.
+
+def _param(*shape):
+    return nn.Parameter(torch.empty(*shape, dtype=torch.float32))
+
+
+class CausalSelfAttention(nn.Module):
+    """Softmax attention with h heads of size d; width A = h*d may differ from C.
+
+    qkv_w rows are the Q block, the K block, then the V block, each A rows; head k owns rows
+    [k*d, (k+1)*d) of each block (doc/formats.md "Layer table", METHODS 0)."""
+
+    def __init__(self, n_embd, n_head, head_size, kind=0):
+        super().__init__()
+        if kind != 0:
+            raise NotImplementedError(f"attention kind '{KINDS[kind]}' is reserved, "
+                                      f"not implemented")
+        self.n_head, self.head_size = n_head, head_size
+        width = n_head * head_size
+        self.qkv_w = _param(3 * width, n_embd)
+        self.qkv_b = _param(3 * width)
+        self.proj_w = _param(n_embd, width)
+        self.proj_b = _param(n_embd)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        h, d = self.n_head, self.head_size
+        q, k, v = F.linear(x, self.qkv_w, self.qkv_b).split(h * d, dim=-1)
+        # (B, T, h*d) -> (B, h, T, d): the column blocks of width d are the heads.
+        q, k, v = (t.reshape(B, T, h, d).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        probs = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        out = (probs @ v).transpose(1, 2).reshape(B, T, h * d)
+        return F.linear(out, self.proj_w, self.proj_b)
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, n_embd, n_head, head_size, kind):
+        super().__init__()
+        self.ln1_w, self.ln1_b = _param(n_embd), _param(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, head_size, kind)
+        self.ln2_w, self.ln2_b = _param(n_embd), _param(n_embd)
+        self.fc_w, self.fc_b = _param(4 * n_embd, n_embd), _param(4 * n_embd)
+        self.fcproj_w, self.fcproj_b = _param(n_embd, 4 * n_embd), _param(n_embd)
+
+    def forward(self, x):
+        C = x.shape[-1]
+        x = x + self.attn(F.layer_norm(x, (C,), self.ln1_w, self.ln1_b, eps=1e-5))
+        hid = F.linear(F.layer_norm(x, (C,), self.ln2_w, self.ln2_b, eps=1e-5),
+                       self.fc_w, self.fc_b)
+        return x + F.linear(F.gelu(hid, approximate="tanh"), self.fcproj_w, self.fcproj_b)
+
+
+class GPT(nn.Module):
+    """GPT-2 with a per-layer attention table. wte is (Vp, C) and doubles as the LM head; only
+    its first V rows produce logits, so the padded rows never receive gradient."""
+
+    def __init__(self, config, seed=None):
+        super().__init__()
+        if config.flags & 1:
+            raise NotImplementedError("flag bit 0 (no per-block LayerNorm) is reserved, "
+                                      "not implemented")
+        self.config = config
+        C = config.n_embd
+        self.wte = _param(config.padded_vocab_size, C)
+        self.wpe = _param(config.block_size, C)
+        self.blocks = nn.ModuleList(Block(C, h, d, kind) for h, d, kind in config.layers)
+        self.lnf_w, self.lnf_b = _param(C), _param(C)
+        if seed is not None:
+            init_weights(self, seed)
+
+    def slots(self):
+        """The parameters as 16 lists in checkpoint order (FORMATS 2.2), layer 0 first."""
+        bl = self.blocks
+        return [[self.wte], [self.wpe],
+                [b.ln1_w for b in bl], [b.ln1_b for b in bl],
+                [b.attn.qkv_w for b in bl], [b.attn.qkv_b for b in bl],
+                [b.attn.proj_w for b in bl], [b.attn.proj_b for b in bl],
+                [b.ln2_w for b in bl], [b.ln2_b for b in bl],
+                [b.fc_w for b in bl], [b.fc_b for b in bl],
+                [b.fcproj_w for b in bl], [b.fcproj_b for b in bl],
+                [self.lnf_w], [self.lnf_b]]
+
+    def num_parameters(self):
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx, targets=None):
+        """idx (B, T) int64 -> logits (B, T, V) over the real vocabulary, and the mean
+        cross-entropy against targets (or None)."""
+        B, T = idx.shape
+        cfg = self.config
+        if T > cfg.block_size:
+            raise ValueError(f"sequence length {T} exceeds maxT={cfg.block_size}")
+        x = F.embedding(idx, self.wte) + self.wpe[:T]
+        for block in self.blocks:
+            x = block(x)
+        x = F.layer_norm(x, (cfg.n_embd,), self.lnf_w, self.lnf_b, eps=1e-5)
+        logits = x @ self.wte[:cfg.vocab_size].t()
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), targets.reshape(-1))
+        return logits, loss
+
+
+@torch.no_grad()
+def init_weights(model, seed=42):
+    """FORMATS 2.3: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) residual projections, zero biases
+    and padded wte rows, unit LayerNorm weights. One normal_ call per tensor on one mt19937
+    generator, in PyTorch module order (wte rows [0, V), wpe, then per layer qkvw, attprojw, fcw,
+    fcprojw), so the C trainer, which replays torch's normal_ algorithm, draws the same values."""
+    cfg = model.config
+    g = torch.Generator()
+    g.manual_seed(seed)
+    std = 0.02
+    resid_std = 0.02 / math.sqrt(2 * cfg.n_layer)
+    model.wte.zero_()
+    # A contiguous view of the first V rows: exactly V*C draws, as in llm.c.
+    model.wte[:cfg.vocab_size].normal_(0.0, std, generator=g)
+    model.wpe.normal_(0.0, std, generator=g)
+    for b in model.blocks:
+        b.attn.qkv_w.normal_(0.0, std, generator=g)
+        b.attn.proj_w.normal_(0.0, resid_std, generator=g)
+        b.fc_w.normal_(0.0, std, generator=g)
+        b.fcproj_w.normal_(0.0, resid_std, generator=g)
+        for p in (b.attn.qkv_b, b.attn.proj_b, b.fc_b, b.fcproj_b, b.ln1_b, b.ln2_b):
+            p.zero_()
+        b.ln1_w.fill_(1.0)
+        b.ln2_w.fill_(1.0)
+    model.lnf_w.fill_(1.0)
+    model.lnf_b.zero_()
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints (FORMATS 2.1, 2.4; doc/formats.md "Model checkpoint")
+
+def _tensor_bytes(t, dtype):
+    t = t.detach().contiguous()
+    if dtype == "fp32":
+        return t.numpy().astype("<f4", copy=False).tobytes()
+    # bf16 = upper 16 bits of fp32 after round-to-nearest-even, exactly torch's conversion.
+    return t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2", copy=False).tobytes()
+
+
+def _write_atomic(path, chunks):
+    # Write NAME.tmp then rename, so a file with its final name is always complete.
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        for c in chunks:
+            f.write(c)
+    os.replace(tmp, path)
+
+
+def write_model(model, path, dtype="fp32"):
+    """Write a checkpoint: version 3/5 (byte-identical to llm.c) for a uniform table, else
+    103/105 with the layer table in header[8], [9], [16+3l..18+3l]."""
+    if dtype not in ("fp32", "bf16"):
+        raise ValueError(f"write_model: dtype must be 'fp32' or 'bf16', got '{dtype}'")
+    cfg = model.config
+    header = np.zeros(256, dtype="<i4")
+    header[0] = MODEL_MAGIC
+    base_version = 3 if dtype == "fp32" else 5
+    if cfg.is_uniform():
+        header[1] = base_version
+        # llm.c derives the head size from header[5], so it must be the table's h (a schedule
+        # like "2 2 2 2" on a 4-head descriptor is uniform with 2 heads).
+        heads = cfg.layers[0][0]
+    else:
+        if cfg.n_layer > MAX_TABLE_LAYERS:
+            raise ValueError(f"{path}: a layer table holds at most {MAX_TABLE_LAYERS} layers, "
+                             f"L={cfg.n_layer}")
+        header[1] = 100 + base_version
+        heads = cfg.n_head
+        header[8] = 1                      # layer-table revision
+        header[9] = cfg.flags
+        for l, (h, d, kind) in enumerate(cfg.layers):
+            header[16 + 3 * l:19 + 3 * l] = (h, d, kind)
+    header[2:8] = (cfg.block_size, cfg.vocab_size, cfg.n_layer, heads, cfg.n_embd,
+                   cfg.padded_vocab_size)
+    chunks = [header.tobytes()]
+    for slot in model.slots():
+        for t in slot:
+            chunks.append(_tensor_bytes(t, dtype))
+    _write_atomic(path, chunks)
+
+
+def load_model(path):
+    """Read a checkpoint of version 3, 5, 103 or 105 (bf16 widened to fp32) into a new GPT.
+    Every inconsistency raises FormatError with one line naming the file and the field."""
+    size = os.path.getsize(path)
+    if size < 1024:
+        raise FormatError(f"{path}: file is {size} bytes, shorter than the 1024-byte header")
+    header = np.fromfile(path, dtype="<i4", count=256).astype(np.int64)
+    if header[0] != MODEL_MAGIC:
+        raise FormatError(f"{path}: bad magic {header[0]} in header[0] (expected {MODEL_MAGIC})")
+    version = int(header[1])
+    if version not in (3, 5, 103, 105):
+        raise FormatError(f"{path}: bad version {version} in header[1] "
+                          f"(expected 3, 5, 103 or 105)")
+    maxT, V, L, nh, C, Vp = (int(v) for v in header[2:8])
+    for idx, name, val in ((2, "max_seq_len", maxT), (3, "vocab_size", V), (4, "num_layers", L),
+                           (5, "num_heads", nh), (6, "channels", C),
+                           (7, "padded_vocab_size", Vp)):
+        if val < 1:
+            raise FormatError(f"{path}: bad {name} {val} in header[{idx}]")
+    if Vp < V:
+        raise FormatError(f"{path}: padded_vocab_size {Vp} in header[7] is below "
+                          f"vocab_size {V}")
+    flags = 0
+    if version in (3, 5):
+        if C % nh:
+            raise FormatError(f"{path}: num_heads {nh} in header[5] does not divide "
+                              f"channels {C}")
+        layers = None
+    else:
+        if header[8] != 1:
+            raise FormatError(f"{path}: unknown layer-table revision {header[8]} in header[8] "
+                              f"(expected 1)")
+        flags = int(header[9])
+        if flags & 1:
+            raise FormatError(f"{path}: flag bit 0 (no per-block LayerNorm) in header[9] is "
+                              f"reserved, not implemented")
+        if flags & ~1:
+            raise FormatError(f"{path}: unknown flags {flags:#x} in header[9]")
+        if L > MAX_TABLE_LAYERS:
+            raise FormatError(f"{path}: num_layers {L} in header[4] exceeds the "
+                              f"{MAX_TABLE_LAYERS}-layer table")
+        layers = []
+        for l in range(L):
+            h, d, kind = (int(v) for v in header[16 + 3 * l:19 + 3 * l])
+            if h < 1:
+                raise FormatError(f"{path}: bad head count {h} for layer {l} in "
+                                  f"header[{16 + 3 * l}]")
+            if d < 1:
+                raise FormatError(f"{path}: bad head size {d} for layer {l} in "
+                                  f"header[{17 + 3 * l}]")
+            if not 0 <= kind < len(KINDS):
+                raise FormatError(f"{path}: unknown attention kind {kind} for layer {l} in "
+                                  f"header[{18 + 3 * l}]")
+            if kind != 0:
+                raise FormatError(f"{path}: attention kind '{KINDS[kind]}' for layer {l} in "
+                                  f"header[{18 + 3 * l}] is reserved, not implemented")
+            layers.append((h, d, kind))
+    cfg = GPTConfig(n_layer=L, n_embd=C, n_head=nh, block_size=maxT, vocab_size=V,
+                    padded_vocab_size=Vp, layers=layers, flags=flags)
+    elsize = 4 if version % 100 == 3 else 2
+    n = cfg.num_params()
+    expected = 1024 + elsize * n
+    if size != expected:
+        raise FormatError(f"{path}: file size {size} does not match the header (expected "
+                          f"{expected} bytes = 1024 + {elsize}*{n} parameters)")
+    if elsize == 4:
+        flat = np.fromfile(path, dtype="<f4", offset=1024).astype(np.float32)
+    else:
+        raw = np.fromfile(path, dtype="<u2", offset=1024)
+        flat = (raw.astype(np.uint32) << 16).view(np.float32)
+    model = GPT(cfg)
+    pos = 0
+    with torch.no_grad():
+        for slot in model.slots():
+            for p in slot:
+                k = p.numel()
+                p.copy_(torch.from_numpy(flat[pos:pos + k]).view(p.shape))
+                pos += k
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# Token shards (FORMATS 3)
+
+def read_shard(path):
+    """Tokens of an llm.c shard as a uint16 array, after the magic, version and size checks."""
+    size = os.path.getsize(path)
+    if size < 1024:
+        raise FormatError(f"{path}: file is {size} bytes, shorter than the 1024-byte header")
+    header = np.fromfile(path, dtype="<i4", count=256)
+    if header[0] != SHARD_MAGIC:
+        raise FormatError(f"{path}: bad magic {header[0]} in header[0] (expected {SHARD_MAGIC})")
+    if header[1] != 1:
+        raise FormatError(f"{path}: bad version {header[1]} in header[1] (expected 1)")
+    ntok = int(header[2])
+    if size != 1024 + 2 * ntok:
+        raise FormatError(f"{path}: file size {size} does not match ntok {ntok} in header[2] "
+                          f"(expected {1024 + 2 * ntok} bytes)")
+    return np.fromfile(path, dtype="<u2", offset=1024)
+
+
+def _window(tokens, start, B, T):
+    # Inputs are B*T tokens from `start`, targets the same window shifted by 1 (FORMATS 4).
+    w = torch.from_numpy(tokens[start:start + B * T + 1].astype(np.int64))
+    return w[:-1].view(B, T), w[1:].view(B, T)
+
+
+@torch.no_grad()
+def eval_loss(model, shard, B, T, batches):
+    """Mean of the per-batch mean losses over the first `batches` consecutive B*T windows
+    (llm.c's val loader: no shuffle, window k starts at token k*B*T)."""
+    tokens = read_shard(shard)
+    need = batches * B * T + 1
+    if len(tokens) < need:
+        raise ValueError(f"{shard}: {len(tokens)} tokens, {batches} batches of B*T={B * T} "
+                         f"need {need}")
+    total = 0.0
+    for k in range(batches):
+        x, y = _window(tokens, k * B * T, B, T)
+        total += model(x, y)[1].item()
+    return total / batches
+
+
+# ---------------------------------------------------------------------------------------------
+# Debug state and the reference AdamW trajectory (FORMATS 7, 11; doc/formats.md "Debug state")
+
+@torch.no_grad()
+def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip):
+    """One AdamW update written out (FORMATS 11), t = step+1. Returns the pre-clip grad norm.
+    The norm is accumulated in float64; clip <= 0 disables clipping."""
+    slots = model.slots()
+    params = [(p, i in DECAY_SLOTS) for i, slot in enumerate(slots) for p in slot]
+    norm = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p, _ in params))
+    scale = clip / norm if (clip > 0 and norm > clip) else 1.0
+    bc1 = 1.0 - beta1 ** t
+    bc2 = 1.0 - beta2 ** t
+    for (p, decay), m, v in zip(params, m_bufs, v_bufs):
+        g = p.grad * scale
+        m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        update = (m / bc1) / ((v / bc2).sqrt() + eps)
+        if decay:
+            update = update + wd * p
+        p.sub_(lr * update)
+    return norm
+
+
+def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip):
+    """Forward+backward on (x, y), then `steps`-1 AdamW updates on the same batch; writes the
+    debug-state file (tmp + rename) and returns the losses. losses[i] is the loss after i updates,
+    so losses[0] is the loss whose logits and gradients the file holds."""
+    if steps < 1:
+        raise ValueError(f"--steps must be >= 1, got {steps}")
+    cfg = model.config
+    B, T = x.shape
+    params = [p for slot in model.slots() for p in slot]
+    m_bufs = [torch.zeros_like(p) for p in params]
+    v_bufs = [torch.zeros_like(p) for p in params]
+    losses = []
+    first = None
+    for step in range(steps):
+        model.zero_grad(set_to_none=True)
+        logits, loss = model(x, y)
+        loss.backward()
+        losses.append(loss.item())
+        if step == 0:
+            # wte's gradient is (Vp, C) with zero padded rows: they never reach the logits.
+            first = (logits.detach().clone(), loss.item(),
+                     [p.grad.detach().clone() for p in params])
+        if step + 1 < steps:
+            adamw_step(model, m_bufs, v_bufs, step + 1, lr, beta1, beta2, eps, wd, clip)
+    logits, loss0, grads = first
+    header = np.zeros(256, dtype="<i4")
+    header[:4] = (STATE_MAGIC, DEBUG_STATE_VERSION, B, T)
+    chunks = [header.tobytes(),
+              x.numpy().astype("<i4").tobytes(), y.numpy().astype("<i4").tobytes(),
+              logits.numpy().astype("<f4", copy=False).tobytes(),
+              np.array([loss0], dtype="<f4").tobytes()]
+    chunks += [g.numpy().astype("<f4", copy=False).tobytes() for g in grads]
+    # Our trailer; llm.c's readers stop after the gradients (FORMATS 7).
+    chunks.append(np.array([steps], dtype="<i4").tobytes())
+    chunks.append(np.array([lr, beta1, beta2, eps, wd, clip], dtype="<f4").tobytes())
+    chunks.append(np.array(losses, dtype="<f4").tobytes())
+    _write_atomic(path, chunks)
+    model.zero_grad(set_to_none=True)
+    return losses
+
+
+def debug_state_size(cfg, B, T, steps):
+    """Expected byte size of a debug-state file."""
+    return (1024 + 4 * 2 * B * T + 4 * B * T * cfg.vocab_size + 4 + 4 * cfg.num_params()
+            + 4 + 6 * 4 + 4 * steps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+def build_model(model_arg, prism=None, prism_unchecked=False, seed=42):
+    """A checkpoint path (existing file or *.bin) is loaded; anything else is a descriptor,
+    optionally with a Prism schedule replacing the uniform table, and initialized with `seed`."""
+    if os.path.isfile(model_arg) or model_arg.endswith(".bin"):
+        if prism:
+            raise ValueError("--prism applies to descriptors; a checkpoint carries its own "
+                             "layer table")
+        return load_model(model_arg)
+    cfg = parse_descriptor(model_arg)
+    if prism:
+        cfg = GPTConfig(n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
+                        block_size=cfg.block_size, vocab_size=cfg.vocab_size,
+                        layers=parse_schedule(prism, cfg.n_embd, cfg.n_layer, prism_unchecked))
+    return GPT(cfg, seed=seed)
+
+
+def _args(argv):
+    p = argparse.ArgumentParser(description="PyTorch reference for the C/CUDA GPT-2 trainer.")
+    p.add_argument("--model", required=True,
+                   help="descriptor (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]) or .bin")
+    p.add_argument("--prism", default=None, help="schedule file replacing the uniform heads")
+    p.add_argument("--prism_unchecked", action="store_true",
+                   help="allow decreasing head counts in --prism")
+    p.add_argument("--seed", type=int, default=42, help="init seed (descriptors only)")
+    p.add_argument("--write_model", default=None, help="write the model here (before any step)")
+    p.add_argument("--write_dtype", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--debug_state", default=None, help="write the debug-state file here")
+    p.add_argument("--data", default=None, help="token shard for --debug_state")
+    p.add_argument("--B", type=int, default=4)
+    p.add_argument("--T", type=int, default=32)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.95)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--wd", type=float, default=0.1)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--eval_loss", default=None, help="shard for a val loss")
+    p.add_argument("--batches", type=int, default=20, help="windows for --eval_loss")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = _args(argv)
+    try:
+        if args.B < 1 or args.T < 1:
+            raise ValueError(f"--B and --T must be >= 1 (got {args.B}, {args.T})")
+        model = build_model(args.model, args.prism, args.prism_unchecked, args.seed)
+        cfg = model.config
+        print(f"model: {cfg.describe()}")
+        if args.T > cfg.block_size and (args.debug_state or args.eval_loss):
+            raise ValueError(f"--T {args.T} exceeds the model's maxT {cfg.block_size}")
+        if args.write_model:
+            write_model(model, args.write_model, args.write_dtype)
+            print(f"wrote {args.write_model} ({args.write_dtype})")
+        if args.eval_loss:
+            # Before --debug_state, whose AdamW steps change the weights.
+            if args.batches < 1:
+                raise ValueError(f"--batches must be >= 1, got {args.batches}")
+            print(f"val loss {eval_loss(model, args.eval_loss, args.B, args.T, args.batches):.6f}")
+        if args.debug_state:
+            n = args.B * args.T + 1
+            if args.data:
+                toks = read_shard(args.data)
+                if len(toks) < n:
+                    raise ValueError(f"{args.data}: {len(toks)} tokens, B*T+1={n} needed")
+                toks = torch.from_numpy(toks[:n].astype(np.int64))
+                if int(toks.max()) >= cfg.vocab_size:
+                    raise ValueError(f"{args.data}: token {int(toks.max())} >= V={cfg.vocab_size}")
+            else:
+                g = torch.Generator()
+                g.manual_seed(1337)
+                toks = torch.randint(0, cfg.vocab_size, (n,), generator=g)
+            x, y = toks[:-1].view(args.B, args.T), toks[1:].view(args.B, args.T)
+            losses = debug_state(model, x, y, args.debug_state, args.steps, args.lr, args.beta1,
+                                 args.beta2, args.eps, args.wd, args.clip)
+            for i, l in enumerate(losses):
+                print(f"step {i}: loss {l:.6f}")
+            print(f"wrote {args.debug_state}")
+    except (ValueError, NotImplementedError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
