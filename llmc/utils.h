@@ -117,10 +117,20 @@ static inline void path_join(char *out, size_t cap, const char *dir, const char 
     if (n < 0 || (size_t)n >= cap) llmc_die("path too long: %s/%s", dir, name);
 }
 
-/* mkdir -p for one level; an existing directory is fine. */
+/* mkdir -p: creates missing parents; an existing directory is fine. */
 static inline void make_dir(const char *path) {
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        llmc_die("%s: cannot create directory: %s", path, strerror(errno));
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(buf)) llmc_die("bad directory path '%s'", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            llmc_die("%s: cannot create directory %s: %s", path, buf, strerror(errno));
+        }
+        buf[i] = saved;
     }
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) llmc_die("%s: not a directory", path);

@@ -158,10 +158,10 @@ int main(int argc, char **argv) {
         printf("  step %d: loss C %.6f torch %.6f  (rel %.1e)\n", i, model.mean_loss, ds.losses[i], d);
         if (i + 1 < ds.n_steps) gpt2_update(&model, ds.lr, ds.beta1, ds.beta2, ds.eps, ds.wd, scale, i + 1);
     }
-    /* Adam normalizes each gradient element, so a tiny gradient's rounding can flip the sign of
-     * its update; over 10 steps that shifts the loss by ~1e-5 relative. 1e-4 catches any
-     * semantic difference (decay set, bias correction, clipping), which moves it by >= 1e-3. */
-    CHECK(worst <= 1e-4, "AdamW trajectory: %d losses within 1e-4 relative (worst %.1e)", ds.n_steps, worst);
+    /* Measured: C and torch agree to <= 2e-7 relative over the 10 steps. Semantic errors move
+     * the trajectory far more (measured on the Prism state): weight decay on every tensor
+     * instead of the 2-D ones 1.4e-4, no clipping 2.2e-3. 5e-6 sits between, ~25x from each. */
+    CHECK(worst <= 5e-6, "AdamW trajectory: %d losses within 5e-6 relative (worst %.1e)", ds.n_steps, worst);
 
     gpt2_free(&model);
     return test_finish();
