@@ -30,7 +30,7 @@ CFLAGS_EXACT += -Wno-unknown-pragmas
 endif
 
 HEADERS = $(wildcard llmc/*.h) $(wildcard prism/*.h)
-C_TESTS = test_gpt2 test_schedule test_attention_fd test_neutrality test_rand test_checkpoint \
+C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint \
           test_dataloader test_headers_cxx
 TEST_BINS = $(addprefix build/,$(C_TESTS))
 

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test/test_train.sh: training-loop semantics of train_gpt2.
+#   - gradient accumulation: B 4 in one micro-step and B 2 in two micro-steps read the same tokens
+#     (-a 1: the first val window, reset every step) and must give the same loss, norm and update
+#     (to fp32 rounding: 1e-5 relative over 3 steps);
+#   - the loss falls when overfitting one batch;
+#   - the lr column follows -k/-u/-q (t = u is the first decay step, r = 0: still the peak);
+#     main.log lines have llm.c's format.
+set -u
+cd "$(dirname "$0")/.."
+. test/lib.sh
+d=build/tmp_train
+rm -rf "$d"; mkdir -p "$d"
+TS=dev/data/tinyshakespeare
+COMMON=(-e tiny -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -t 32 -x 3 -l 1e-3 -v 0 -m 1 -s 0 -a 1)
+./train_gpt2 "${COMMON[@]}" -b 4 -o "$d/one" > "$d/one.log" 2>&1
+./train_gpt2 "${COMMON[@]}" -b 2 -d 128 -o "$d/two" > "$d/two.log" 2>&1
+check "B 2 x 2 micro-steps runs 2 micro-steps" grep -q "B 2 x T 32 x 2 micro-steps = 128 tokens" "$d/two.log"
+cols() { grep -E '^step ' "$1" | awk -F'|' '{print $2, $3}' | sed -E 's/\([^)]*\)//g; s/loss|norm//g'; }
+cmp_out=$(paste <(cols "$d/one.log") <(cols "$d/two.log") | awk '
+  { n++; for (i = 1; i <= 2; i++) { a = $i; b = $(i + 2); r = (a - b) / (b == 0 ? 1 : b); if (r < 0) r = -r; if (r > w) w = r } }
+  END { printf "%d %.2e", n, w }')
+n=${cmp_out% *}; worst=${cmp_out#* }
+check "grad accumulation: 3 steps of (loss, norm) equal to 1e-5 relative (worst $worst)" \
+  awk -v n="$n" -v w="$worst" 'BEGIN { exit !(n == 3 && w <= 1e-5) }'
+first=$(grep -E '^step +1/' "$d/one.log" | awk '{print $5}')
+last=$(grep -E '^step +3/' "$d/one.log" | awk '{print $5}')
+check "overfitting one batch lowers the loss ($first -> $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
+check "main.log train lines: s:%d trl:%.4f lr:%.6f norm:%.2f" grep -Eq '^s:2 trl:[0-9]+\.[0-9]{4} lr:0\.[0-9]{6} norm:[0-9]+\.[0-9]{2}$' "$d/one/main.log"
+check "main.log val line at the last step: s:3 tel:%.4f" grep -Eq '^s:3 tel:[0-9]+\.[0-9]{4}$' "$d/one/main.log"
+
+./train_gpt2 "${COMMON[@]}" -b 1 -x 10 -k linear -u 2 -q 0.1 -l 1e-3 > "$d/lr.log" 2>&1
+lrs=$(grep -E '^step ' "$d/lr.log" | awk -F'|' '{print $4}' | awk '{print $2}' | tr '\n' ' ')
+check "lr column for -k linear -u 2 -q 0.1 -l 1e-3 over 10 steps: $lrs" \
+  test "$lrs" = "5.00e-04 1.00e-03 1.00e-03 8.88e-04 7.75e-04 6.63e-04 5.50e-04 4.38e-04 3.25e-04 2.12e-04 "
+finish
