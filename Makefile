@@ -42,6 +42,10 @@ TOKENIZER = gpt2_tokenizer.bin
 
 all: train_gpt2
 
+# Module fragments add their programs to ALL_BINS and their test binaries to TEST_BINS.
+ALL_BINS = train_gpt2
+include $(sort $(wildcard mk/*.mk))
+
 train_gpt2: train_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
@@ -75,11 +79,11 @@ train: train_gpt2 data
 	  -b 4 -t 128 -x 300 -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 8 -s 100 -g 64 \
 	  -n 300 -o out/shakespeare_prism
 
-test: train_gpt2 $(TEST_BINS) data
+test: $(ALL_BINS) $(TEST_BINS) data
 	PYTHON=$(PYTHON) bash test/run_all.sh
 
 bench_cpu: train_gpt2 data
 	bash scripts/bench_cpu.sh
 
 clean:
-	rm -rf build train_gpt2 out/test_*
+	rm -rf build $(ALL_BINS)

@@ -11,22 +11,14 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 export PYTHON
 mkdir -p build/logs
 
-TESTS=(
-  "headers_cxx|build/test_headers_cxx"
-  "rand|$PYTHON test/test_rand.py build/test_rand"
-  "schedulers|build/test_schedulers"
-  "schedule|build/test_schedule"
-  "neutrality|build/test_neutrality"
-  "attention_fd|build/test_attention_fd"
-  "dataloader|build/test_dataloader"
-  "checkpoint|bash test/test_checkpoint.sh"
-  "gpt2_vs_pytorch|bash test/test_gpt2.sh"
-  "train|bash test/test_train.sh"
-  "resume|bash test/test_resume.sh"
-  "cli|bash test/test_cli.sh"
-  "data|$PYTHON test/test_data.py"
-  "reference|$PYTHON test/test_reference.py"
-)
+# The tests: every test/suites.d/*.list file (in name order), lines "name|command".
+TESTS=()
+for list in test/suites.d/*.list; do
+  while IFS= read -r line; do
+    case "$line" in ''|'#'*) continue ;; esac
+    TESTS+=("$line")
+  done < "$list"
+done
 
 total_pass=0
 total_fail=0
@@ -35,7 +27,7 @@ for entry in "${TESTS[@]}"; do
   cmd=${entry#*|}
   log=build/logs/$name.log
   start=$(date +%s)
-  bash -c "$cmd" >"$log" 2>&1
+  PYTHON=$PYTHON bash -c "$cmd" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
