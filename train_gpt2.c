@@ -22,6 +22,7 @@
 #include "llmc/checkpoint.h"
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
+#include "llmc/evalloader.h"
 #include "llmc/gpt2_cpu.h"
 #include "llmc/logger.h"
 #include "llmc/outlier.h"
@@ -33,6 +34,7 @@
 /* Everything one training run owns. */
 typedef struct {
     TrainArgs args;
+    int given[ARG_TABLE_LEN]; /* which flags were on the command line */
     GPT2 model;
     DataLoader train_loader, val_loader;
     Tokenizer tokenizer;
@@ -44,27 +46,48 @@ typedef struct {
     int start_step;    /* 0, or the step resumed from */
     int resumed;       /* 1 while in the iteration that was resumed into */
     int val_batches;   /* per evaluation */
+    EvalFile hellaswag; /* -h 1: llm.c's eval file, when present */
+    int hellaswag_n;    /* examples scored per eval; 0: no HellaSwag eval */
+    float *eval_losses; /* per-position losses of the HellaSwag forward (B*T) */
     uint64_t sample_rng;
 } Run;
 
 /* ----------------------------------------------------------------------------------------------
  * Set-up */
 
-/* The model the run starts from: a checkpoint, or a descriptor plus an optional Prism schedule. */
-static void build_model(Run *r, const char *init_path) {
+/* The model options a descriptor takes from the command line; a checkpoint has its own. */
+static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
+                                                 "-sd_init_theta", "-lin_prescale"};
+
+/* The model the run starts from: a checkpoint, or a descriptor plus an optional layer table
+ * (Prism schedule, attention kinds) and model options. A resumed run repeats its original
+ * command line, so its model flags are not errors there: the checkpoint's values win. */
+static void build_model(Run *r, const char *init_path, int resuming) {
     const TrainArgs *a = &r->args;
     if (!config_is_descriptor_like(init_path)) {
         if (a->prism[0] != '\0') {
             llmc_die("-prism %s: the checkpoint %s carries its own layer table; -prism applies to "
                      "a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
         }
+        for (size_t i = 0; i < sizeof(MODEL_OPTION_FLAGS) / sizeof(MODEL_OPTION_FLAGS[0]); i++) {
+            if (train_args_given(r->given, MODEL_OPTION_FLAGS[i]) && !resuming) {
+                llmc_die("%s: the checkpoint %s carries its own model options; %s applies to a "
+                         "descriptor -e", MODEL_OPTION_FLAGS[i], init_path, MODEL_OPTION_FLAGS[i]);
+            }
+        }
         gpt2_build_from_checkpoint(&r->model, init_path);
         printf("loaded %s\n", init_path);
         return;
     }
     GPT2Config c;
-    char msg[512];
+    char msg[8192];
     if (!config_from_descriptor(init_path, &c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
+    c.use_ln = a->ln;
+    c.sd_scalar_d = a->sd_scalar_d;
+    c.sd_d_sign = a->sd_sign;
+    c.sd_init_s = a->sd_init_s;
+    c.sd_init_theta = a->sd_init_theta;
+    c.lin_prescale = a->lin_prescale;
     if (a->prism[0] != '\0') {
         PrismSchedule s;
         if (!prism_schedule_load(a->prism, &c, a->prism_unchecked, &s)) llmc_die("%s", s.error);
@@ -75,12 +98,35 @@ static void build_model(Run *r, const char *init_path) {
     printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
 }
 
+/* -h 1 (llm.c's in-training HellaSwag, FORMATS.md 6): the file at llm.c's fixed path, scored
+ * with the training B and T; a missing file is one message and the run goes on without it. */
+#define HELLASWAG_PATH "dev/data/hellaswag/hellaswag_val.bin"
+static void hellaswag_setup(Run *r) {
+    const TrainArgs *a = &r->args;
+    r->hellaswag_n = 0;
+    if (!a->hellaswag) return;
+    if (!file_exists(HELLASWAG_PATH)) {
+        printf("HellaSwag: %s not found, skipping the HellaSwag eval (write it with: python "
+               "dev/data/hellaswag.py)\n", HELLASWAG_PATH);
+        return;
+    }
+    evalfile_load(&r->hellaswag, HELLASWAG_PATH, r->model.config.vocab_size);
+    const int n = a->hellaswag_max > 0 ? LLMC_MIN(a->hellaswag_max, r->hellaswag.num_examples)
+                                       : r->hellaswag.num_examples;
+    char why[256];
+    if (evalfile_check_shape(&r->hellaswag, n, a->B, a->T, why, sizeof(why)) >= 0) {
+        llmc_die("-h 1: %s: %s (scored with the training -b/-t; -hn N scores fewer examples)",
+                 HELLASWAG_PATH, why);
+    }
+    r->hellaswag_n = n;
+    r->eval_losses = (float *)xmalloc((size_t)a->B * a->T * sizeof(float));
+    printf("HellaSwag: %d of %d examples of %s at every val step\n", n, r->hellaswag.num_examples,
+           HELLASWAG_PATH);
+}
+
 static void setup(Run *r) {
     TrainArgs *a = &r->args;
     train_args_check(a, TRAINER_CPU);
-    if (a->hellaswag) {
-        llmc_die("-h 1: the HellaSwag eval is not available in the CPU trainer yet; run without -h");
-    }
     if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
     if (a->out_dir[0] != '\0') make_dir(a->out_dir);
 
@@ -96,7 +142,7 @@ static void setup(Run *r) {
         if (a->resume) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
         snprintf(init_path, sizeof(init_path), "%s", a->init);
     }
-    build_model(r, init_path);
+    build_model(r, init_path, resume_step >= 0);
     const GPT2Config *c = &r->model.config;
     config_print(c, stdout);
     printf("parameters: %zu\n", r->model.layout.total);
@@ -130,6 +176,7 @@ static void setup(Run *r) {
     outlier_init(&r->loss_outliers);
     outlier_init(&r->norm_outliers);
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
+    hellaswag_setup(r);
     r->sample_rng = 1337;
 
     r->start_step = 0;
@@ -172,6 +219,28 @@ static float evaluate(Run *r) {
         sum += r->model.mean_loss;
     }
     return (float)(sum / r->val_batches);
+}
+
+/* eval_run's forward: the model's logits, then the losses at the scored positions. */
+static void hellaswag_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
+                              int need_logits, const float **losses, const float **logits) {
+    (void)need_logits;
+    Run *r = (Run *)ctx;
+    gpt2_forward(&r->model, inputs, NULL, B, T);
+    eval_losses_from_logits(r->model.acts.logits, targets, B * T, r->model.config.vocab_size, r->eval_losses);
+    *losses = r->eval_losses;
+    *logits = r->model.acts.logits;
+}
+
+/* acc_norm over the first hellaswag_n examples, printed and logged as llm.c does. */
+static void hellaswag_eval(Run *r, int step) {
+    EvalResults res;
+    eval_run(&r->hellaswag, r->hellaswag_n, r->args.B, r->args.T, r->model.config.vocab_size,
+             hellaswag_forward, r, &res);
+    const float acc = (float)res.correct_mean / r->hellaswag_n;
+    printf("HellaSwag: %d/%d = %f\n", res.correct_mean, r->hellaswag_n, acc);
+    logger_log_eval(&r->logger, step, acc);
+    eval_results_free(&res);
 }
 
 static uint32_t xorshift_u32(uint64_t *state) {
@@ -268,7 +337,7 @@ static StepResult train_step(Run *r, int step) {
     if (!res.skipped) {
         const float clip = 1.0f;
         const float scale = res.norm > clip ? clip / res.norm : 1.0f;
-        gpt2_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, scale, step + 1);
+        gpt2_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, a->sd_decay_s, scale, step + 1);
     }
     return res;
 }
@@ -292,6 +361,9 @@ static void train(Run *r) {
             float val = evaluate(r);
             printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
+        }
+        if (r->hellaswag_n > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
+            hellaswag_eval(r, step);
         }
         if (a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
         if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
@@ -320,6 +392,8 @@ static void train(Run *r) {
 }
 
 static void teardown(Run *r) {
+    if (r->hellaswag_n > 0) evalfile_free(&r->hellaswag);
+    free(r->eval_losses);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
     dataloader_free(&r->train_loader);
@@ -329,8 +403,7 @@ static void teardown(Run *r) {
 
 int main(int argc, char **argv) {
     static Run run; /* large (the loader and schedule tables); static keeps it off the stack */
-    int given[ARG_TABLE_LEN];
-    train_args_parse(&run.args, argc, argv, TRAINER_CPU, given);
+    train_args_parse(&run.args, argc, argv, TRAINER_CPU, run.given);
     setup(&run);
     train(&run);
     teardown(&run);

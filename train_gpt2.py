@@ -2,7 +2,9 @@
 
 Defines
   - GPTConfig / GPT: a GPT-2 pre-LN model (fp32, explicit attention) whose attention layers each
-    have their own head count h_l, head size d_l and kind (the layer table, doc/formats.md);
+    have their own head count h_l, head size d_l and kind (the layer table, doc/formats.md):
+    mha softmax attention, sd S-D attention (METHODS.md 3.4), lin ELU+1 linear attention and
+    sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11);
   - parse_descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]);
   - parse_schedule: Prism schedule files (`--prism`, METHODS.md section 2.2);
   - init_weights: the init of FORMATS.md section 2.3, drawn in the C trainer's order;
@@ -39,15 +41,23 @@ def padded_vocab(v):
     return (v + 127) // 128 * 128
 
 
-# Attention kinds of the layer table (doc/formats.md "Layer table"); only 0 is implemented.
+# Attention kinds of the layer table (doc/formats.md "Layer table").
 KINDS = ("mha", "sd", "lin", "sdlin")
+SD_KINDS = (1, 3)               # a shared query/key projection U, skew S, theta
+LINEAR_KINDS = (2, 3)           # ELU+1 linear attention instead of softmax
+# header[9] flags (doc/formats.md)
+FLAG_NO_LN, FLAG_SD_SCALAR_D, FLAG_SD_PLUS_D, FLAG_LIN_PRESCALE = 1, 2, 4, 8
+KNOWN_FLAGS = 15
+LIN_EPS = 1e-6                  # the linear-attention normalizer's epsilon, as the C kernels
 MAX_TABLE_LAYERS = 80           # 16 + 3L <= 256 header slots
 
 # The 16 parameter slots in checkpoint order (FORMATS 2.2); the per-layer ones are stored layer 0
 # first. Weight decay applies to the 2-D slots only (FORMATS 11).
 SLOT_NAMES = ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-              "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb")
+              "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
+              "sdskew", "sdtheta")   # the S-D slots follow llm.c's 16 (doc/formats.md)
 DECAY_SLOTS = frozenset((0, 1, 4, 6, 10, 12))
+SDSKEW_SLOT = 16                # decayed only with --sd_decay_s (METHODS 3.7)
 
 # Descriptor tables (FORMATS 2.2): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
 GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
@@ -73,7 +83,9 @@ class GPTConfig:
     vocab_size: int = GPT2_VOCAB
     padded_vocab_size: int = 0        # 0 -> derived from vocab_size
     layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
-    flags: int = 0                    # header[9]; bit 0 (no per-block LayerNorm) is reserved
+    flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
+    sd_init_s: float = 0.1            # init only: packed skew ~ N(0, sd_init_s^2) (METHODS 3.7)
+    sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
 
     def __post_init__(self):
         if self.padded_vocab_size == 0:
@@ -97,27 +109,52 @@ class GPTConfig:
         for l, (h, d, kind) in enumerate(self.layers):
             if h < 1 or d < 1 or not 0 <= kind < len(KINDS):
                 raise ValueError(f"GPTConfig: bad layer table entry {l}: h={h} d={d} kind={kind}")
+        if self.flags & ~KNOWN_FLAGS:
+            raise ValueError(f"GPTConfig: unknown flags {self.flags:#x}")
+
+    @property
+    def use_ln(self):
+        return not self.flags & FLAG_NO_LN
+
+    @property
+    def sd_scalar_d(self):
+        return bool(self.flags & FLAG_SD_SCALAR_D)
+
+    @property
+    def sd_sign(self):
+        return 1.0 if self.flags & FLAG_SD_PLUS_D else -1.0
+
+    @property
+    def lin_prescale(self):
+        return bool(self.flags & FLAG_LIN_PRESCALE)
 
     def is_uniform(self):
         """True when llm.c can read the model: every layer mha with the same h and h*d == C
         (doc/formats.md "Model checkpoint"); such a model is written as version 3/5."""
         h0 = self.layers[0][0]
-        return self.flags == 0 and all(
+        return self.use_ln and all(
             kind == 0 and h == h0 and h * d == self.n_embd for h, d, kind in self.layers)
 
     def slot_shapes(self):
-        """The 16 slots as lists of per-tensor shapes (one shape per layer for per-layer slots)."""
+        """The 18 slots as lists of per-tensor shapes: one shape per layer that has the tensor
+        (ln1/ln2 only with LayerNorms, the S-D slots only for sd/sdlin layers)."""
         C, L, T, Vp = self.n_embd, self.n_layer, self.block_size, self.padded_vocab_size
         A = [h * d for h, d, _ in self.layers]
-        per = lambda f: [f(l) for l in range(L)]
+        nqk = [2 if k in SD_KINDS else 3 for _, _, k in self.layers]  # U|V or Q|K|V
+        per = lambda f, cond=lambda l: True: [f(l) for l in range(L) if cond(l)]
+        ln = lambda l: self.use_ln
+        sd = lambda l: self.layers[l][2] in SD_KINDS
+        h_, d_ = (lambda l: self.layers[l][0]), (lambda l: self.layers[l][1])
         return [[(Vp, C)], [(T, C)],
-                per(lambda l: (C,)), per(lambda l: (C,)),
-                per(lambda l: (3 * A[l], C)), per(lambda l: (3 * A[l],)),
+                per(lambda l: (C,), ln), per(lambda l: (C,), ln),
+                per(lambda l: (nqk[l] * A[l], C)), per(lambda l: (nqk[l] * A[l],)),
                 per(lambda l: (C, A[l])), per(lambda l: (C,)),
-                per(lambda l: (C,)), per(lambda l: (C,)),
+                per(lambda l: (C,), ln), per(lambda l: (C,), ln),
                 per(lambda l: (4 * C, C)), per(lambda l: (4 * C,)),
                 per(lambda l: (C, 4 * C)), per(lambda l: (C,)),
-                [(C,)], [(C,)]]
+                [(C,)], [(C,)],
+                per(lambda l: (h_(l), d_(l) * (d_(l) - 1) // 2), sd),
+                per(lambda l: (h_(l),) if self.sd_scalar_d else (h_(l), d_(l)), sd)]
 
     def num_params(self):
         """llm.c's count: padded wte, wpe included (FORMATS 2.2)."""
@@ -205,9 +242,6 @@ def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
             if kind not in KINDS:
                 raise ValueError(f"{where}: entry '{tok}': unknown kind '{kind}' "
                                  f"(expected one of {', '.join(KINDS)})")
-            if kind != "mha":
-                raise ValueError(f"{where}: entry '{tok}': kind '{kind}' is reserved, "
-                                 f"not implemented")
             n = int(m.group(4)) if m.group(4) is not None else 1
             if n < 1:
                 raise ValueError(f"{where}: entry '{tok}': repeat count must be >= 1")
@@ -235,53 +269,105 @@ def _param(*shape):
     return nn.Parameter(torch.empty(*shape, dtype=torch.float32))
 
 
+def elu1(x):
+    """phi(x) = elu(x) + 1 > 0, the feature map of linear attention (METHODS 3.12)."""
+    return F.elu(x) + 1.0
+
+
+def linear_mix(q, k, v, prescale):
+    """Causal ELU+1 linear attention in its prefix-sum form (Katharopoulos et al. 2020):
+    P_t = sum_{s<=t} phi(k_s)^T v_s, z_t = sum_{s<=t} phi(k_s),
+    o_t = phi(q_t) P_t / (phi(q_t) . z_t + eps). (The C reference computes the equal O(T^2)
+    normalized form, so the two implementations check each other.) q, k, v: (B, h, T, d)."""
+    c = q.shape[-1] ** -0.25 if prescale else 1.0
+    qf, kf = elu1(c * q), elu1(c * k)
+    P = torch.einsum("bhtd,bhte->bhtde", kf, v).cumsum(dim=2)
+    z = kf.cumsum(dim=2)
+    num = torch.einsum("bhtd,bhtde->bhte", qf, P)
+    den = (qf * z).sum(-1, keepdim=True) + LIN_EPS
+    return num / den
+
+
+def softmax_mix(q, k, v):
+    """Causal softmax attention with scale 1/sqrt(d). q, k, v: (B, h, T, d)."""
+    T, d = q.shape[-2], q.shape[-1]
+    scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return scores.masked_fill(future, float("-inf")).softmax(dim=-1) @ v
+
+
 class CausalSelfAttention(nn.Module):
-    """Softmax attention with h heads of size d; width A = h*d may differ from C.
+    """One layer's attention: h heads of size d, width A = h*d (may differ from C), of a kind:
+      mha / lin:   q, k, v from qkv_w (3A, C): the Q block, the K block, the V block, each A rows;
+                   head k owns rows [k*d, (k+1)*d) of each block (doc/formats.md, METHODS 0).
+      sd / sdlin:  u, v from qkv_w (2A, C): the U block then the V block. Per head
+                   L = S + sign*D with S skew from the packed strict upper triangle sd_skew (h,
+                   d(d-1)/2) and D = diag(softplus(sd_theta)); logits u_i L u_j^T / sqrt(d)
+                   (METHODS 3.4), computed as u . k' with k' = u L^T (the fold of 3.8).
+    mha and sd mix with softmax, lin and sdlin with ELU+1 linear attention (METHODS 3.12)."""
 
-    qkv_w rows are the Q block, the K block, then the V block, each A rows; head k owns rows
-    [k*d, (k+1)*d) of each block (doc/formats.md "Layer table", METHODS 0)."""
-
-    def __init__(self, n_embd, n_head, head_size, kind=0):
+    def __init__(self, cfg, n_head, head_size, kind):
         super().__init__()
-        if kind != 0:
-            raise NotImplementedError(f"attention kind '{KINDS[kind]}' is reserved, "
-                                      f"not implemented")
-        self.n_head, self.head_size = n_head, head_size
+        self.n_head, self.head_size, self.kind = n_head, head_size, kind
+        self.sd = kind in SD_KINDS
+        self.linear = kind in LINEAR_KINDS
+        self.sd_sign, self.lin_prescale = cfg.sd_sign, cfg.lin_prescale
         width = n_head * head_size
-        self.qkv_w = _param(3 * width, n_embd)
-        self.qkv_b = _param(3 * width)
-        self.proj_w = _param(n_embd, width)
-        self.proj_b = _param(n_embd)
+        nqk = 2 if self.sd else 3
+        self.qkv_w = _param(nqk * width, cfg.n_embd)
+        self.qkv_b = _param(nqk * width)
+        self.proj_w = _param(cfg.n_embd, width)
+        self.proj_b = _param(cfg.n_embd)
+        if self.sd:
+            self.sd_skew = _param(n_head, head_size * (head_size - 1) // 2)
+            self.sd_theta = _param(n_head) if cfg.sd_scalar_d else _param(n_head, head_size)
+
+    def generator(self):
+        """L (h, d, d) = S + sign * diag(softplus(theta)) for every head."""
+        h, d = self.n_head, self.head_size
+        iu, ju = torch.triu_indices(d, d, offset=1)
+        A = torch.zeros(h, d, d, dtype=self.sd_skew.dtype)
+        A[:, iu, ju] = self.sd_skew                       # S_ij = s for i < j (row-major)
+        S = A - A.transpose(1, 2)                         # S_ji = -s
+        D = F.softplus(self.sd_theta)
+        D = D.unsqueeze(1).expand(h, d) if D.dim() == 1 else D
+        return S + self.sd_sign * torch.diag_embed(D)
 
     def forward(self, x):
         B, T, _ = x.shape
         h, d = self.n_head, self.head_size
-        q, k, v = F.linear(x, self.qkv_w, self.qkv_b).split(h * d, dim=-1)
-        # (B, T, h*d) -> (B, h, T, d): the column blocks of width d are the heads.
-        q, k, v = (t.reshape(B, T, h, d).transpose(1, 2) for t in (q, k, v))
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
-        future = torch.ones(T, T, dtype=torch.bool).triu(1)
-        probs = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-        out = (probs @ v).transpose(1, 2).reshape(B, T, h * d)
-        return F.linear(out, self.proj_w, self.proj_b)
+        heads = lambda t: t.reshape(B, T, h, d).transpose(1, 2)   # (B, T, h*d) -> (B, h, T, d)
+        proj = F.linear(x, self.qkv_w, self.qkv_b)
+        if self.sd:
+            u, v = (heads(t) for t in proj.split(h * d, dim=-1))
+            q, k = u, torch.einsum("nhti,hai->nhta", u, self.generator())   # k' = u L^T
+        else:
+            q, k, v = (heads(t) for t in proj.split(h * d, dim=-1))
+        y = linear_mix(q, k, v, self.lin_prescale) if self.linear else softmax_mix(q, k, v)
+        return F.linear(y.transpose(1, 2).reshape(B, T, h * d), self.proj_w, self.proj_b)
 
 
 class Block(nn.Module):
-    """Pre-LN transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+    """Pre-LN transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)); with -ln 0 (flag bit 0)
+    the sub-blocks read x itself (METHODS 3.11, option 1: ln_f is kept)."""
 
-    def __init__(self, n_embd, n_head, head_size, kind):
+    def __init__(self, cfg, n_head, head_size, kind):
         super().__init__()
-        self.ln1_w, self.ln1_b = _param(n_embd), _param(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, head_size, kind)
-        self.ln2_w, self.ln2_b = _param(n_embd), _param(n_embd)
-        self.fc_w, self.fc_b = _param(4 * n_embd, n_embd), _param(4 * n_embd)
-        self.fcproj_w, self.fcproj_b = _param(n_embd, 4 * n_embd), _param(n_embd)
+        C = cfg.n_embd
+        self.use_ln = cfg.use_ln
+        if self.use_ln:
+            self.ln1_w, self.ln1_b = _param(C), _param(C)
+            self.ln2_w, self.ln2_b = _param(C), _param(C)
+        self.attn = CausalSelfAttention(cfg, n_head, head_size, kind)
+        self.fc_w, self.fc_b = _param(4 * C, C), _param(4 * C)
+        self.fcproj_w, self.fcproj_b = _param(C, 4 * C), _param(C)
 
     def forward(self, x):
         C = x.shape[-1]
-        x = x + self.attn(F.layer_norm(x, (C,), self.ln1_w, self.ln1_b, eps=1e-5))
-        hid = F.linear(F.layer_norm(x, (C,), self.ln2_w, self.ln2_b, eps=1e-5),
-                       self.fc_w, self.fc_b)
+        norm1 = (lambda t: F.layer_norm(t, (C,), self.ln1_w, self.ln1_b, eps=1e-5)) if self.use_ln else (lambda t: t)
+        norm2 = (lambda t: F.layer_norm(t, (C,), self.ln2_w, self.ln2_b, eps=1e-5)) if self.use_ln else (lambda t: t)
+        x = x + self.attn(norm1(x))
+        hid = F.linear(norm2(x), self.fc_w, self.fc_b)
         return x + F.linear(F.gelu(hid, approximate="tanh"), self.fcproj_w, self.fcproj_b)
 
 
@@ -291,29 +377,30 @@ class GPT(nn.Module):
 
     def __init__(self, config, seed=None):
         super().__init__()
-        if config.flags & 1:
-            raise NotImplementedError("flag bit 0 (no per-block LayerNorm) is reserved, "
-                                      "not implemented")
         self.config = config
         C = config.n_embd
         self.wte = _param(config.padded_vocab_size, C)
         self.wpe = _param(config.block_size, C)
-        self.blocks = nn.ModuleList(Block(C, h, d, kind) for h, d, kind in config.layers)
+        self.blocks = nn.ModuleList(Block(config, h, d, kind) for h, d, kind in config.layers)
         self.lnf_w, self.lnf_b = _param(C), _param(C)
         if seed is not None:
             init_weights(self, seed)
 
     def slots(self):
-        """The parameters as 16 lists in checkpoint order (FORMATS 2.2), layer 0 first."""
+        """The parameters as 18 lists in checkpoint order (FORMATS 2.2, then the S-D slots),
+        layer 0 first; a layer without a tensor (no LN; not S-D) contributes nothing."""
         bl = self.blocks
+        ln = [b for b in bl if b.use_ln]
+        sd = [b for b in bl if b.attn.sd]
         return [[self.wte], [self.wpe],
-                [b.ln1_w for b in bl], [b.ln1_b for b in bl],
+                [b.ln1_w for b in ln], [b.ln1_b for b in ln],
                 [b.attn.qkv_w for b in bl], [b.attn.qkv_b for b in bl],
                 [b.attn.proj_w for b in bl], [b.attn.proj_b for b in bl],
-                [b.ln2_w for b in bl], [b.ln2_b for b in bl],
+                [b.ln2_w for b in ln], [b.ln2_b for b in ln],
                 [b.fc_w for b in bl], [b.fc_b for b in bl],
                 [b.fcproj_w for b in bl], [b.fcproj_b for b in bl],
-                [self.lnf_w], [self.lnf_b]]
+                [self.lnf_w], [self.lnf_b],
+                [b.attn.sd_skew for b in sd], [b.attn.sd_theta for b in sd]]
 
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())
@@ -340,8 +427,9 @@ class GPT(nn.Module):
 def init_weights(model, seed=42):
     """FORMATS 2.3: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) residual projections, zero biases
     and padded wte rows, unit LayerNorm weights. One normal_ call per tensor on one mt19937
-    generator, in PyTorch module order (wte rows [0, V), wpe, then per layer qkvw, attprojw, fcw,
-    fcprojw), so the C trainer, which replays torch's normal_ algorithm, draws the same values."""
+    generator, in PyTorch module order (wte rows [0, V), wpe, then per layer qkvw, [S-D: the packed
+    skew ~ N(0, sd_init_s^2)], attprojw, fcw, fcprojw), so the C trainer, which replays torch's
+    normal_ algorithm, draws the same values. theta = sd_init_theta (no draw)."""
     cfg = model.config
     g = torch.Generator()
     g.manual_seed(seed)
@@ -353,13 +441,19 @@ def init_weights(model, seed=42):
     model.wpe.normal_(0.0, std, generator=g)
     for b in model.blocks:
         b.attn.qkv_w.normal_(0.0, std, generator=g)
+        if b.attn.sd:  # the packed skew belongs to the attention module: drawn right after qkv
+            b.attn.sd_skew.normal_(0.0, cfg.sd_init_s, generator=g)
+            b.attn.sd_theta.fill_(cfg.sd_init_theta)
         b.attn.proj_w.normal_(0.0, resid_std, generator=g)
         b.fc_w.normal_(0.0, std, generator=g)
         b.fcproj_w.normal_(0.0, resid_std, generator=g)
-        for p in (b.attn.qkv_b, b.attn.proj_b, b.fc_b, b.fcproj_b, b.ln1_b, b.ln2_b):
+        for p in (b.attn.qkv_b, b.attn.proj_b, b.fc_b, b.fcproj_b):
             p.zero_()
-        b.ln1_w.fill_(1.0)
-        b.ln2_w.fill_(1.0)
+        if b.use_ln:
+            b.ln1_b.zero_()
+            b.ln2_b.zero_()
+            b.ln1_w.fill_(1.0)
+            b.ln2_w.fill_(1.0)
     model.lnf_w.fill_(1.0)
     model.lnf_b.zero_()
     return model
@@ -451,11 +545,9 @@ def load_model(path):
             raise FormatError(f"{path}: unknown layer-table revision {header[8]} in header[8] "
                               f"(expected 1)")
         flags = int(header[9])
-        if flags & 1:
-            raise FormatError(f"{path}: flag bit 0 (no per-block LayerNorm) in header[9] is "
-                              f"reserved, not implemented")
-        if flags & ~1:
-            raise FormatError(f"{path}: unknown flags {flags:#x} in header[9]")
+        if flags & ~KNOWN_FLAGS:
+            raise FormatError(f"{path}: unknown flags {flags:#x} in header[9] (known: 1 no "
+                              f"LayerNorm, 2 scalar D, 4 +D, 8 linear prescale)")
         if L > MAX_TABLE_LAYERS:
             raise FormatError(f"{path}: num_layers {L} in header[4] exceeds the "
                               f"{MAX_TABLE_LAYERS}-layer table")
@@ -471,9 +563,6 @@ def load_model(path):
             if not 0 <= kind < len(KINDS):
                 raise FormatError(f"{path}: unknown attention kind {kind} for layer {l} in "
                                   f"header[{18 + 3 * l}]")
-            if kind != 0:
-                raise FormatError(f"{path}: attention kind '{KINDS[kind]}' for layer {l} in "
-                                  f"header[{18 + 3 * l}] is reserved, not implemented")
             layers.append((h, d, kind))
     cfg = GPTConfig(n_layer=L, n_embd=C, n_head=nh, block_size=maxT, vocab_size=V,
                     padded_vocab_size=Vp, layers=layers, flags=flags)
@@ -545,11 +634,13 @@ def eval_loss(model, shard, B, T, batches):
 # Debug state and the reference AdamW trajectory (FORMATS 7, 11; doc/formats.md "Debug state")
 
 @torch.no_grad()
-def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip):
+def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip, decay_sd_skew=False):
     """One AdamW update written out (FORMATS 11), t = step+1. Returns the pre-clip grad norm.
-    The norm is accumulated in float64; clip <= 0 disables clipping."""
+    The norm is accumulated in float64; clip <= 0 disables clipping. Decay: the 2-D slots, and
+    the packed S-D skew only with decay_sd_skew (never theta, biases or LayerNorms)."""
     slots = model.slots()
-    params = [(p, i in DECAY_SLOTS) for i, slot in enumerate(slots) for p in slot]
+    decayed = DECAY_SLOTS | ({SDSKEW_SLOT} if decay_sd_skew else set())
+    params = [(p, i in decayed) for i, slot in enumerate(slots) for p in slot]
     norm = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p, _ in params))
     scale = clip / norm if (clip > 0 and norm > clip) else 1.0
     bc1 = 1.0 - beta1 ** t
@@ -565,7 +656,7 @@ def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip):
     return norm
 
 
-def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip):
+def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip, decay_sd_skew=False):
     """Forward+backward on (x, y), then `steps`-1 AdamW updates on the same batch; writes the
     debug-state file (tmp + rename) and returns the losses. losses[i] is the loss after i updates,
     so losses[0] is the loss whose logits and gradients the file holds."""
@@ -588,10 +679,12 @@ def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip):
             first = (logits.detach().clone(), loss.item(),
                      [p.grad.detach().clone() for p in params])
         if step + 1 < steps:
-            adamw_step(model, m_bufs, v_bufs, step + 1, lr, beta1, beta2, eps, wd, clip)
+            adamw_step(model, m_bufs, v_bufs, step + 1, lr, beta1, beta2, eps, wd, clip,
+                       decay_sd_skew)
     logits, loss0, grads = first
     header = np.zeros(256, dtype="<i4")
     header[:4] = (STATE_MAGIC, DEBUG_STATE_VERSION, B, T)
+    header[4] = int(decay_sd_skew)   # ours: the trajectory decays the packed S-D skew
     chunks = [header.tobytes(),
               x.numpy().astype("<i4").tobytes(), y.numpy().astype("<i4").tobytes(),
               logits.numpy().astype("<f4", copy=False).tobytes(),
@@ -615,19 +708,21 @@ def debug_state_size(cfg, B, T, steps):
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-def build_model(model_arg, prism=None, prism_unchecked=False, seed=42):
+def build_model(model_arg, prism=None, prism_unchecked=False, seed=42, flags=0,
+                sd_init_s=0.1, sd_init_theta=0.1):
     """A checkpoint path (existing file or *.bin) is loaded; anything else is a descriptor,
-    optionally with a Prism schedule replacing the uniform table, and initialized with `seed`."""
+    optionally with a layer table (--prism) replacing the uniform one and model flags (header[9]
+    bits), initialized with `seed`."""
     if os.path.isfile(model_arg) or model_arg.endswith(".bin"):
-        if prism:
-            raise ValueError("--prism applies to descriptors; a checkpoint carries its own "
-                             "layer table")
+        if prism or flags:
+            raise ValueError("--prism and the model options apply to descriptors; a checkpoint "
+                             "carries its own layer table and flags")
         return load_model(model_arg)
     cfg = parse_descriptor(model_arg)
-    if prism:
-        cfg = GPTConfig(n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
-                        block_size=cfg.block_size, vocab_size=cfg.vocab_size,
-                        layers=parse_schedule(prism, cfg.n_embd, cfg.n_layer, prism_unchecked))
+    layers = parse_schedule(prism, cfg.n_embd, cfg.n_layer, prism_unchecked) if prism else None
+    cfg = GPTConfig(n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
+                    block_size=cfg.block_size, vocab_size=cfg.vocab_size, layers=layers,
+                    flags=flags, sd_init_s=sd_init_s, sd_init_theta=sd_init_theta)
     return GPT(cfg, seed=seed)
 
 
@@ -639,6 +734,18 @@ def _args(argv):
     p.add_argument("--prism_unchecked", action="store_true",
                    help="allow decreasing head counts in --prism")
     p.add_argument("--seed", type=int, default=42, help="init seed (descriptors only)")
+    p.add_argument("--ln", type=int, choices=(0, 1), default=1,
+                   help="0: no per-block LayerNorm (descriptors only)")
+    p.add_argument("--sd_scalar_d", type=int, choices=(0, 1), default=0,
+                   help="1: one S-D filtering value per head")
+    p.add_argument("--sd_sign", type=int, choices=(-1, 1), default=-1,
+                   help="S-D logits u (S + sign D) u^T")
+    p.add_argument("--sd_init_s", type=float, default=0.1, help="S-D init: std of packed S")
+    p.add_argument("--sd_init_theta", type=float, default=0.1, help="S-D init: theta")
+    p.add_argument("--lin_prescale", type=int, choices=(0, 1), default=0,
+                   help="1: linear layers scale q, k by d^-1/4")
+    p.add_argument("--sd_decay_s", type=int, choices=(0, 1), default=0,
+                   help="1: AdamW decays the packed S-D skew (debug-state trajectory)")
     p.add_argument("--write_model", default=None, help="write the model here (before any step)")
     p.add_argument("--write_dtype", choices=("fp32", "bf16"), default="fp32")
     p.add_argument("--debug_state", default=None, help="write the debug-state file here")
@@ -662,7 +769,12 @@ def main(argv=None):
     try:
         if args.B < 1 or args.T < 1:
             raise ValueError(f"--B and --T must be >= 1 (got {args.B}, {args.T})")
-        model = build_model(args.model, args.prism, args.prism_unchecked, args.seed)
+        flags = ((FLAG_NO_LN if args.ln == 0 else 0) |
+                 (FLAG_SD_SCALAR_D if args.sd_scalar_d else 0) |
+                 (FLAG_SD_PLUS_D if args.sd_sign > 0 else 0) |
+                 (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
+        model = build_model(args.model, args.prism, args.prism_unchecked, args.seed, flags,
+                            args.sd_init_s, args.sd_init_theta)
         cfg = model.config
         print(f"model: {cfg.describe()}")
         if args.T > cfg.block_size and (args.debug_state or args.eval_loss):
@@ -690,7 +802,7 @@ def main(argv=None):
                 toks = torch.randint(0, cfg.vocab_size, (n,), generator=g)
             x, y = toks[:-1].view(args.B, args.T), toks[1:].view(args.B, args.T)
             losses = debug_state(model, x, y, args.debug_state, args.steps, args.lr, args.beta1,
-                                 args.beta2, args.eps, args.wd, args.clip)
+                                 args.beta2, args.eps, args.wd, args.clip, bool(args.sd_decay_s))
             for i, l in enumerate(losses):
                 print(f"step {i}: loss {l:.6f}")
             print(f"wrote {args.debug_state}")

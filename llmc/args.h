@@ -38,6 +38,14 @@ typedef struct {
     char prism[ARG_STR_CAP];         /* -prism */
     int prism_unchecked;             /* -prism_unchecked */
     int seed;                        /* -seed */
+    /* model options for a descriptor -e (a checkpoint carries its own) */
+    int ln;                          /* -ln */
+    int sd_scalar_d;                 /* -sd_scalar_d */
+    int sd_sign;                     /* -sd_sign */
+    float sd_init_s;                 /* -sd_init_s */
+    float sd_init_theta;             /* -sd_init_theta */
+    int lin_prescale;                /* -lin_prescale */
+    int sd_decay_s;                  /* -sd_decay_s (optimizer) */
     int checkpoint_every;            /* -n */
     int keep_last;                   /* -nk */
     int major_every;                 /* -nm */
@@ -61,6 +69,7 @@ typedef struct {
     int sample_every; /* -s */
     int gen_tokens;  /* -g */
     int hellaswag;   /* -h */
+    int hellaswag_max; /* -hn */
     int overfit;     /* -a */
     /* GPU trainer only */
     int log_gpu_every;  /* -lg */
@@ -107,6 +116,13 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-prism_unchecked", prism_unchecked, 0, 1, SCOPE_ALL,
           "1: allow non-monotone schedules (the paper's negative controls)"),
     A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (data order: 42 + rank, as llm.c)"),
+    A_INT("-ln", ln, 0, 1, SCOPE_ALL, "0: blocks without ln_1/ln_2 (ln_f kept); with a descriptor -e"),
+    A_INT("-sd_scalar_d", sd_scalar_d, 0, 1, SCOPE_ALL, "1: S-D filtering D = softplus(theta_h) I, one value per head"),
+    A_INT("-sd_sign", sd_sign, -1, 1, SCOPE_ALL, "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1"),
+    A_FLT("-sd_init_s", sd_init_s, 0.0, 1e3, SCOPE_ALL, "S-D init: std of the packed skew parameters"),
+    A_FLT("-sd_init_theta", sd_init_theta, -1e3, 1e3, SCOPE_ALL, "S-D init: theta (D = softplus(theta))"),
+    A_INT("-lin_prescale", lin_prescale, 0, 1, SCOPE_ALL, "1: linear layers scale q, k by d^-1/4 before ELU+1"),
+    A_INT("-sd_decay_s", sd_decay_s, 0, 1, SCOPE_ALL, "1: weight decay on the packed S-D skew parameters"),
     A_INT("-n", checkpoint_every, 0, INT_MAX, SCOPE_ALL, "write a checkpoint every N steps and at the end (0: off)"),
     A_INT("-nk", keep_last, 0, INT_MAX, SCOPE_ALL, "keep only the last K checkpoints (0: keep all)"),
     A_INT("-nm", major_every, 0, INT_MAX, SCOPE_ALL, "never delete checkpoints at multiples of this step (0: none)"),
@@ -128,6 +144,7 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-s", sample_every, 0, INT_MAX, SCOPE_ALL, "generate a sample every N steps and at the end (0: off)"),
     A_INT("-g", gen_tokens, 1, INT_MAX, SCOPE_ALL, "tokens to generate per sample"),
     A_INT("-h", hellaswag, 0, 1, SCOPE_ALL, "1: HellaSwag eval at each val step (llm.c's -h; help is --help)"),
+    A_INT("-hn", hellaswag_max, 0, 65535, SCOPE_ALL, "-h 1 scores only the first N HellaSwag examples (0: all)"),
     A_INT("-a", overfit, 0, 1, SCOPE_ALL, "1: overfit a single val batch (debugging)"),
     A_INT("-lg", log_gpu_every, -1, INT_MAX, SCOPE_GPU, "log GPU state every N steps (-1: off)"),
     A_INT("-f", tf32, 0, 1, SCOPE_GPU, "1: allow TF32 matmuls (FP32 builds)"),
@@ -150,6 +167,10 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     strcpy(a->val_pattern, "dev/data/tinyshakespeare/tiny_shakespeare_val.bin");
     strcpy(a->init, who == TRAINER_GPU ? "gpt2_124M_bf16.bin" : "gpt2_124M.bin");
     a->seed = 42;
+    a->ln = 1;
+    a->sd_sign = -1;
+    a->sd_init_s = 0.1f;
+    a->sd_init_theta = 0.1f;
     a->B = 4;
     a->T = 1024;
     a->total_batch = -1;
@@ -270,6 +291,13 @@ static inline void train_args_parse(TrainArgs *a, int argc, char **argv, Trainer
     }
 }
 
+/* Whether `flag` was on the command line (given[] from train_args_parse). */
+static inline int train_args_given(const int *given, const char *flag) {
+    for (int i = 0; i < ARG_TABLE_LEN; i++)
+        if (strcmp(ARG_TABLE[i].flag, flag) == 0) return given[i];
+    return 0;
+}
+
 /* Checks involving several flags. Shape checks that need the model (-t <= maxT) and the process
  * count (-d) are done by the trainer. */
 static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
@@ -279,6 +307,7 @@ static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
     }
     if (a->keep_last > 0 && a->checkpoint_every == 0) llmc_die("-nk %d needs checkpoints (-n > 0)", a->keep_last);
     if (a->prism_unchecked && a->prism[0] == '\0') llmc_die("-prism_unchecked 1 needs a schedule (-prism FILE)");
+    if (a->sd_sign != -1 && a->sd_sign != 1) llmc_die("-sd_sign %d: expected -1 or +1", a->sd_sign);
     if (strcmp(a->lr_schedule, "constant") == 0 && a->warmup > 0) {
         llmc_die("-k constant ignores warmup (as llm.c); drop -u %d or use -k cosine/linear/wsd", a->warmup);
     }

@@ -31,7 +31,11 @@
 #define CKPT_V_TABLE_FP32 103
 #define CKPT_V_TABLE_BF16 105
 #define CKPT_TABLE_REVISION 1
-#define CKPT_FLAG_NO_LN 1
+#define CKPT_FLAG_NO_LN 1        /* -ln 0: blocks without ln_1/ln_2 */
+#define CKPT_FLAG_SD_SCALAR_D 2  /* one S-D filtering value per head */
+#define CKPT_FLAG_SD_PLUS_D 4    /* S-D logits u (S + D) u^T instead of u (S - D) u^T */
+#define CKPT_FLAG_LIN_PRESCALE 8 /* linear layers prescale q, k by d^(-1/4) */
+#define CKPT_KNOWN_FLAGS 15
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * 4)
 
@@ -65,7 +69,9 @@ static inline void checkpoint_header_encode(const GPT2Config *c, int bf16, int32
     h[7] = c->padded_vocab_size;
     if (table) {
         h[8] = CKPT_TABLE_REVISION;
-        h[9] = c->use_ln ? 0 : CKPT_FLAG_NO_LN;
+        h[9] = (c->use_ln ? 0 : CKPT_FLAG_NO_LN) | (c->sd_scalar_d ? CKPT_FLAG_SD_SCALAR_D : 0) |
+               (c->sd_d_sign > 0 ? CKPT_FLAG_SD_PLUS_D : 0) |
+               (c->lin_prescale ? CKPT_FLAG_LIN_PRESCALE : 0);
         for (int l = 0; l < c->num_layers; l++) {
             h[16 + 3 * l] = c->layer[l].n_head;
             h[17 + 3 * l] = c->layer[l].head_size;
@@ -94,6 +100,7 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
     c->channels = h[6];
     c->padded_vocab_size = h[7];
     c->use_ln = 1;
+    c->sd_d_sign = -1;
     *is_bf16 = (v == CKPT_V_BF16 || v == CKPT_V_TABLE_BF16);
     if (c->num_layers < 1 || c->num_layers > LLMC_MAX_LAYERS) {
         llmc_die("%s: header[4] num_layers = %d: expected 1..%d", path, c->num_layers,
@@ -116,11 +123,14 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
             llmc_die("%s: header[8] layer-table revision %d: expected %d", path, h[8],
                      CKPT_TABLE_REVISION);
         }
-        if ((h[9] & ~CKPT_FLAG_NO_LN) != 0) {
-            llmc_die("%s: header[9] flags 0x%x: unknown bits (expected only bit 0, no LayerNorm)",
-                     path, h[9]);
+        if ((h[9] & ~CKPT_KNOWN_FLAGS) != 0) {
+            llmc_die("%s: header[9] flags 0x%x: unknown bits (known: 1 no LayerNorm, 2 scalar D, "
+                     "4 +D, 8 linear prescale)", path, h[9]);
         }
         c->use_ln = (h[9] & CKPT_FLAG_NO_LN) ? 0 : 1;
+        c->sd_scalar_d = (h[9] & CKPT_FLAG_SD_SCALAR_D) ? 1 : 0;
+        c->sd_d_sign = (h[9] & CKPT_FLAG_SD_PLUS_D) ? 1 : -1;
+        c->lin_prescale = (h[9] & CKPT_FLAG_LIN_PRESCALE) ? 1 : 0;
         for (int l = 0; l < c->num_layers; l++) {
             LayerSpec *ls = &c->layer[l];
             ls->n_head = h[16 + 3 * l];

@@ -2,9 +2,11 @@
  * llmc/config.h: the model description both trainers share: shape plus a per-layer table.
  *
  * Defines:
- *   AttnKind      attention kind of a layer (mha; sd, lin, sdlin reserved for S-D attention)
+ *   AttnKind      attention kind of a layer: mha (softmax), sd (S-D softmax), lin (ELU+1 linear),
+ *                 sdlin (the linear mixer on S-D's u and u L^T); METHODS.md 3.4, 3.12
  *   LayerSpec     one layer: heads h, head size d, kind. Attention width A = h*d.
- *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, layer table
+ *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, S-D / linear options,
+ *                 layer table
  *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256"
  *   config_set_uniform       every layer h heads of size C/h (llm.c's model)
  *   config_is_llmc_uniform   true when llm.c itself could run this model (checkpoint v3/v5)
@@ -31,8 +33,14 @@ typedef enum { ATTN_MHA = 0, ATTN_SD = 1, ATTN_LIN = 2, ATTN_SDLIN = 3, ATTN_NUM
 
 static const char *const ATTN_KIND_NAMES[ATTN_NUM_KINDS] = {"mha", "sd", "lin", "sdlin"};
 
-/* Which kinds this build trains. The table and the file formats already carry all four. */
-static inline int attn_kind_implemented(int kind) { return kind == ATTN_MHA; }
+/* Which kinds the CPU reference (llmc/gpt2_cpu.h) trains: all four. A trainer that supports
+ * fewer checks the kinds itself. */
+static inline int attn_kind_implemented(int kind) { return kind >= 0 && kind < ATTN_NUM_KINDS; }
+
+/* Kinds with S-D parameters (a shared query/key projection U, packed skew S, theta). */
+static inline int attn_kind_is_sd(int kind) { return kind == ATTN_SD || kind == ATTN_SDLIN; }
+/* Kinds mixed by ELU+1 linear attention instead of softmax. */
+static inline int attn_kind_is_linear(int kind) { return kind == ATTN_LIN || kind == ATTN_SDLIN; }
 
 typedef struct {
     int n_head;    /* h_l */
@@ -47,7 +55,14 @@ typedef struct {
     int num_layers;        /* L */
     int channels;          /* C */
     int num_heads;         /* base heads: the uniform model's count, header[5] */
-    int use_ln;            /* 1: per-block ln_1/ln_2 (always 1 until -ln 0 lands) */
+    int use_ln;            /* 1: per-block ln_1/ln_2; 0: -ln 0, blocks without them (ln_f kept) */
+    int sd_scalar_d;       /* 1: one filtering value per S-D head, D_h = softplus(theta_h) I */
+    int sd_d_sign;         /* -1: logits u (S - D) u^T / sqrt(d) (Re lambda <= 0); +1: u (S + D) u^T */
+    int lin_prescale;      /* 1: linear layers scale q and k by d^(-1/4) before phi */
+    /* init only (not stored in checkpoints): packed S ~ N(0, sd_init_s^2), theta = sd_init_theta
+     * (the S-D authors' LGN code: 0.1 and 0.1, i.e. softplus(theta) = 0.744; METHODS.md 3.7) */
+    float sd_init_s;
+    float sd_init_theta;
     LayerSpec layer[LLMC_MAX_LAYERS];
 } GPT2Config;
 
@@ -90,9 +105,15 @@ static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
             return 0;
         }
     }
+    if (c->sd_d_sign != -1 && c->sd_d_sign != 1) {
+        snprintf(msg, cap, "S-D sign of D %d: expected -1 or +1", c->sd_d_sign);
+        return 0;
+    }
     return 1;
 }
 
+/* llm.c can run the model: LayerNorms, every layer softmax attention with the same h, h*d = C.
+ * (The S-D and linear options are irrelevant without such layers.) */
 static inline int config_is_llmc_uniform(const GPT2Config *c) {
     if (!c->use_ln) return 0;
     for (int l = 0; l < c->num_layers; l++) {
@@ -115,6 +136,9 @@ static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     c->num_layers = L;
     c->channels = C;
     c->use_ln = 1;
+    c->sd_d_sign = -1;
+    c->sd_init_s = 0.1f;
+    c->sd_init_theta = 0.1f;
     config_set_uniform(c, NH);
 }
 
@@ -210,9 +234,20 @@ static inline int config_is_descriptor_like(const char *s) {
 
 /* One line per run of equal layers, e.g. "layers 0-1: 3 heads x 256 (mha)". */
 static inline void config_print(const GPT2Config *c, FILE *out) {
-    fprintf(out, "model: L %d, C %d, maxT %d, V %d (padded %d), base heads %d%s\n", c->num_layers,
+    int has_sd = 0, has_lin = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        has_sd |= attn_kind_is_sd(c->layer[l].kind);
+        has_lin |= attn_kind_is_linear(c->layer[l].kind);
+    }
+    fprintf(out, "model: L %d, C %d, maxT %d, V %d (padded %d), base heads %d%s", c->num_layers,
             c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_heads,
             c->use_ln ? "" : ", no per-block LayerNorm");
+    if (has_sd) {
+        fprintf(out, ", S-D logits u (S %c D) u^T%s", c->sd_d_sign < 0 ? '-' : '+',
+                c->sd_scalar_d ? " with scalar D" : "");
+    }
+    if (has_lin && c->lin_prescale) fprintf(out, ", linear q/k prescaled by d^-1/4");
+    fprintf(out, "\n");
     int start = 0;
     for (int l = 1; l <= c->num_layers; l++) {
         if (l < c->num_layers && c->layer[l].n_head == c->layer[start].n_head &&

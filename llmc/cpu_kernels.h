@@ -12,6 +12,11 @@
  *                                 (B, T, 3A) qkv buffer, A = h*d, scale 1/sqrt(d)
  *   crossentropy_forward / _backward_inplace   loss over the V real logits; the backward turns
  *                                 the logits into dlogits in place (no second (N, V) buffer)
+ *   sd_build_generator            L = S + sign D per head from the packed skew and theta
+ *   sd_keys_forward / _backward   the S-D fold K' = U L^T (METHODS.md 3.8) and its backward to
+ *                                 dU, dL; sd_params_backward: dL -> packed dS, dtheta
+ *   linear_attention_forward / _backward   causal ELU+1 linear attention (METHODS.md 3.12),
+ *                                 exact O(T^2) normalized form
  *
  * Determinism: every output element is produced by one thread in a fixed summation order, so
  * results are bit-identical whatever the thread count. Resume (-y 1) relies on this.
@@ -144,6 +149,22 @@ static inline void matmul_forward(float *y, const float *x, const float *W, cons
 static inline void matmul_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
                                    const float *W, int N, int IC, int OC, int ldy) {
     if (dx != NULL) gemm_nn(dx, dy, W, N, OC, IC, ldy, IC, IC, 0);
+    gemm_tn(dW, dy, x, OC, N, IC, ldy, IC, IC);
+    if (db != NULL) {
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++) {
+            float s = 0.0f;
+            for (int n = 0; n < N; n++) s += dy[(size_t)n * ldy + o];
+            db[o] += s;
+        }
+    }
+}
+
+/* As matmul_backward, but dx += dy W (S-D layers project x twice, to U and to V). */
+static inline void matmul_backward_acc(float *dx, float *dW, float *db, const float *dy,
+                                       const float *x, const float *W, int N, int IC, int OC,
+                                       int ldy) {
+    gemm_nn(dx, dy, W, N, OC, IC, ldy, IC, IC, 1);
     gemm_tn(dW, dy, x, OC, N, IC, ldy, IC, IC);
     if (db != NULL) {
 #pragma omp parallel for schedule(static)
@@ -394,6 +415,219 @@ static inline void crossentropy_backward_inplace(float *logits, const float *lse
         float *z = logits + (size_t)n * V;
         for (int v = 0; v < V; v++) z[v] = expf(z[v] - lse[n]) * dloss;
         z[targets[n]] -= dloss;
+    }
+}
+
+
+/* ----------------------------------------------------------------------------------------------
+ * S-D attention (METHODS.md 3.4, 3.8). Per head: L = S + sign * D, S skew from the packed strict
+ * upper triangle (S_ij = s, S_ji = -s, i < j, row-major), D = diag(softplus(theta)) (or
+ * softplus(theta_h) I with scalar D). sign = -1 is the paper's reading: logits u (S - D) u^T,
+ * Re(lambda(L)) < 0. The logit u_i L u_j^T equals u_i . (u_j L^T): so K' = U L^T goes into the K
+ * slot of an ordinary (B, T, 3A) attention input and the softmax kernels run unchanged. */
+
+static inline float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* Lmat (h, d, d): the generator of every head of one layer. */
+static inline void sd_build_generator(float *Lmat, const float *skew, const float *theta, int h,
+                                      int d, int scalar_d, int sign) {
+    const size_t npack = (size_t)d * (d - 1) / 2;
+    for (int k = 0; k < h; k++) {
+        float *Lk = Lmat + (size_t)k * d * d;
+        const float *sk = skew + (size_t)k * npack;
+        size_t p = 0;
+        for (int i = 0; i < d; i++) {
+            const float dii = softplusf(scalar_d ? theta[k] : theta[(size_t)k * d + i]);
+            Lk[(size_t)i * d + i] = (float)sign * dii;
+            for (int j = i + 1; j < d; j++, p++) {
+                Lk[(size_t)i * d + j] = sk[p];
+                Lk[(size_t)j * d + i] = -sk[p];
+            }
+        }
+    }
+}
+
+/* qkv (B, T, 3A): reads U from [0, A), writes K' = U L^T into [A, 2A), head by head:
+ * K'[t, a] = sum_b U[t, b] L[a, b]. */
+static inline void sd_keys_forward(float *qkv, const float *Lmat, int N, int h, int d) {
+    const int A = h * d, A3 = 3 * h * d;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < h; k++) {
+            const float *u = qkv + (size_t)n * A3 + (size_t)k * d;
+            float *kp = qkv + (size_t)n * A3 + A + (size_t)k * d;
+            const float *Lk = Lmat + (size_t)k * d * d;
+            for (int a = 0; a < d; a++) {
+                float s = 0.0f;
+                for (int b = 0; b < d; b++) s += u[b] * Lk[(size_t)a * d + b];
+                kp[a] = s;
+            }
+        }
+    }
+}
+
+/*
+ * Backward of the fold. dqkv (B, T, 3A) holds dQ in [0, A) and dK' in [A, 2A) from the attention
+ * backward. Since Q = U and K' = U L^T:  dU = dQ + dK' L  (written over dQ),  dL = dK'^T U
+ * (summed over all B*T rows; dLmat (h, d, d) is overwritten). One thread per head for dL, so the
+ * sum order is fixed.
+ */
+static inline void sd_keys_backward(float *dqkv, float *dLmat, const float *qkv, const float *Lmat,
+                                    int N, int h, int d) {
+    const int A = h * d, A3 = 3 * h * d;
+#pragma omp parallel for schedule(static)
+    for (int k = 0; k < h; k++) {
+        float *dLk = dLmat + (size_t)k * d * d;
+        memset(dLk, 0, sizeof(float) * (size_t)d * d);
+        for (int n = 0; n < N; n++) {
+            const float *dkp = dqkv + (size_t)n * A3 + A + (size_t)k * d;
+            const float *u = qkv + (size_t)n * A3 + (size_t)k * d;
+            for (int a = 0; a < d; a++)
+                for (int b = 0; b < d; b++) dLk[(size_t)a * d + b] += dkp[a] * u[b];
+        }
+    }
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < h; k++) {
+            float *du = dqkv + (size_t)n * A3 + (size_t)k * d;
+            const float *dkp = dqkv + (size_t)n * A3 + A + (size_t)k * d;
+            const float *Lk = Lmat + (size_t)k * d * d;
+            for (int a = 0; a < d; a++) {
+                float s = 0.0f;
+                for (int b = 0; b < d; b++) s += dkp[b] * Lk[(size_t)b * d + a];
+                du[a] += s;
+            }
+        }
+    }
+}
+
+/* dL -> parameters (accumulated): d s_ij = dL_ij - dL_ji (i < j);
+ * d theta_i = sign * dL_ii * sigmoid(theta_i) (softplus' = sigmoid), summed over i for scalar D. */
+static inline void sd_params_backward(float *dskew, float *dtheta, const float *dLmat,
+                                      const float *theta, int h, int d, int scalar_d, int sign) {
+    const size_t npack = (size_t)d * (d - 1) / 2;
+    for (int k = 0; k < h; k++) {
+        const float *dLk = dLmat + (size_t)k * d * d;
+        float *ds = dskew + (size_t)k * npack;
+        size_t p = 0;
+        float trace = 0.0f;
+        for (int i = 0; i < d; i++) {
+            for (int j = i + 1; j < d; j++, p++) ds[p] += dLk[(size_t)i * d + j] - dLk[(size_t)j * d + i];
+            if (scalar_d) trace += dLk[(size_t)i * d + i];
+            else dtheta[(size_t)k * d + i] += (float)sign * dLk[(size_t)i * d + i] * sigmoidf(theta[(size_t)k * d + i]);
+        }
+        if (scalar_d) dtheta[k] += (float)sign * trace * sigmoidf(theta[k]);
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Causal ELU+1 linear attention (Katharopoulos et al. 2020; METHODS.md 3.12), exact form:
+ *   q~ = phi(c q), k~ = phi(c k), phi(x) = elu(x) + 1, c = d^(-1/4) with prescale else 1
+ *   s_ts = q~_t . k~_s (s <= t),  Z_t = sum_s s_ts + eps,  a_ts = s_ts / Z_t,  o_t = sum_s a_ts v_s
+ * This equals the prefix-sum form o_t = q~_t P_t / (q~_t . z_t + eps) (the PyTorch reference
+ * computes that one; the GPU will chunk it). a is stored in att like softmax probabilities, so
+ * the same analysis tools read it; phi (B, T, 2A) keeps q~, k~ for the backward (phi' is 1 where
+ * phi > 1 and phi itself elsewhere), Z (B, h, T) the normalizers. */
+#define LIN_ATTN_EPS 1e-6f
+
+static inline float elu1f(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
+
+static inline void linear_attention_forward(float *out, float *att, float *phi, float *Z,
+                                            const float *qkv, int B, int T, int h, int d,
+                                            int prescale) {
+    const int A = h * d, A3 = 3 * h * d;
+    const float c = prescale ? powf((float)d, -0.25f) : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        for (int i = 0; i < 2 * A; i++) phi[(size_t)bt * 2 * A + i] = elu1f(c * qkv[(size_t)bt * A3 + i]);
+    }
+#pragma omp parallel for collapse(3) schedule(static, 1)
+    for (int b = 0; b < B; b++) {
+        for (int k = 0; k < h; k++) {
+            for (int t = 0; t < T; t++) {
+                const float *q = phi + ((size_t)b * T + t) * 2 * A + (size_t)k * d;
+                float *p = att + (((size_t)b * h + k) * T + t) * T;
+                float z = LIN_ATTN_EPS;
+                for (int s = 0; s <= t; s++) {
+                    const float *key = phi + ((size_t)b * T + s) * 2 * A + A + (size_t)k * d;
+                    float dot = 0.0f;
+                    for (int i = 0; i < d; i++) dot += q[i] * key[i];
+                    p[s] = dot;
+                    z += dot;
+                }
+                Z[((size_t)b * h + k) * T + t] = z;
+                float *o = out + ((size_t)b * T + t) * A + (size_t)k * d;
+                for (int i = 0; i < d; i++) o[i] = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    p[s] /= z;
+                    const float *v = qkv + ((size_t)b * T + s) * A3 + 2 * A + (size_t)k * d;
+                    for (int i = 0; i < d; i++) o[i] += p[s] * v[i];
+                }
+            }
+        }
+    }
+}
+
+/*
+ * Backward of linear_attention_forward; dqkv (B, T, 3A) is overwritten. Per (b, head):
+ *   da_ts = dO_t . v_s,  dv_s += a_ts dO_t,  ds_ts = (da_ts - sum_r a_tr da_tr) / Z_t
+ *   dq~_t = sum_s ds_ts k~_s,  dk~_s += ds_ts q~_t,  then dq = c phi'(c q) dq~ (same for k).
+ * Unlike softmax there is no factor a in ds: the division by Z takes its place.
+ */
+static inline void linear_attention_backward(float *dqkv, const float *dout, const float *qkv,
+                                             const float *att, const float *phi, const float *Z,
+                                             int B, int T, int h, int d, int prescale,
+                                             float *scratch) {
+    const int A = h * d, A3 = 3 * h * d;
+    const float c = prescale ? powf((float)d, -0.25f) : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) memset(dqkv + (size_t)bt * A3, 0, sizeof(float) * (size_t)A3);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int k = 0; k < h; k++) {
+#ifdef _OPENMP
+            float *da = scratch + (size_t)omp_get_thread_num() * T;
+#else
+            float *da = scratch;
+#endif
+            for (int t = 0; t < T; t++) {
+                const float *p = att + (((size_t)b * h + k) * T + t) * T;
+                const float *dor = dout + ((size_t)b * T + t) * A + (size_t)k * d;
+                const float *qt = phi + ((size_t)b * T + t) * 2 * A + (size_t)k * d;
+                float *dq = dqkv + ((size_t)b * T + t) * A3 + (size_t)k * d;
+                const float zt = Z[((size_t)b * h + k) * T + t];
+                float mean = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    const float *v = qkv + ((size_t)b * T + s) * A3 + 2 * A + (size_t)k * d;
+                    float *dv = dqkv + ((size_t)b * T + s) * A3 + 2 * A + (size_t)k * d;
+                    float dot = 0.0f;
+                    for (int i = 0; i < d; i++) {
+                        dot += dor[i] * v[i];
+                        dv[i] += p[s] * dor[i];
+                    }
+                    da[s] = dot;
+                    mean += p[s] * dot;
+                }
+                for (int s = 0; s <= t; s++) {
+                    const float ds = (da[s] - mean) / zt;
+                    const float *ks = phi + ((size_t)b * T + s) * 2 * A + A + (size_t)k * d;
+                    float *dk = dqkv + ((size_t)b * T + s) * A3 + A + (size_t)k * d;
+                    for (int i = 0; i < d; i++) {
+                        dq[i] += ds * ks[i];
+                        dk[i] += ds * qt[i];
+                    }
+                }
+            }
+        }
+    }
+    /* chain through phi and the prescale: phi'(x) = 1 for x > 0 (phi > 1), e^x = phi otherwise */
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        for (int i = 0; i < 2 * A; i++) {
+            const float f = phi[(size_t)bt * 2 * A + i];
+            dqkv[(size_t)bt * A3 + i] *= c * (f > 1.0f ? 1.0f : f);
+        }
     }
 }
 

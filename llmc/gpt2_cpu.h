@@ -1,5 +1,5 @@
 /*
- * llmc/gpt2_cpu.h: the fp32 CPU GPT-2 with a per-layer head table: build, forward, backward,
+ * llmc/gpt2_cpu.h: the fp32 CPU GPT-2 with a per-layer attention table: build, forward, backward,
  * AdamW. The reference implementation every other path (PyTorch, CUDA) is compared with.
  *
  * Defines:
@@ -12,8 +12,11 @@
  *   gpt2_grad_norm        global L2 norm, summed in a fixed order (bit-reproducible)
  *   gpt2_update           AdamW with clipping and decay on 2-D tensors only (FORMATS.md 11)
  *
- * Per-layer heads (Prism): layer l splits its Q, K, V (each of width A_l = h_l d_l) into h_l heads
- * and scales by 1/sqrt(d_l); nothing else in the model depends on the schedule.
+ * Per-layer attention (doc/formats.md): layer l has h_l heads of size d_l (width A_l = h_l d_l)
+ * and a kind. mha: softmax(q k^T / sqrt(d)) (Prism varies h_l). sd: one projection U per head
+ * serves as query and key, logits u_i L u_j^T / sqrt(d) with L = S - D (METHODS.md 3.4),
+ * realized by the fold K' = U L^T into the same softmax kernel (3.8). lin / sdlin: the same
+ * q, k (or u, U L^T) mixed by ELU+1 linear attention (3.12). -ln 0 drops ln_1/ln_2 (3.11).
  */
 #ifndef LLMC_GPT2_CPU_H
 #define LLMC_GPT2_CPU_H
@@ -30,17 +33,22 @@
 #include "rand.h"
 #include "utils.h"
 
-/* Activation views for one (B, T). Per-layer tensors have per-layer widths, hence arrays. */
+/* Activation views for one (B, T). Per-layer tensors have per-layer widths, hence arrays; a
+ * tensor a layer's kind does not use is empty. */
 typedef struct {
     float *encoded;                                /* (B, T, C) */
-    float *ln1[LLMC_MAX_LAYERS];                   /* (B, T, C) */
+    float *ln1[LLMC_MAX_LAYERS];                   /* (B, T, C); -ln 0: the block input itself */
     float *ln1_mean[LLMC_MAX_LAYERS];              /* (B, T) */
     float *ln1_rstd[LLMC_MAX_LAYERS];              /* (B, T) */
-    float *qkv[LLMC_MAX_LAYERS];                   /* (B, T, 3 A_l) */
-    float *att[LLMC_MAX_LAYERS];                   /* (B, h_l, T, T) softmax probabilities */
+    float *qkv[LLMC_MAX_LAYERS];                   /* (B, T, 3 A_l): Q | K | V; S-D: U | U L^T | V */
+    float *sdL[LLMC_MAX_LAYERS];                   /* (h_l, d_l, d_l) S-D generators L = S -/+ D */
+    float *att[LLMC_MAX_LAYERS];                   /* (B, h_l, T, T) attention weights (softmax or
+                                                      normalized linear scores) */
+    float *linphi[LLMC_MAX_LAYERS];                /* (B, T, 2 A_l) linear: phi(q), phi(k) */
+    float *linz[LLMC_MAX_LAYERS];                  /* (B, h_l, T) linear: normalizers Z */
     float *atty[LLMC_MAX_LAYERS];                  /* (B, T, A_l) attention output, heads concatenated */
     float *residual2[LLMC_MAX_LAYERS];             /* (B, T, C) after the attention residual */
-    float *ln2[LLMC_MAX_LAYERS];                   /* (B, T, C) */
+    float *ln2[LLMC_MAX_LAYERS];                   /* (B, T, C); -ln 0: residual2 itself */
     float *ln2_mean[LLMC_MAX_LAYERS];              /* (B, T) */
     float *ln2_rstd[LLMC_MAX_LAYERS];              /* (B, T) */
     float *fch[LLMC_MAX_LAYERS];                   /* (B, T, 4C) */
@@ -56,6 +64,7 @@ typedef struct {
     float *dln;                                    /* (B, T, C) */
     float *dwide;                                  /* (B, T, max(4C, 3 A_max)): dfch_gelu, dqkv */
     float *dmid;                                   /* (B, T, max(4C, A_max)): dfch, datty */
+    float *dsdL;                                   /* (max h d^2) gradient of one layer's L */
 } Activations;
 
 typedef struct {
@@ -89,7 +98,8 @@ static inline int gpt2_max_attn_width(const GPT2Config *c) {
 static inline size_t gpt2_assign_acts(const GPT2Config *c, int B, int T, Activations *a, float *base) {
     const size_t N = (size_t)B * T, C = (size_t)c->channels;
     const size_t Amax = (size_t)gpt2_max_attn_width(c);
-    size_t off = 0;
+    const size_t ln = c->use_ln ? 1 : 0;
+    size_t off = 0, dmax = 0;
 #define TAKE(ptr, n)                                \
     do {                                            \
         (ptr) = base ? base + off : (float *)NULL; \
@@ -97,18 +107,23 @@ static inline size_t gpt2_assign_acts(const GPT2Config *c, int B, int T, Activat
     } while (0)
     TAKE(a->encoded, N * C);
     for (int l = 0; l < c->num_layers; l++) {
-        const size_t A = (size_t)attn_width(&c->layer[l]);
-        const size_t h = (size_t)c->layer[l].n_head;
-        TAKE(a->ln1[l], N * C);
-        TAKE(a->ln1_mean[l], N);
-        TAKE(a->ln1_rstd[l], N);
+        const LayerSpec *ls = &c->layer[l];
+        const size_t A = (size_t)attn_width(ls), h = (size_t)ls->n_head, d = (size_t)ls->head_size;
+        const size_t sd = attn_kind_is_sd(ls->kind) ? 1 : 0, lin = attn_kind_is_linear(ls->kind) ? 1 : 0;
+        dmax = LLMC_MAX(dmax, h * d * d);
+        TAKE(a->ln1[l], ln * N * C);
+        TAKE(a->ln1_mean[l], ln * N);
+        TAKE(a->ln1_rstd[l], ln * N);
         TAKE(a->qkv[l], N * 3 * A);
+        TAKE(a->sdL[l], sd * h * d * d);
         TAKE(a->att[l], (size_t)B * h * T * T);
+        TAKE(a->linphi[l], lin * N * 2 * A);
+        TAKE(a->linz[l], lin * (size_t)B * h * T);
         TAKE(a->atty[l], N * A);
         TAKE(a->residual2[l], N * C);
-        TAKE(a->ln2[l], N * C);
-        TAKE(a->ln2_mean[l], N);
-        TAKE(a->ln2_rstd[l], N);
+        TAKE(a->ln2[l], ln * N * C);
+        TAKE(a->ln2_mean[l], ln * N);
+        TAKE(a->ln2_rstd[l], ln * N);
         TAKE(a->fch[l], N * 4 * C);
         TAKE(a->fch_gelu[l], N * 4 * C);
         TAKE(a->residual3[l], N * C);
@@ -123,13 +138,15 @@ static inline size_t gpt2_assign_acts(const GPT2Config *c, int B, int T, Activat
     TAKE(a->dln, N * C);
     TAKE(a->dwide, N * LLMC_MAX(4 * C, 3 * Amax));
     TAKE(a->dmid, N * LLMC_MAX(4 * C, Amax));
+    TAKE(a->dsdL, dmax);
 #undef TAKE
     return off;
 }
 
 /* GPT-2 init, drawn in PyTorch's module order with one normal_ call per tensor (FORMATS.md 2.3):
- * wte (first V rows), wpe, then per layer qkvw, attprojw, fcw, fcprojw. Residual projections use
- * std 0.02/sqrt(2L). LayerNorm weights 1, everything else 0. */
+ * wte (first V rows), wpe, then per layer qkvw, [S-D layers: the packed skew S], attprojw, fcw,
+ * fcprojw. Residual projections use std 0.02/sqrt(2L). S ~ N(0, sd_init_s^2) and theta =
+ * sd_init_theta (METHODS.md 3.7). LayerNorm weights 1, everything else 0. */
 static inline void gpt2_init_weights(GPT2 *model, uint32_t seed) {
     const GPT2Config *c = &model->config;
     const ParamLayout *p = &model->layout;
@@ -143,6 +160,12 @@ static inline void gpt2_init_weights(GPT2 *model, uint32_t seed) {
     torch_normal_(w + p->slot_offset[P_WPE], p->slot_size[P_WPE], 0.0f, std, &g);
     for (int l = 0; l < c->num_layers; l++) {
         torch_normal_(w + param_offset(p, P_QKVW, l), layer_slot_size(c, l, P_QKVW), 0.0f, std, &g);
+        if (attn_kind_is_sd(c->layer[l].kind)) {
+            torch_normal_(w + param_offset(p, P_SDSKEW, l), layer_slot_size(c, l, P_SDSKEW), 0.0f,
+                          c->sd_init_s, &g);
+            float *theta = w + param_offset(p, P_SDTHETA, l);
+            for (size_t k = 0; k < layer_slot_size(c, l, P_SDTHETA); k++) theta[k] = c->sd_init_theta;
+        }
         torch_normal_(w + param_offset(p, P_ATTPROJW, l), layer_slot_size(c, l, P_ATTPROJW), 0.0f,
                       resid_std, &g);
         torch_normal_(w + param_offset(p, P_FCW, l), layer_slot_size(c, l, P_FCW), 0.0f, std, &g);
@@ -154,18 +177,12 @@ static inline void gpt2_init_weights(GPT2 *model, uint32_t seed) {
         for (size_t k = 0; k < p->slot_size[ones[i]]; k++) w[p->slot_offset[ones[i]] + k] = 1.0f;
 }
 
-/* origin: where the config came from (a file name or "-e d12"), for the error message. */
+/* origin: where the config came from (a file name or "model config"), for the error message. */
 static inline void gpt2_alloc(GPT2 *model, const GPT2Config *c, const char *origin) {
     memset(model, 0, sizeof(*model));
     model->config = *c;
     char msg[256];
-    if (!config_validate(c, msg, sizeof(msg))) llmc_die("%s: %s", origin, msg);
-    for (int l = 0; l < c->num_layers; l++) {
-        if (!attn_kind_implemented(c->layer[l].kind)) {
-            llmc_die("%s: layer %d: attention kind '%s' is not implemented by this build yet",
-                     origin, l, ATTN_KIND_NAMES[c->layer[l].kind]);
-        }
-    }
+    if (!config_validate(c, msg, sizeof(msg))) llmc_die("%s: %s", origin, msg); /* kinds too */
     param_layout_init(&model->layout, c);
     model->params = (float *)xmalloc(model->layout.total * sizeof(float));
     size_t wt = (size_t)c->channels * c->vocab_size;
@@ -204,6 +221,60 @@ static inline void gpt2_free(GPT2 *model) {
 }
 
 /* ----------------------------------------------------------------------------------------------
+ * One layer's attention sub-block, forward: x (B, T, C) -> atty (B, T, A). */
+static inline void attention_block_forward(GPT2 *model, int l, const float *x, int B, int T) {
+    const GPT2Config *c = &model->config;
+    const LayerSpec *ls = &c->layer[l];
+    const int C = c->channels, A = attn_width(ls), h = ls->n_head, d = ls->head_size, N = B * T;
+    Activations *a = &model->acts;
+    LayerParams p = layer_params(model->params, &model->layout, l);
+    if (attn_kind_is_sd(ls->kind)) {
+        /* U rows then V rows of qkvw; U goes to the Q slot, V to the V slot, K' = U L^T between */
+        matmul_forward(a->qkv[l], x, p.qkvw, p.qkvb, N, C, A, 3 * A, model->wt_scratch);
+        matmul_forward(a->qkv[l] + 2 * A, x, p.qkvw + (size_t)A * C, p.qkvb + A, N, C, A, 3 * A,
+                       model->wt_scratch);
+        sd_build_generator(a->sdL[l], p.sdskew, p.sdtheta, h, d, c->sd_scalar_d, c->sd_d_sign);
+        sd_keys_forward(a->qkv[l], a->sdL[l], N, h, d);
+    } else {
+        matmul_forward(a->qkv[l], x, p.qkvw, p.qkvb, N, C, 3 * A, 3 * A, model->wt_scratch);
+    }
+    if (attn_kind_is_linear(ls->kind)) {
+        linear_attention_forward(a->atty[l], a->att[l], a->linphi[l], a->linz[l], a->qkv[l], B, T,
+                                 h, d, c->lin_prescale);
+    } else {
+        attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, h, d);
+    }
+}
+
+/* Backward of attention_block_forward from datty; dx (B, T, C) is overwritten. */
+static inline void attention_block_backward(GPT2 *model, int l, const float *x, float *dx,
+                                            const float *datty, int B, int T) {
+    const GPT2Config *c = &model->config;
+    const LayerSpec *ls = &c->layer[l];
+    const int C = c->channels, A = attn_width(ls), h = ls->n_head, d = ls->head_size, N = B * T;
+    Activations *a = &model->acts;
+    LayerParams p = layer_params(model->params, &model->layout, l);
+    LayerParams dp = layer_params(model->grads, &model->layout, l);
+    float *dqkv = a->dwide; /* (B, T, 3A) */
+    if (attn_kind_is_linear(ls->kind)) {
+        linear_attention_backward(dqkv, datty, a->qkv[l], a->att[l], a->linphi[l], a->linz[l], B, T,
+                                  h, d, c->lin_prescale, model->att_scratch);
+    } else {
+        attention_backward(dqkv, datty, a->qkv[l], a->att[l], B, T, h, d, model->att_scratch);
+    }
+    if (attn_kind_is_sd(ls->kind)) {
+        sd_keys_backward(dqkv, a->dsdL, a->qkv[l], a->sdL[l], N, h, d); /* dU now in the Q slot */
+        sd_params_backward(dp.sdskew, dp.sdtheta, a->dsdL, p.sdtheta, h, d, c->sd_scalar_d,
+                           c->sd_d_sign);
+        matmul_backward(dx, dp.qkvw, dp.qkvb, dqkv, x, p.qkvw, N, C, A, 3 * A);
+        matmul_backward_acc(dx, dp.qkvw + (size_t)A * C, dp.qkvb + A, dqkv + 2 * A, x,
+                            p.qkvw + (size_t)A * C, N, C, A, 3 * A);
+    } else {
+        matmul_backward(dx, dp.qkvw, dp.qkvb, dqkv, x, p.qkvw, N, C, 3 * A, 3 * A);
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
  * Forward. inputs, targets: (B, T) token ids; targets may be NULL (then no loss). */
 static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &model->config;
@@ -218,8 +289,7 @@ static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targe
                      inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
         }
     }
-    if (model->acts_memory == NULL || B * T > model->cap_B * model->cap_T || B > model->cap_B ||
-        T > model->cap_T) {
+    if (model->acts_memory == NULL || B > model->cap_B || T > model->cap_T) {
         const int nb = LLMC_MAX(B, model->cap_B), nt = LLMC_MAX(T, model->cap_T);
         free(model->acts_memory);
         free(model->inputs);
@@ -244,18 +314,24 @@ static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targe
     encoder_forward(a->encoded, inputs, w + pl->slot_offset[P_WTE], w + pl->slot_offset[P_WPE], B,
                     T, C);
     for (int l = 0; l < L; l++) {
-        const LayerSpec *ls = &c->layer[l];
-        const int A = attn_width(ls);
         LayerParams p = layer_params(w, pl, l);
-        const float *residual = l == 0 ? a->encoded : a->residual3[l - 1];
-        layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], residual, p.ln1w, p.ln1b, N, C);
-        matmul_forward(a->qkv[l], a->ln1[l], p.qkvw, p.qkvb, N, C, 3 * A, 3 * A, model->wt_scratch);
-        attention_forward(a->atty[l], a->att[l], a->qkv[l], B, T, ls->n_head, ls->head_size);
+        float *residual = l == 0 ? a->encoded : a->residual3[l - 1];
+        if (c->use_ln) {
+            layernorm_forward(a->ln1[l], a->ln1_mean[l], a->ln1_rstd[l], residual, p.ln1w, p.ln1b, N, C);
+        } else {
+            a->ln1[l] = residual; /* -ln 0: the sub-blocks read the stream itself */
+        }
+        attention_block_forward(model, l, a->ln1[l], B, T);
+        const int A = attn_width(&c->layer[l]);
         matmul_forward(a->residual2[l], a->atty[l], p.attprojw, p.attprojb, N, A, C, C,
                        model->wt_scratch);
         residual_forward(a->residual2[l], a->residual2[l], residual, (size_t)N * C);
-        layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->residual2[l], p.ln2w, p.ln2b,
-                          N, C);
+        if (c->use_ln) {
+            layernorm_forward(a->ln2[l], a->ln2_mean[l], a->ln2_rstd[l], a->residual2[l], p.ln2w,
+                              p.ln2b, N, C);
+        } else {
+            a->ln2[l] = a->residual2[l];
+        }
         matmul_forward(a->fch[l], a->ln2[l], p.fcw, p.fcb, N, C, 4 * C, 4 * C, model->wt_scratch);
         gelu_forward(a->fch_gelu[l], a->fch[l], (size_t)N * 4 * C);
         matmul_forward(a->residual3[l], a->fch_gelu[l], p.fcprojw, p.fcprojb, N, 4 * C, C, C,
@@ -280,6 +356,18 @@ static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targe
 static inline void gpt2_zero_grad(GPT2 *model) {
     if (model->grads == NULL) model->grads = (float *)xmalloc(model->layout.total * sizeof(float));
     memset(model->grads, 0, model->layout.total * sizeof(float));
+}
+
+/* dresidual += the gradient through a LayerNorm (or straight through with -ln 0). */
+static inline void norm_backward_into(GPT2 *model, float *dresidual, float *dw, float *db,
+                                      const float *dnormed, const float *x, const float *w,
+                                      const float *mean, const float *rstd, int N) {
+    const int C = model->config.channels;
+    if (model->config.use_ln) {
+        layernorm_backward(dresidual, dw, db, dnormed, x, w, mean, rstd, N, C);
+    } else {
+        for (size_t i = 0; i < (size_t)N * C; i++) dresidual[i] += dnormed[i];
+    }
 }
 
 /*
@@ -317,8 +405,7 @@ static inline void gpt2_backward(GPT2 *model, float dloss) {
                        a->residual3[L - 1], w + pl->slot_offset[P_LNFW], a->lnf_mean, a->lnf_rstd, N,
                        C);
     for (int l = L - 1; l >= 0; l--) {
-        const LayerSpec *ls = &c->layer[l];
-        const int A = attn_width(ls);
+        const int A = attn_width(&c->layer[l]);
         LayerParams p = layer_params(w, pl, l);
         LayerParams dp = layer_params(g, pl, l);
         const float *residual = l == 0 ? a->encoded : a->residual3[l - 1];
@@ -328,17 +415,15 @@ static inline void gpt2_backward(GPT2 *model, float dloss) {
                         N, 4 * C, C, C);
         gelu_backward(dfch, a->fch[l], dfch_gelu, (size_t)N * 4 * C);
         matmul_backward(a->dln, dp.fcw, dp.fcb, dfch, a->ln2[l], p.fcw, N, C, 4 * C, 4 * C);
-        layernorm_backward(a->dresidual, dp.ln2w, dp.ln2b, a->dln, a->residual2[l], p.ln2w,
-                           a->ln2_mean[l], a->ln2_rstd[l], N, C);
-        /* attention: residual2 = residual + attproj(attention(qkv(ln1(residual)))) */
-        float *datty = a->dmid, *dqkv = a->dwide;
+        norm_backward_into(model, a->dresidual, dp.ln2w, dp.ln2b, a->dln, a->residual2[l], p.ln2w,
+                           a->ln2_mean[l], a->ln2_rstd[l], N);
+        /* attention: residual2 = residual + attproj(attention(ln1(residual))) */
+        float *datty = a->dmid;
         matmul_backward(datty, dp.attprojw, dp.attprojb, a->dresidual, a->atty[l], p.attprojw, N, A,
                         C, C);
-        attention_backward(dqkv, datty, a->qkv[l], a->att[l], B, T, ls->n_head, ls->head_size,
-                           model->att_scratch);
-        matmul_backward(a->dln, dp.qkvw, dp.qkvb, dqkv, a->ln1[l], p.qkvw, N, C, 3 * A, 3 * A);
-        layernorm_backward(a->dresidual, dp.ln1w, dp.ln1b, a->dln, residual, p.ln1w, a->ln1_mean[l],
-                           a->ln1_rstd[l], N, C);
+        attention_block_backward(model, l, a->ln1[l], a->dln, datty, B, T);
+        norm_backward_into(model, a->dresidual, dp.ln1w, dp.ln1b, a->dln, residual, p.ln1w,
+                           a->ln1_mean[l], a->ln1_rstd[l], N);
     }
     encoder_backward(g + pl->slot_offset[P_WTE], g + pl->slot_offset[P_WPE], a->dresidual,
                      model->inputs, B, T, C);
@@ -365,12 +450,13 @@ static inline float gpt2_grad_norm(const GPT2 *model) {
 
 /*
  * AdamW (FORMATS.md section 11), t = number of this update (1-based). grad_scale = min(1,
- * clip/norm) from the caller. Weight decay only on the 2-D slots.
+ * clip/norm) from the caller. Weight decay on the 2-D slots, and on the packed S-D skew
+ * parameters only when decay_sd_skew is set.
  *   g <- s g;  m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2
  *   p <- p - lr (mhat / (sqrt(vhat) + eps) + wd p)
  */
 static inline void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, float eps,
-                               float weight_decay, float grad_scale, int t) {
+                               float weight_decay, int decay_sd_skew, float grad_scale, int t) {
     if (model->m == NULL) {
         model->m = (float *)xcalloc(model->layout.total, sizeof(float));
         model->v = (float *)xcalloc(model->layout.total, sizeof(float));
@@ -379,7 +465,7 @@ static inline void gpt2_update(GPT2 *model, float lr, float beta1, float beta2, 
     const float bc2 = 1.0f - powf(beta2, (float)t);
     for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
         const size_t off = model->layout.slot_offset[s], n = model->layout.slot_size[s];
-        const float wd = slot_has_weight_decay(s) ? weight_decay : 0.0f;
+        const float wd = slot_has_weight_decay(s, decay_sd_skew) ? weight_decay : 0.0f;
         float *p = model->params + off, *gr = model->grads + off;
         float *m = model->m + off, *v = model->v + off;
 #pragma omp parallel for schedule(static)

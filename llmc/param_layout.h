@@ -2,7 +2,7 @@
  * llmc/param_layout.h: where every parameter lives in the one flat parameter buffer.
  *
  * Defines:
- *   ParamSlot         the 16 tensors of llm.c's checkpoint, in file order
+ *   ParamSlot         the 16 tensors of llm.c's checkpoint, then the 2 S-D tensors, in file order
  *   ParamLayout       per slot: total size and offset; per per-layer slot: each layer's offset
  *   param_layout_init sizes from a GPT2Config (layer l's attention width A_l = h_l * d_l)
  *   LayerParams / layer_params   named views of layer l's tensors (float or any element type
@@ -11,8 +11,10 @@
  *   model_matmul_flops_per_token forward FLOPs of every matmul, for the neutrality test
  *
  * Layout rule (doc/formats.md): slots in file order; inside a per-layer slot the layers' blocks
- * are concatenated, layer 0 first, each with its own shape. With A_l = C for every layer this is
- * exactly llm.c's layout, so a uniform model and a Prism model have identical buffers.
+ * are concatenated, layer 0 first, each with its own shape; a tensor a layer does not have is
+ * empty (ln1/ln2 with -ln 0; the S-D slots of non-S-D layers). With A_l = C for every layer and
+ * no S-D layers this is exactly llm.c's layout, so a uniform model and a Prism model have
+ * identical buffers.
  */
 #ifndef LLMC_PARAM_LAYOUT_H
 #define LLMC_PARAM_LAYOUT_H
@@ -27,7 +29,8 @@ typedef enum {
     P_LN1W,     /* L x (C)       ln_1 weight                                  */
     P_LN1B,     /* L x (C)       ln_1 bias                                    */
     P_QKVW,     /* L x (3A, C)   Q rows, K rows, V rows; head k: rows k*d..    */
-    P_QKVB,     /* L x (3A)                                                    */
+                /*   S-D layers: (2A, C), the shared projection U rows, then V    */
+    P_QKVB,     /* L x (3A), S-D layers (2A)                                   */
     P_ATTPROJW, /* L x (C, A)    attention output projection                   */
     P_ATTPROJB, /* L x (C)                                                     */
     P_LN2W,     /* L x (C)                                                     */
@@ -38,19 +41,27 @@ typedef enum {
     P_FCPROJB,  /* L x (C)                                                     */
     P_LNFW,     /* (C)           final LayerNorm                               */
     P_LNFB,     /* (C)                                                         */
+    P_SDSKEW,   /* L x (h, d(d-1)/2) S-D layers: per head the strict upper triangle of S,
+                   row-major (i < j); S_ij = s, S_ji = -s (METHODS.md 3.4)           */
+    P_SDTHETA,  /* L x (h, d) S-D layers: D = diag(softplus(theta)); (h) with scalar D */
     NUM_PARAM_SLOTS
 } ParamSlot;
 
+#define NUM_LLMC_SLOTS 16 /* the slots an llm.c checkpoint holds */
+
 static const char *const PARAM_SLOT_NAMES[NUM_PARAM_SLOTS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "sdskew", "sdtheta"};
 
-static inline int slot_is_per_layer(int slot) { return slot >= P_LN1W && slot <= P_FCPROJB; }
+static inline int slot_is_per_layer(int slot) {
+    return (slot >= P_LN1W && slot <= P_FCPROJB) || slot == P_SDSKEW || slot == P_SDTHETA;
+}
 
-/* AdamW decays the matrices only; biases and LayerNorm parameters are never decayed. */
-static inline int slot_has_weight_decay(int slot) {
+/* AdamW decays the matrices only; biases, LayerNorm parameters and theta never. The packed skew
+ * parameters are decayed only on request (decay_sd_skew; METHODS.md 3.7 asks for both runs). */
+static inline int slot_has_weight_decay(int slot, int decay_sd_skew) {
     return slot == P_WTE || slot == P_WPE || slot == P_QKVW || slot == P_ATTPROJW ||
-           slot == P_FCW || slot == P_FCPROJW;
+           slot == P_FCW || slot == P_FCPROJW || (slot == P_SDSKEW && decay_sd_skew);
 }
 
 typedef struct {
@@ -63,13 +74,17 @@ typedef struct {
 
 /* Elements of one layer's block of a per-layer slot. */
 static inline size_t layer_slot_size(const GPT2Config *c, int l, int slot) {
-    size_t C = (size_t)c->channels;
-    size_t A = (size_t)attn_width(&c->layer[l]);
-    size_t ln = c->use_ln ? C : 0;
+    const size_t C = (size_t)c->channels;
+    const LayerSpec *ls = &c->layer[l];
+    const size_t A = (size_t)attn_width(ls), h = (size_t)ls->n_head, d = (size_t)ls->head_size;
+    const int sd = attn_kind_is_sd(ls->kind);
+    const size_t ln = c->use_ln ? C : 0;
     switch (slot) {
     case P_LN1W: case P_LN1B: case P_LN2W: case P_LN2B: return ln;
-    case P_QKVW: return 3 * A * C;
-    case P_QKVB: return 3 * A;
+    case P_QKVW: return (sd ? 2 : 3) * A * C;
+    case P_QKVB: return (sd ? 2 : 3) * A;
+    case P_SDSKEW: return sd ? h * (d * (d - 1) / 2) : 0;
+    case P_SDTHETA: return sd ? (c->sd_scalar_d ? h : h * d) : 0;
     case P_ATTPROJW: return C * A;
     case P_ATTPROJB: return C;
     case P_FCW: return 4 * C * C;
@@ -111,12 +126,14 @@ static inline size_t param_offset(const ParamLayout *p, int slot, int l) {
 
 /* Named float views of one layer. */
 typedef struct {
-    float *ln1w, *ln1b;         /* (C), (C) */
-    float *qkvw, *qkvb;         /* (3A, C), (3A) */
+    float *ln1w, *ln1b;         /* (C), (C); empty with -ln 0 */
+    float *qkvw, *qkvb;         /* (3A, C), (3A); S-D: (2A, C), (2A) */
     float *attprojw, *attprojb; /* (C, A), (C) */
     float *ln2w, *ln2b;         /* (C), (C) */
     float *fcw, *fcb;           /* (4C, C), (4C) */
     float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
+    float *sdskew;              /* (h, d(d-1)/2), S-D layers */
+    float *sdtheta;             /* (h, d) or (h) with scalar D, S-D layers */
 } LayerParams;
 
 static inline LayerParams layer_params(float *base, const ParamLayout *p, int l) {
@@ -133,24 +150,33 @@ static inline LayerParams layer_params(float *base, const ParamLayout *p, int l)
     lp.fcb = base + param_offset(p, P_FCB, l);
     lp.fcprojw = base + param_offset(p, P_FCPROJW, l);
     lp.fcprojb = base + param_offset(p, P_FCPROJB, l);
+    lp.sdskew = base + param_offset(p, P_SDSKEW, l);
+    lp.sdtheta = base + param_offset(p, P_SDTHETA, l);
     return lp;
 }
 
 /*
  * Forward matmul FLOPs per token of a sequence of length T (2 per multiply-add), counting the
- * attention products over the full T x T square (the causal half is a constant factor for every
- * schedule). Parameter- and FLOP-neutrality of Prism (METHODS.md section 2.4) is the statement
- * that this number and param_layout_init's total do not depend on the per-layer head counts.
+ * softmax attention products over the full T x T square (the causal half is a constant factor for
+ * every schedule) and linear attention by its O(d^2) state (METHODS.md 3.12). Parameter- and
+ * FLOP-neutrality of Prism (METHODS.md section 2.4) is the statement that this number and
+ * param_layout_init's total do not depend on the per-layer head counts.
  */
 static inline double model_matmul_flops_per_token(const GPT2Config *c, int T) {
     double C = c->channels;
     double flops = 0.0;
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
-        double A = attn_width(ls);
-        flops += 2.0 * C * 3.0 * A;                           /* qkv projection */
-        flops += 2.0 * T * (double)ls->head_size * ls->n_head; /* Q K^T: h heads x T keys x d */
-        flops += 2.0 * T * (double)ls->head_size * ls->n_head; /* att V */
+        const double A = attn_width(ls), d = ls->head_size;
+        const int sd = attn_kind_is_sd(ls->kind);
+        flops += 2.0 * C * (sd ? 2.0 : 3.0) * A;               /* qkv (S-D: u, v) projection */
+        if (sd) flops += 2.0 * A * d;                          /* K' = U L^T, per head d x d */
+        if (attn_kind_is_linear(ls->kind)) {
+            flops += 2.0 * 2.0 * A * d;                        /* state += k^T v; q . state */
+        } else {
+            flops += 2.0 * T * A;                              /* Q K^T: h heads x T keys x d */
+            flops += 2.0 * T * A;                              /* att V */
+        }
         flops += 2.0 * A * C;                                 /* output projection */
         flops += 2.0 * C * 4.0 * C * 2.0;                     /* MLP up and down */
     }

@@ -12,9 +12,9 @@
  *
  *     H[xD][:KIND][*N]      e.g.  12   3*2   12x8   12:sd   12x8:sd*3
  *
- * H heads of size D (default C/H) of attention kind KIND (default mha), repeated for N
- * consecutive layers (default 1), listed from the first layer up. The kinds sd, lin and sdlin are
- * reserved for S-D attention and are rejected until that lands.
+ * H heads of size D (default C/H) of attention kind KIND (default mha; sd, lin, sdlin: S-D and
+ * linear attention, METHODS.md 3.4 and 3.12), repeated for N consecutive layers (default 1),
+ * listed from the first layer up.
  *
  * Rules, from METHODS.md section 2.3. Errors: bad syntax, H not dividing C, a layer count other
  * than L, a head count that decreases with depth (the paper's "monotonically increasing"; allowed
@@ -140,10 +140,6 @@ static inline int prism_schedule_parse(const char *text, const char *path, const
                                    " use a divisor of C or an explicit size HxD", h, C, (double)C / h);
             }
             d = C / h;
-        }
-        if (!attn_kind_implemented(kind)) {
-            return prism_fail_(s, path, line, "attention kind '%s' is reserved for S-D attention "
-                               "and not available in this build", ATTN_KIND_NAMES[kind]);
         }
         if (repeat > L || s->n_layers + repeat > L) {
             return prism_fail_(s, path, line, "entry '%s' brings the schedule to %lld layers; the "

@@ -38,7 +38,6 @@ expect_error "-n without -o" "^error: -n 5 writes checkpoints to -o" "${RUN[@]}"
 expect_error "-nk without -n" "^error: -nk 2 needs checkpoints" "${RUN[@]}" -nk 2
 expect_error "-k constant with warmup" "^error: -k constant ignores warmup" "${RUN[@]}" -k constant -u 10
 expect_error "-prism_unchecked without -prism" "^error: -prism_unchecked 1 needs a schedule" "${RUN[@]}" -prism_unchecked 1
-expect_error "HellaSwag on the CPU trainer" "^error: -h 1: the HellaSwag eval is not available" "${RUN[@]}" -h 1
 expect_error "unknown descriptor" "^error: -e: descriptor 'd13': depth 13" "${RUN[@]}" -e d13
 expect_error "malformed custom descriptor" "^error: -e: descriptor 'L4C64': expected L<layers>C<channels>H<heads>" "${RUN[@]}" -e L4C64
 expect_error "gpt3:c5140 fails its divisibility check" "^error: -e: descriptor 'gpt3:c5140': C 5140 is not a multiple of head size 128" "${RUN[@]}" -e gpt3:c5140
@@ -73,6 +72,17 @@ expect_error "a Llama-3 shard" "^error: $d/llama3.bin: header\[0\] = 20240801 is
 ${PYTHON:-/usr/bin/python3} -c "import sys; sys.path.insert(0, 'dev/data'); import data_common as dc; dc.write_datafile('$d/oov.bin', [60000] * 100)"
 expect_error "a token outside the vocabulary" "^error: $d/oov.bin: token 60000 at position [0-9]+ is outside the vocabulary \[0, 50257\)" ./train_gpt2 -e tiny -i "$d/oov.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1 -s 0
 expect_error "shard smaller than one window" "tiny_shakespeare_val.bin: 32768 tokens, fewer than one window" ./train_gpt2 -e L1C64H1T4096 "${DATA[@]}" -b 16 -t 4096 -x 1
+
+# S-D / linear / -ln model options
+expect_error "-sd_sign 0" "^error: -sd_sign 0: expected -1 or \+1" "${RUN[@]}" -sd_sign 0
+expect_error "-ln 2" "^error: -ln '2': expected an integer in \[0, 1\]" "${RUN[@]}" -ln 2
+./train_gpt2 -e tiny "${DATA[@]}" -b 1 -t 16 -x 1 -s 0 -v 0 -m 1 -n 1 -o "$d/ckpt" > /dev/null 2>&1
+expect_error "-ln with a checkpoint" "^error: -ln: the checkpoint $d/ckpt/model_00000001.bin carries its own model options" \
+  "${RUN[@]}" -e "$d/ckpt/model_00000001.bin" -ln 0
+printf '4:sd 4:sdlin 4:lin 4\n' > "$d/kinds.txt"
+out=$("${RUN[@]}" -prism "$d/kinds.txt" -ln 0 -sd_scalar_d 1 -lin_prescale 1 2>&1); rc=$?
+check "a table of every kind trains with -ln 0 -sd_scalar_d 1 -lin_prescale 1" \
+  bash -c "[ $rc -eq 0 ] && grep -q 'no per-block LayerNorm, S-D logits u (S - D) u\^T with scalar D, linear q/k prescaled' <<<\"\$0\" && grep -q 'layer   1   :   4 heads x  16 (sdlin)' <<<\"\$0\"" "$out"
 
 # GPU-only flags are accepted with a warning naming them
 out=$("${RUN[@]}" -z 1 -ge 2 2>&1); rc=$?

@@ -202,9 +202,9 @@ def test_checkpoints():
     bad = patched("bad_heads.bin", 5, 3)
     expect_error(lambda: tg.load_model(bad), [bad, "header[5]"], "heads not dividing C")
     raw103 = open(p103, "rb").read()
-    bad = patched("kind.bin", 18, 1, raw103)
-    expect_error(lambda: tg.load_model(bad), [bad, "header[18]", "reserved, not implemented"],
-                 "reserved kind in a checkpoint")
+    bad = patched("kind.bin", 18, 7, raw103)
+    expect_error(lambda: tg.load_model(bad), [bad, "header[18]", "unknown attention kind 7"],
+                 "unknown kind in a checkpoint")
     bad = patched("rev.bin", 8, 2, raw103)
     expect_error(lambda: tg.load_model(bad), [bad, "header[8]"], "unknown table revision")
 
@@ -267,7 +267,7 @@ def test_attention():
     g.manual_seed(3)
     x = torch.randn(2, 6, 64, generator=g)
     for h, d in ((1, 64), (2, 32), (4, 16), (8, 8), (2, 48)):
-        attn = tg.CausalSelfAttention(64, h, d)
+        attn = tg.CausalSelfAttention(tg.parse_descriptor("tiny"), h, d, 0)
         with torch.no_grad():
             for p in attn.parameters():
                 p.copy_(torch.randn(p.shape, generator=g) * 0.3)
@@ -385,7 +385,6 @@ def test_schedule_errors():
         ("count_short.txt", "1\n2\n4\n", 3, "covers 3 layers"),
         ("count_long.txt", "1 2\n4*3\n", 2, "more than"),
         ("decreasing.txt", "4\n2 4 4\n", 2, "non-decreasing"),
-        ("kind.txt", "1 2\n4:sd 4\n", 2, "reserved, not implemented"),
         ("unknown_kind.txt", "1 2 4:foo 4\n", 1, "unknown kind"),
         ("zero.txt", "0 4 4 4\n", 1, ">= 1"),
     )

@@ -182,10 +182,16 @@ static void test_errors(void) {
                  "expected mha, sd, lin or sdlin");
     expect_error("unknown kind (line 3)", "# c\n12*11\n12:foo", &d12, 0, 3,
                  "unknown attention kind 'foo'", NULL);
-    expect_error("reserved kind sd", "12*11 12:sd", &d12, 0, 1, "'sd' is reserved",
-                 "S-D attention");
-    expect_error("reserved kind lin", "12:lin*12", &d12, 0, 1, "'lin' is reserved", NULL);
-    expect_error("reserved kind sdlin", "12x8:sdlin*12", &d12, 0, 1, "'sdlin' is reserved", NULL);
+    /* the attention kinds of the S-D module (METHODS.md 3.4, 3.12) */
+    {
+        PrismSchedule k = expect_ok("kinds sd, lin, sdlin", "12*2 12:sd*4\n12:lin*3 12x8:sdlin*3", &d12, 0, 1);
+        int kinds_ok = k.n_layers == 12 && k.layer[0].kind == ATTN_MHA && k.layer[2].kind == ATTN_SD &&
+                       k.layer[5].kind == ATTN_SD && k.layer[6].kind == ATTN_LIN &&
+                       k.layer[9].kind == ATTN_SDLIN && k.layer[9].head_size == 8 &&
+                       k.layer[6].head_size == 64;
+        CHECK(kinds_ok, "kinds: mha x2, sd x4, lin x3, sdlin 12x8 x3 parsed into the table");
+        expect_warning("kinds sd, lin, sdlin", &k, 2, "attention width 96, not C = 768", NULL);
+    }
 
     expect_error("non-divisor 5", "\n5*12", &d12, 0, 2, "5 heads do not divide C = 768", NULL);
     expect_error("non-divisor 7 after valid entries", "3*2 6*2\n7*8", &d12, 0, 2,

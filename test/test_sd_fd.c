@@ -1,0 +1,270 @@
+/*
+ * test/test_sd_fd.c: finite-difference checks of the backward passes that S-D attention and
+ * linear attention add (llmc/cpu_kernels.h, llmc/gpt2_cpu.h; METHODS.md 3.4, 3.8, 3.12):
+ *
+ *   linear   linear_attention_backward: dq, dk, dv of causal ELU+1 attention, with and without
+ *            the d^(-1/4) prescale (q, k in [-2, 2] so both branches of phi are exercised);
+ *   sd       the fold K' = U L^T + softmax: dU, dV, the packed skew (dS = dL - dL^T) and theta
+ *            through softplus, for vector and scalar D and both signs of D, odd head size;
+ *   sdlin    the fold + the linear mixer;
+ *   model    the tiny model with every kind (sd, sdlin, lin, mha), with and without LayerNorm:
+ *            sampled gradients of sdskew, sdtheta, qkvw, attprojw (and ln1w) vs differences of
+ *            the mean loss computed in double from the logits.
+ *
+ * Loss = sum(out * R) for the layer cases (dout = R), accumulated in double; central differences
+ * with step 1e-2. Negative controls that must be detected: dtheta scaled by 1.1, dk scaled by
+ * 1.1, the wrong sign of D. Build WITHOUT -ffast-math.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../llmc/gpt2_cpu.h"
+#include "harness.h"
+
+#ifdef __FAST_MATH__
+#error "compile test_sd_fd.c without -ffast-math: the finite differences need IEEE floats"
+#endif
+
+/* Tolerances. fp32 forward with the loss summed in double and step 1e-2: the rounding noise of
+ * the outputs over 2*step dominates; the measured relative L2 errors are ~1e-5..1e-4. Asserted:
+ *   ||a - fd|| / ||fd|| <= 2e-3   and   max |a - fd| <= 5e-3 max|a| + 1e-5.
+ * A 10% error in one gradient (the negative controls) gives >= 2e-2. */
+#define FD_STEP 1e-2f
+#define FD_REL_L2 2e-3
+#define FD_REL_MAX 5e-3
+#define FD_ABS 1e-5
+
+typedef struct {
+    double max_err, max_a, rel_l2;
+} Err;
+
+static Err compare(const float *a, const double *fd, size_t n) {
+    Err e = {0, 0, 0};
+    double se = 0, sf = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - fd[i];
+        e.max_err = fmax(e.max_err, fabs(d));
+        e.max_a = fmax(e.max_a, fabs((double)a[i]));
+        se += d * d;
+        sf += fd[i] * fd[i];
+    }
+    e.rel_l2 = sf > 0 ? sqrt(se / sf) : (se > 0 ? INFINITY : 0);
+    return e;
+}
+
+static int within(Err e) { return e.rel_l2 <= FD_REL_L2 && e.max_err <= FD_REL_MAX * e.max_a + FD_ABS; }
+
+static float urand(Mt19937 *mt, float lo, float hi) { return lo + (hi - lo) * mt_uniform_f32(mt); }
+
+static int threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One attention layer of any kind on a (B, T, 3A) buffer. For S-D kinds the K slot is computed
+ * from U and the parameters; the inputs are the U (Q slot) and V columns. */
+typedef struct {
+    int B, T, h, d, kind, scalar_d, sign, prescale;
+    float *qkv, *skew, *theta, *Lmat, *att, *phi, *Z, *out, *R;
+} Layer;
+
+static double layer_loss(Layer *y) {
+    const int N = y->B * y->T, A = y->h * y->d;
+    if (attn_kind_is_sd(y->kind)) {
+        sd_build_generator(y->Lmat, y->skew, y->theta, y->h, y->d, y->scalar_d, y->sign);
+        sd_keys_forward(y->qkv, y->Lmat, N, y->h, y->d);
+    }
+    if (attn_kind_is_linear(y->kind)) {
+        linear_attention_forward(y->out, y->att, y->phi, y->Z, y->qkv, y->B, y->T, y->h, y->d, y->prescale);
+    } else {
+        attention_forward(y->out, y->att, y->qkv, y->B, y->T, y->h, y->d);
+    }
+    double s = 0;
+    for (size_t i = 0; i < (size_t)N * A; i++) s += (double)y->out[i] * y->R[i];
+    return s;
+}
+
+/* Central differences of layer_loss w.r.t. the n floats at x (restored afterwards). */
+static void fd_grad(Layer *y, float *x, size_t n, double *fd) {
+    for (size_t i = 0; i < n; i++) {
+        const float keep = x[i];
+        x[i] = keep + FD_STEP;
+        const double lp = layer_loss(y);
+        x[i] = keep - FD_STEP;
+        const double lm = layer_loss(y);
+        x[i] = keep;
+        fd[i] = (lp - lm) / (2.0 * (double)FD_STEP);
+    }
+}
+
+static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, int prescale, uint32_t seed) {
+    Layer y;
+    const int B = 2, A = h * d, A3 = 3 * A, N = B * T;
+    const size_t nq = (size_t)N * A3, npack = (size_t)h * d * (d - 1) / 2, nth = scalar_d ? (size_t)h : (size_t)h * d;
+    memset(&y, 0, sizeof(y));
+    y.B = B; y.T = T; y.h = h; y.d = d; y.kind = kind; y.scalar_d = scalar_d; y.sign = sign; y.prescale = prescale;
+    y.qkv = (float *)xcalloc(nq, sizeof(float));
+    y.skew = (float *)xcalloc(npack + 1, sizeof(float));
+    y.theta = (float *)xcalloc(nth, sizeof(float));
+    y.Lmat = (float *)xcalloc((size_t)h * d * d, sizeof(float));
+    y.att = (float *)xcalloc((size_t)B * h * T * T, sizeof(float));
+    y.phi = (float *)xcalloc((size_t)N * 2 * A, sizeof(float));
+    y.Z = (float *)xcalloc((size_t)B * h * T, sizeof(float));
+    y.out = (float *)xcalloc((size_t)N * A, sizeof(float));
+    y.R = (float *)xcalloc((size_t)N * A, sizeof(float));
+    Mt19937 mt;
+    mt_seed(&mt, seed);
+    for (size_t i = 0; i < nq; i++) y.qkv[i] = urand(&mt, -2.f, 2.f);
+    for (size_t i = 0; i < (size_t)N * A; i++) y.R[i] = urand(&mt, -1.f, 1.f);
+    for (size_t i = 0; i < npack; i++) y.skew[i] = urand(&mt, -0.6f, 0.6f);
+    for (size_t i = 0; i < nth; i++) y.theta[i] = urand(&mt, -1.f, 1.f);
+    const int sd = attn_kind_is_sd(kind);
+
+    /* analytic */
+    layer_loss(&y);
+    float *dqkv = (float *)xcalloc(nq, sizeof(float)), *dL = (float *)xcalloc((size_t)h * d * d, sizeof(float));
+    float *dskew = (float *)xcalloc(npack + 1, sizeof(float)), *dtheta = (float *)xcalloc(nth, sizeof(float));
+    float *scratch = (float *)xmalloc((size_t)threads() * T * sizeof(float));
+    if (attn_kind_is_linear(kind)) linear_attention_backward(dqkv, y.R, y.qkv, y.att, y.phi, y.Z, B, T, h, d, prescale, scratch);
+    else attention_backward(dqkv, y.R, y.qkv, y.att, B, T, h, d, scratch);
+    if (sd) {
+        sd_keys_backward(dqkv, dL, y.qkv, y.Lmat, N, h, d);
+        sd_params_backward(dskew, dtheta, dL, y.theta, h, d, scalar_d, sign);
+    }
+
+    char tag[96];
+    snprintf(tag, sizeof(tag), "%s h %d d %d T %d%s%s%s", ATTN_KIND_NAMES[kind], h, d, T,
+             sd ? (scalar_d ? " scalar D" : " vector D") : "", sd ? (sign < 0 ? " (S - D)" : " (S + D)") : "",
+             prescale ? " prescale" : "");
+
+    /* inputs: for S-D kinds the U and V columns (K' is computed), else q, k, v */
+    double *fd = (double *)xmalloc((nq + npack + nth + 1) * sizeof(double));
+    float *an = (float *)xmalloc((nq + npack + nth + 1) * sizeof(float));
+    size_t m = 0;
+    for (int n = 0; n < N; n++) {
+        for (int j = 0; j < A3; j++) {
+            if (sd && j >= A && j < 2 * A) continue;
+            float *x = y.qkv + (size_t)n * A3 + j;
+            fd_grad(&y, x, 1, fd + m);
+            an[m++] = dqkv[(size_t)n * A3 + j];
+        }
+    }
+    Err e_in = compare(an, fd, m);
+    CHECK(within(e_in), "%s: d(inputs) vs FD on %zu values: rel L2 %.1e, max err %.1e (max|a| %.2f)", tag, m,
+          e_in.rel_l2, e_in.max_err, e_in.max_a);
+    if (sd) {
+        double *fds = (double *)xmalloc((npack + 1) * sizeof(double)), *fdt = (double *)xmalloc(nth * sizeof(double));
+        fd_grad(&y, y.skew, npack, fds);
+        fd_grad(&y, y.theta, nth, fdt);
+        Err es = compare(dskew, fds, npack), et = compare(dtheta, fdt, nth);
+        CHECK(npack == 0 || within(es), "%s: d(packed skew) vs FD on %zu values: rel L2 %.1e (max|a| %.2e)", tag, npack,
+              es.rel_l2, es.max_a);
+        CHECK(within(et), "%s: d(theta) through softplus vs FD on %zu values: rel L2 %.1e (max|a| %.2e)", tag, nth,
+              et.rel_l2, et.max_a);
+        /* negative controls: a 10% error in dtheta, and the backward run with the other sign */
+        for (size_t i = 0; i < nth; i++) dtheta[i] *= 1.1f;
+        Err bad = compare(dtheta, fdt, nth);
+        CHECK(!within(bad), "%s: negative control dtheta x 1.1 detected (rel L2 %.1e)", tag, bad.rel_l2);
+        float *dth2 = (float *)xcalloc(nth, sizeof(float)), *dsk2 = (float *)xcalloc(npack + 1, sizeof(float));
+        sd_params_backward(dsk2, dth2, dL, y.theta, h, d, scalar_d, -sign);
+        Err wrong = compare(dth2, fdt, nth);
+        CHECK(!within(wrong), "%s: negative control: the other sign of D detected (rel L2 %.1e)", tag, wrong.rel_l2);
+        free(fds); free(fdt); free(dth2); free(dsk2);
+    } else if (attn_kind_is_linear(kind)) {
+        for (size_t i = 0; i < m; i++) an[i] *= (i % A3 >= (size_t)A && i % A3 < (size_t)2 * A) ? 1.1f : 1.0f;
+        Err bad = compare(an, fd, m);
+        CHECK(!within(bad), "%s: negative control dk x 1.1 detected (rel L2 %.1e)", tag, bad.rel_l2);
+    }
+    free(fd); free(an); free(dqkv); free(dL); free(dskew); free(dtheta); free(scratch);
+    free(y.qkv); free(y.skew); free(y.theta); free(y.Lmat); free(y.att); free(y.phi); free(y.Z); free(y.out); free(y.R);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The whole model: mean loss in double from the forward's logits. */
+static double mean_loss_double(GPT2 *m, const int *x, const int *y, int B, int T) {
+    gpt2_forward(m, x, y, B, T);
+    const int V = m->config.vocab_size;
+    double total = 0;
+    for (int n = 0; n < B * T; n++) {
+        const float *z = m->acts.logits + (size_t)n * V;
+        double mx = -INFINITY, s = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, (double)z[v]);
+        for (int v = 0; v < V; v++) s += exp((double)z[v] - mx);
+        total += mx + log(s) - (double)z[y[n]];
+    }
+    return total / (B * T);
+}
+
+static void model_case(int use_ln, uint32_t seed) {
+    GPT2Config c;
+    char msg[256];
+    config_from_descriptor("tiny", &c, msg, sizeof(msg));
+    const int kinds[4] = {ATTN_SD, ATTN_SDLIN, ATTN_LIN, ATTN_MHA};
+    for (int l = 0; l < 4; l++) c.layer[l].kind = kinds[l];
+    c.use_ln = use_ln;
+    c.sd_init_s = 0.5f;
+    c.sd_init_theta = -0.5f;
+    GPT2 m;
+    gpt2_build_from_config(&m, &c, seed);
+    /* larger attention weights so that the heads are far from uniform mixing */
+    for (int l = 0; l < 4; l++) {
+        LayerParams p = layer_params(m.params, &m.layout, l);
+        for (size_t i = 0; i < layer_slot_size(&c, l, P_QKVW); i++) p.qkvw[i] *= use_ln ? 5.0f : 40.0f;
+    }
+    const int B = 2, T = 8;
+    int x[16], y[16];
+    Mt19937 mt;
+    mt_seed(&mt, seed);
+    for (int i = 0; i < B * T; i++) { x[i] = (int)(mt_u32(&mt) % 50257); y[i] = (int)(mt_u32(&mt) % 50257); }
+    mean_loss_double(&m, x, y, B, T);
+    gpt2_zero_grad(&m);
+    gpt2_backward(&m, 1.0f / (B * T));
+    const int slots[] = {P_SDSKEW, P_SDTHETA, P_QKVW, P_ATTPROJW, P_LN1W};
+    for (int si = 0; si < 5; si++) {
+        const int s = slots[si];
+        const size_t n = m.layout.slot_size[s];
+        if (n == 0) continue;
+        float an[30];
+        double fd[30];
+        /* S and theta enter smoothly and their gradients are small (4e-5 without LayerNorm):
+         * with step 1e-2 the change of the loss, ~4e-7, drowns in the fp32 logits' rounding;
+         * 1e-1 keeps the truncation error (O(step^2)) below 1e-3 relative */
+        const float step = (s == P_SDSKEW || s == P_SDTHETA) ? 1e-1f : 1e-2f;
+        for (int k = 0; k < 30; k++) {
+            const size_t i = m.layout.slot_offset[s] + (size_t)(mt_u32(&mt) % n);
+            const float keep = m.params[i];
+            m.params[i] = keep + step;
+            const double lp = mean_loss_double(&m, x, y, B, T);
+            m.params[i] = keep - step;
+            const double lm = mean_loss_double(&m, x, y, B, T);
+            m.params[i] = keep;
+            fd[k] = (lp - lm) / (2.0 * step);
+            an[k] = m.grads[i];
+        }
+        Err e = compare(an, fd, 30);
+        /* whole-model differences go through the 50257-way softmax: measured rel L2 <= 3e-3;
+         * asserted 2e-2 (a 10% error in the parameter's gradient gives >= 0.1). */
+        CHECK(e.rel_l2 <= 2e-2, "model (sd, sdlin, lin, mha)%s: d%s vs FD on 30 sampled values: rel L2 %.1e (max|a| %.2e)",
+              use_ln ? "" : " -ln 0", PARAM_SLOT_NAMES[s], e.rel_l2, e.max_a);
+    }
+    gpt2_free(&m);
+}
+
+int main(void) {
+    layer_case(ATTN_LIN, 2, 8, 13, 0, -1, 0, 11);
+    layer_case(ATTN_LIN, 1, 16, 7, 0, -1, 1, 12);
+    layer_case(ATTN_SD, 2, 8, 13, 0, -1, 0, 13);
+    layer_case(ATTN_SD, 2, 8, 7, 1, -1, 0, 14);
+    layer_case(ATTN_SD, 1, 5, 13, 0, 1, 0, 15);
+    layer_case(ATTN_SDLIN, 2, 8, 13, 0, -1, 1, 16);
+    layer_case(ATTN_SDLIN, 1, 6, 7, 1, 1, 0, 17);
+    model_case(1, 42);
+    model_case(0, 43);
+    return test_finish();
+}
