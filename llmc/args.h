@@ -84,6 +84,7 @@ typedef struct {
     char init_method[16];          /* -pi */
     char server_ip[256];           /* -ps */
     char fs_path[ARG_STR_CAP];     /* -pf */
+    char attn[16];                 /* -attn: auto, cudnn or own attention per layer */
 } TrainArgs;
 
 typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
@@ -158,6 +159,8 @@ static const ArgSpec ARG_TABLE[] = {
     A_STR("-pi", init_method, "mpi|tcp|fs", SCOPE_GPU, "NCCL rendezvous: mpi, tcp (-ps) or a shared directory (-pf)"),
     A_STR("-ps", server_ip, NULL, SCOPE_GPU, "rank-0 server IP for -pi tcp"),
     A_STR("-pf", fs_path, NULL, SCOPE_GPU, "shared directory for -pi fs"),
+    A_STR("-attn", attn, "auto|cudnn|own", SCOPE_GPU,
+          "attention per layer: cuDNN where it serves the head size, else own kernels (auto); or force one"),
 };
 #define ARG_TABLE_LEN ((int)(sizeof(ARG_TABLE) / sizeof(ARG_TABLE[0])))
 
@@ -188,6 +191,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->num_processes = 1;
     a->gpus_per_node = 8;
     strcpy(a->init_method, "mpi");
+    strcpy(a->attn, "auto");
 }
 
 static inline void arg_value_text_(const ArgSpec *s, const TrainArgs *a, char *buf, size_t cap) {

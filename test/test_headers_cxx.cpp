@@ -6,6 +6,7 @@
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
+#include "../llmc/evalloader.h"
 #include "../llmc/logger.h"
 #include "../llmc/outlier.h"
 #include "../llmc/param_layout.h"

@@ -1,0 +1,52 @@
+"""dev/data/lambada.py: write the LAMBADA eval file dev/data/lambada/lambada_test.bin (version 2).
+
+Usage: python dev/data/lambada.py [--input PATH] [--out PATH] [--fast]
+
+LAMBADA (OpenAI's test set), 5,153 passages, from llm-foundry's jsonl: "context" (the passage
+without its last word) and "continuation" (the last word). Each example is one row: context, then
+" " + continuation. Scored greedily (Paperno et al.; GPT-2 paper): correct when every
+continuation token is the model's argmax prediction; eval_gpt2 also reports the perplexity of the
+continuation. Input: the offline copy ../shared/data/eval/lambada_openai.jsonl.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from eval_common import encode_example, parse_error, shared_eval_input, writer_main  # noqa: E402
+
+DATA = "lambada_openai.jsonl"
+
+
+def default_input():
+    path = shared_eval_input(DATA)
+    if path is None:
+        raise FileNotFoundError(f"{DATA}: no offline copy in ../shared/data/eval; pass --input "
+                                f"(llm-foundry .../language_understanding/lambada_openai.jsonl)")
+    return path
+
+
+def load_examples(path, enc, args=None):
+    examples = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
+            for key in ("context", "continuation"):
+                if not isinstance(obj.get(key), str) or not obj[key].strip():
+                    raise parse_error(path, lineno, f"missing non-empty string field '{key}'")
+            examples.append(encode_example(enc, [obj["context"]], [" " + obj["continuation"]], 0))
+    return examples
+
+
+def main(argv=None):
+    return writer_main(argv, "lambada", "test", "Write the LAMBADA eval file (version 2, greedy).",
+                       default_input, load_examples, scoring="greedy")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
