@@ -188,6 +188,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->log_gpu_every = -1;
     a->tf32 = 1;
     a->master_weights = 1;
+    a->recompute = 1; /* llm.c: recompute GELU in the backward */
     a->num_processes = 1;
     a->gpus_per_node = 8;
     strcpy(a->init_method, "mpi");

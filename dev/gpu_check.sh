@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# dev/gpu_check.sh: everything the CUDA trainer needs checked on a GPU, in one run of < 8 minutes
+# (issue 3, item 7; doc/gpu.md records the results).
+#
+#   bash dev/gpu_check.sh            results in build/gpu_check/ (GPU_CHECK_OUT=dir to change;
+#                                    also copied to $OUT when that is set)
+#
+# Steps, each under its own time limit inside a global budget (GPU_CHECK_BUDGET seconds, 450):
+#   1. versions: driver, GPU, CUDA (nvcc), cuDNN (header, library, PyTorch's), NCCL
+#   2. libraries: cuDNN from the toolkit or, failing that, PyTorch's site-packages nvidia/cudnn;
+#      the cuDNN frontend headers from pip or build/cudnn_frontend/include (carry a copy there
+#      from a machine that has them); without headers the cuDNN path is not built and says so
+#   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn
+#   4. test_gpt2cu on PyTorch debug states (uniform, Prism, explicit head sizes, head sizes 20 and
+#      12 that only the own kernels serve), attention own and auto, plus -r 2 -ge 2
+#   5. dev/cuda attention checks for head sizes 8 ... 256, 12, 20 with timings
+#   6. throughput: d12 uniform vs d12 Prism, B = 16, 32, 64 (GPU_CHECK_BATCHES), T = 1024, random
+#      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
+#      Prism/uniform ratio
+# Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+OUTDIR=${GPU_CHECK_OUT:-build/gpu_check}
+mkdir -p "$OUTDIR"
+SUMMARY=$OUTDIR/summary.txt
+: > "$SUMMARY"
+BUDGET=${GPU_CHECK_BUDGET:-450}
+DEADLINE=$((SECONDS + BUDGET))
+PY=${PYTHON:-python3}
+PASSED=0
+FAILED=0
+
+log() { echo "$*" | tee -a "$SUMMARY"; }
+left() { echo $((DEADLINE - SECONDS)); }
+result() {  # ok(0|1) message
+  if [ "$1" -eq 0 ]; then PASSED=$((PASSED + 1)); log "PASS $2"; else FAILED=$((FAILED + 1)); log "FAIL $2"; fi
+}
+# the "N passed, N failed" line of a log, else its last line (an error)
+summary_of() {
+  local sline
+  sline=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1)
+  [ -n "$sline" ] && echo "$sline" || tail -n 1 "$1" 2>/dev/null
+}
+# run NAME SECONDS CMD...: output to $OUTDIR/NAME.log; never past the deadline
+run() {
+  local name=$1 limit=$2
+  shift 2
+  local l
+  l=$(left)
+  [ "$limit" -gt "$l" ] && limit=$l
+  if [ "$limit" -le 5 ]; then
+    log "NOT RUN $name: the time budget is spent"
+    FAILED=$((FAILED + 1))
+    return 124
+  fi
+  timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
+}
+
+# ---------------------------------------------------------------------------------------------
+log "== 1. versions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$SUMMARY"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+log "nvcc: $($NVCC --version 2>&1 | tail -n 2 | tr '\n' ' ')"
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+SITE=$(timeout 60 "$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null || true)
+TORCH_INFO=$(timeout 90 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())" 2>&1 | tail -n 1)
+log "python: $PY; $TORCH_INFO"
+cudnn_header_version() {  # include dir
+  local h=$1/cudnn_version.h
+  [ -f "$h" ] || return 1
+  awk '/define CUDNN_MAJOR /{a=$3} /define CUDNN_MINOR /{b=$3} /define CUDNN_PATCHLEVEL /{c=$3} END{print a"."b"."c}' "$h"
+}
+
+# ---------------------------------------------------------------------------------------------
+log "== 2. libraries"
+if [ -f "$CUDA_HOME/include/cudnn.h" ]; then
+  CUDNN_HOME=$CUDA_HOME
+elif [ -f /usr/include/cudnn.h ]; then
+  CUDNN_HOME=/usr
+elif [ -n "$SITE" ] && [ -f "$SITE/nvidia/cudnn/include/cudnn.h" ]; then
+  CUDNN_HOME=$SITE/nvidia/cudnn
+else
+  CUDNN_HOME=
+fi
+if [ -n "$CUDNN_HOME" ]; then
+  log "cuDNN: $(cudnn_header_version "$CUDNN_HOME/include") headers in $CUDNN_HOME"
+  for d in "$CUDNN_HOME/lib" "$CUDNN_HOME/lib64"; do [ -d "$d" ] && export LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
+else
+  log "cuDNN: not found (toolkit, /usr, $SITE/nvidia/cudnn)"
+fi
+if [ -n "$SITE" ] && [ -d "$SITE/nvidia/nccl/lib" ] && [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
+  export LD_LIBRARY_PATH="$SITE/nvidia/nccl/lib:${LD_LIBRARY_PATH:-}"
+fi
+FRONTEND=${CUDNN_FRONTEND_PATH:-}
+if [ -z "$FRONTEND" ]; then
+  loc=$(timeout 60 "$PY" -m pip show nvidia-cudnn-frontend 2>/dev/null | sed -n 's/^Location: //p')
+  if [ -n "$loc" ] && [ -f "$loc/include/cudnn_frontend.h" ]; then FRONTEND=$loc/include
+  elif [ -f build/cudnn_frontend/include/cudnn_frontend.h ]; then FRONTEND=$PWD/build/cudnn_frontend/include
+  fi
+fi
+USE_CUDNN=0
+if [ -n "$CUDNN_HOME" ] && [ -n "$FRONTEND" ]; then
+  USE_CUDNN=1
+  log "cuDNN frontend: $(grep -h 'define CUDNN_FRONTEND_\(MAJOR\|MINOR\|PATCH\)_VERSION' "$FRONTEND/cudnn_frontend_version.h" 2>/dev/null | awk '{printf "%s.", $3}' | sed 's/\.$//') in $FRONTEND"
+else
+  log "cuDNN path NOT built (cuDNN: ${CUDNN_HOME:-missing}, frontend headers: ${FRONTEND:-missing}); own kernels only"
+fi
+CC_GPU=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
+[ -n "$CC_GPU" ] || CC_GPU=90
+MAKEVARS=(GPU_COMPUTE_CAPABILITY="$CC_GPU" USE_CUDNN=$USE_CUDNN PYTHON="$PY")
+[ -n "$CUDNN_HOME" ] && MAKEVARS+=(CUDNN_HOME="$CUDNN_HOME")
+[ -n "$FRONTEND" ] && MAKEVARS+=(CUDNN_FRONTEND_PATH="$FRONTEND")
+# one process on this machine: a single-GPU build needs neither NCCL nor MPI to be present
+MAKEVARS+=(NO_MULTI_GPU=1)
+
+# ---------------------------------------------------------------------------------------------
+# the PyTorch debug states of step 4 are written on the CPU while step 3 compiles
+ST=$OUTDIR/states
+mkdir -p "$ST"
+printf '1 2 4*2\n' > "$ST/prism.txt"          # head sizes 64, 32, 16
+printf '1x96 2x48 4x16*2\n' > "$ST/explicit.txt"
+printf '2x20 4x12 4x16*2\n' > "$ST/odd.txt"     # 20 and 12: own kernels only
+state() {  # name, extra args
+  timeout 200 "$PY" train_gpt2.py --model tiny $2 --write_model "$ST/$1.bin" --debug_state "$ST/${1}_state.bin" \
+    > "$OUTDIR/state_$1.log" 2>&1
+}
+( state uniform "--B 4 --T 32"; state prism "--prism $ST/prism.txt --B 2 --T 64"
+  state explicit "--prism $ST/explicit.txt --B 4 --T 32"; state odd "--prism $ST/odd.txt --B 4 --T 32" ) &
+STATES_PID=$!
+
+log "== 3. build for sm_$CC_GPU (USE_CUDNN=$USE_CUDNN)"
+TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own)
+[ "$USE_CUDNN" = 1 ] && TARGETS+=(dev/cuda/attention_cudnn)
+run build 240 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
+rc=$?
+result $rc "build: ${TARGETS[*]} (log $OUTDIR/build.log)"
+grep -E "warning|error" "$OUTDIR/build.log" | head -n 5 | tee -a "$SUMMARY"
+if [ $rc -ne 0 ] && [ "$USE_CUDNN" = 1 ]; then
+  log "retrying without cuDNN so that the own kernels still get checked"
+  USE_CUDNN=0
+  MAKEVARS[1]=USE_CUDNN=0
+  TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own)
+  rm -f dev/cuda/attention_cudnn
+  run build_nocudnn 180 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
+  result $? "build without cuDNN (log $OUTDIR/build_nocudnn.log)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+log "== 4. test_gpt2cu vs PyTorch debug states (written during the build)"
+wait "$STATES_PID"
+for n in uniform prism explicit odd; do
+  [ -f "$ST/${n}_state.bin" ]
+  result $? "debug state $n (train_gpt2.py; log state_$n.log)"
+done
+tg() {  # state, attn, extra flags
+  local extra=${3:-}
+  local tag=$1_$2${extra:+_r2}
+  if [ ! -f "$ST/$1_state.bin" ]; then result 1 "test_gpt2cu $tag: no debug state (see $OUTDIR/state_$1.log)"; return; fi
+  run "test_gpt2cu_$tag" 90 ./test_gpt2cu "$ST/$1.bin" "$ST/$1_state.bin" -attn "$2" $extra
+  local rc=$?
+  result $rc "test_gpt2cu $tag: $(summary_of "$OUTDIR/test_gpt2cu_$tag.log") (log test_gpt2cu_$tag.log)"
+  grep '^FAIL' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 5 | sed 's/^/    /' | tee -a "$SUMMARY"
+}
+tg uniform own
+tg uniform auto
+tg prism auto
+tg explicit auto
+tg odd auto     # layers 0-1 own (d 20, 12), layers 2-3 cuDNN
+tg prism own "-r 2 -ge 2"
+
+# ---------------------------------------------------------------------------------------------
+log "== 5. dev/cuda attention checks (head sizes 8 16 32 64 128 256 12 20; B 2, T 127)"
+for p in own cudnn; do
+  [ -x "dev/cuda/attention_$p" ] || { [ "$p" = cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "attention_$p: not built"; continue; }
+  run "attention_$p" 150 "./dev/cuda/attention_$p"
+  rc=$?
+  result $rc "attention_$p: $(summary_of "$OUTDIR/attention_$p.log")"
+  grep -E '^(FAIL|n/a)' "$OUTDIR/attention_$p.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+done
+log "attention time per call (B 16, T 1024, C 768):"
+log "  path   d  heads  fwd ms  bwd ms"
+cat "$OUTDIR"/attention_*.log 2>/dev/null | awk '/^TIME/{printf "  %-5s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | tee -a "$SUMMARY"
+own64=$(awk '/^TIME path own d 64 /{print $13 + $15}' "$OUTDIR/attention_own.log" 2>/dev/null)
+cud64=$(awk '/^TIME path cudnn d 64 /{print $13 + $15}' "$OUTDIR/attention_cudnn.log" 2>/dev/null)
+if [ -n "$own64" ] && [ -n "$cud64" ]; then
+  log "own / cuDNN time at d = 64 (fwd + bwd): $(awk -v a="$own64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}') (target <= 2)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+log "== 6. throughput: d12 uniform vs d12 Prism (prism/schedules/d12_prism.txt), T 1024, random tokens"
+DATA=$OUTDIR/data
+mkdir -p "$DATA"
+"$PY" - "$DATA" <<'EOF' > "$OUTDIR/data.log" 2>&1
+import struct, sys, random
+out = sys.argv[1]
+rng = random.Random(1337)
+for name, n in (("rand_train_000000.bin", 4 * 1024 * 1024), ("rand_val_000000.bin", 80 * 1024)):
+    with open(f"{out}/{name}", "wb") as f:
+        f.write(struct.pack("<256i", *([20240520, 1, n] + [0] * 253)))
+        f.write(struct.pack(f"<{n}H", *(rng.randrange(50257) for _ in range(n))))
+EOF
+result $? "random token shards (4M train, 80K val tokens)"
+STEPS=6
+bench() {  # name, B, extra args; prints "ms tok/s mfu" from the step lines after the first two
+  local name=$1 B=$2
+  shift 2
+  run "bench_${name}_B$B" 100 ./train_gpt2cu -e d12 "$@" -i "$DATA/rand_train_*.bin" -j "$DATA/rand_val_*.bin" \
+    -b "$B" -t 1024 -x $STEPS -v 0 -m 1 -s 0 -l 6e-4 -u 2 -c 0.1 -attn auto
+  awk '/^step /{n++; if (n > 2) {for (i = 1; i <= NF; i++) {if ($i == "ms") ms += $(i - 1); if ($i == "bf16") {m = $(i - 1); sub("%", "", m); mfu += m}; if ($i == "tok/s") tok = $(i - 1)}; k++}}
+       END{if (k > 0) printf "%.1f %.0f %.1f%%\n", ms / k, tok, mfu / k; else print "- - -"}' "$OUTDIR/bench_${name}_B$B.log"
+}
+log "    B | uniform ms  tok/s    MFU | Prism ms   tok/s    MFU | Prism/uniform tok/s"
+for B in ${GPU_CHECK_BATCHES:-16 32 64}; do
+  u=$(bench uniform "$B")
+  p=$(bench prism "$B" -prism prism/schedules/d12_prism.txt)
+  read -r ums utok umfu <<< "$u"
+  read -r pms ptok pmfu <<< "$p"
+  ratio=$(awk -v a="$ptok" -v b="$utok" 'BEGIN{if (b > 0 && a > 0) printf "%.3f", a / b; else print "-"}')
+  line=$(printf "  %3d | %8s %8s %6s | %8s %8s %6s | %s" "$B" "$ums" "$utok" "$umfu" "$pms" "$ptok" "$pmfu" "$ratio")
+  log "$line"
+  [ "$utok" != "-" ] && [ "$ptok" != "-" ]
+  result $? "throughput B $B ran (logs bench_*_B$B.log)"
+done
+grep -h "^attention:" "$OUTDIR"/bench_prism_B16.log 2>/dev/null | sed 's/^/    /' | tee -a "$SUMMARY"
+
+log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
+log "$PASSED passed, $FAILED failed"
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp -r "$OUTDIR" "$OUT/" 2>/dev/null; fi
+[ "$FAILED" -eq 0 ]

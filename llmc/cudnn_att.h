@@ -1,0 +1,39 @@
+/*
+ * llmc/cudnn_att.h: cuDNN flash attention (causal, bf16) for the layers that attn_select_paths
+ * (gpu_host.h) puts on cuDNN. Implemented in llmc/cudnn_att.cpp with the cuDNN C++ frontend
+ * (header-only, pinned to 1.32.0; doc/gpu.md says why); a build without USE_CUDNN=1 compiles the
+ * same file into stubs, so the trainer links either way.
+ *
+ * Layouts (all bf16 except the fp32 stats), read and written in place through strides, so no
+ * permute kernels are needed:
+ *   qkv   (B, T, 3, h, d)  Q, K, V of every head
+ *   out   (B, T, h, d)     the layer's attention output
+ *   stats (B, h, T)        logsumexp of each softmax row, written in training mode for the backward
+ *   dqkv  (B, T, 3, h, d)  overwritten
+ * One graph per (B, h, T, d, kind) is built on first use and cached in the CudnnAtt object; the
+ * trainer prepares every shape at start-up so that no graph is built inside a timed step.
+ */
+#ifndef LLMC_CUDNN_ATT_H
+#define LLMC_CUDNN_ATT_H
+
+#include <cuda_runtime.h>
+
+typedef struct CudnnAtt CudnnAtt;
+
+int cudnn_att_built(void);     /* 1 in USE_CUDNN=1 builds */
+long cudnn_att_version(void);  /* cudnnGetVersion() of the loaded library, 0 if not built */
+
+CudnnAtt *cudnn_att_create(cudaStream_t stream);
+void cudnn_att_destroy(CudnnAtt *ca);
+
+/* Builds the forward (training: with stats) and, in training, the backward graph of this shape.
+ * A shape cuDNN refuses is a one-line error naming it. */
+void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int training);
+size_t cudnn_att_workspace_bytes(const CudnnAtt *ca);
+
+void cudnn_att_forward(CudnnAtt *ca, void *out, float *stats, const void *qkv, int B, int h, int T,
+                       int d, int training);
+void cudnn_att_backward(CudnnAtt *ca, void *dqkv, const void *dout, const void *qkv,
+                        const void *out, const float *stats, int B, int h, int T, int d);
+
+#endif /* LLMC_CUDNN_ATT_H */

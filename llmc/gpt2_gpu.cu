@@ -1,0 +1,494 @@
+/*
+ * llmc/gpt2_gpu.cu: the GPU GPT-2 (interface and conventions in gpt2_gpu.cuh).
+ *
+ * Forward per layer l (the CPU model's order; A = h_l d_l):
+ *   qkv = ln1 W_qkv^T + b                  cuBLASLt, bias in the epilogue
+ *   atty = attention(qkv; h_l, d_l)        cuDNN or own kernels, scale 1/sqrt(d_l)
+ *   out = atty W_o^T + b
+ *   residual2 = residual + out; ln2 = LN(residual2)              one fused kernel
+ *   fch_gelu = gelu(ln2 W_fc^T + b)        GELU in the epilogue with -ge >= 1
+ *   out = fch_gelu W_proj^T + b
+ *   residual3 = residual2 + out; ln1 of layer l+1 (or lnf) = LN(residual3)   fused
+ * then logits = lnf wte^T over the padded vocabulary and the fused classifier.
+ * The backward mirrors it with one running bf16 dresidual and two scratch gradients (DBIG for
+ * the 4C / 3A wide ones, DSMALL for the C / A ones), as the CPU model's dwide / dmid.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attention_own.cuh"
+#include "gpt2_gpu.cuh"
+#include "gpu_kernels.cuh"
+#include "matmul.cuh"
+
+/* ----------------------------------------------------------------------------------------------
+ * Views */
+static floatX *actb(const GPT2GPU *m, int t) { return m->acts_bf16 + m->cur.off[t]; }
+static float *actf(const GPT2GPU *m, int t) { return m->acts_f32 + m->cur.off[t]; }
+static size_t ntok(const GPT2GPU *m) { return (size_t)m->cur.B * m->cur.T; }
+
+/* Per-layer views of the current plan. Recomputed tensors share one block for all layers. */
+typedef struct {
+    floatX *ln1, *qkv, *atty, *att, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *stats;
+} LayerActs;
+
+static LayerActs layer_acts(const GPT2GPU *m, int l) {
+    const size_t N = ntok(m), C = (size_t)m->config.channels;
+    const ActPlan *p = &m->cur;
+    const size_t ln_l = p->recompute >= 2 ? 0 : (size_t)l, gelu_l = p->recompute >= 1 ? 0 : (size_t)l;
+    LayerActs a;
+    a.ln1 = actb(m, ACT_LN1) + ln_l * N * C;
+    a.qkv = actb(m, ACT_QKV) + p->qkv_off[l];
+    a.atty = actb(m, ACT_ATTY) + p->atty_off[l];
+    a.att = actb(m, ACT_ATT) + p->att_off[l];
+    a.residual2 = actb(m, ACT_RESIDUAL2) + (size_t)l * N * C;
+    a.ln2 = actb(m, ACT_LN2) + ln_l * N * C;
+    a.fch = actb(m, ACT_FCH) + (size_t)l * N * 4 * C;
+    a.fch_gelu = actb(m, ACT_FCH_GELU) + gelu_l * N * 4 * C;
+    a.residual3 = actb(m, ACT_RESIDUAL3) + (size_t)l * N * C;
+    a.ln1_mean = actf(m, ACT_LN1_MEAN) + (size_t)l * N;
+    a.ln1_rstd = actf(m, ACT_LN1_RSTD) + (size_t)l * N;
+    a.ln2_mean = actf(m, ACT_LN2_MEAN) + (size_t)l * N;
+    a.ln2_rstd = actf(m, ACT_LN2_RSTD) + (size_t)l * N;
+    a.stats = actf(m, ACT_STATS) + p->stats_off[l];
+    return a;
+}
+
+static floatX *param(floatX *base, const GPT2GPU *m, int slot, int l) {
+    return base + param_offset(&m->layout, slot, l);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Set-up */
+static void *dmalloc(size_t bytes, const char *what) {
+    void *p = NULL;
+    if (bytes == 0) return NULL;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        fflush(stdout);
+        fprintf(stderr, "error: cudaMalloc(%s, %.2f GiB): %s (lower -b, or use -r 1 / -r 2)\n", what,
+                bytes / 1073741824.0, cudaGetErrorString(e));
+        exit(EXIT_FAILURE);
+    }
+    return p;
+}
+
+static void *hmalloc(size_t bytes) {
+    void *p = NULL;
+    CUDA_CHECK(cudaMallocHost(&p, bytes > 0 ? bytes : 1));
+    return p;
+}
+
+/* Segment index lists: per layer for the overlapped reduction, the rest for the end; and the
+ * contiguous runs of this rank's part for the norm. */
+static void index_segments(GPT2GPU *m) {
+    const ShardPlan *s = &m->shard;
+    memset(m->n_layer_seg, 0, sizeof(m->n_layer_seg));
+    m->n_tail_seg = 0;
+    m->n_runs = 0;
+    for (int i = 0; i < s->nseg; i++) {
+        const ShardSeg *g = &s->seg[i];
+        if (slot_is_per_layer(g->slot)) m->layer_seg[g->layer][m->n_layer_seg[g->layer]++] = i;
+        else m->tail_seg[m->n_tail_seg++] = i;
+        if (m->n_runs > 0 && m->run_off[m->n_runs - 1] + m->run_len[m->n_runs - 1] == g->global_off) {
+            m->run_len[m->n_runs - 1] += g->count;
+        } else {
+            m->run_off[m->n_runs] = g->global_off;
+            m->run_len[m->n_runs] = g->count;
+            m->n_runs++;
+        }
+    }
+}
+
+/* The cuDNN graphs of the training shape (forward with stats, backward), built now so that no
+ * step pays for a build. Evaluation runs the same forward graph (it also writes the stats, which
+ * costs B h T floats); sampling's (1, T) forward graph is built on its first use. */
+static void prepare_cudnn(GPT2GPU *m) {
+    for (int l = 0; l < m->config.num_layers; l++) {
+        if (m->path[l] != ATT_PATH_CUDNN) continue;
+        const LayerSpec *ls = &m->config.layer[l];
+        cudnn_att_prepare(m->cudnn, m->B, ls->n_head, m->T, ls->head_size, 1);
+    }
+}
+
+void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOptions *opt,
+                  const AttPath *path, int zero_stage, GpuCtx *ctx, CudnnAtt *cudnn, MultiGpu *mg) {
+    memset(m, 0, sizeof(*m));
+    m->config = *c;
+    m->opt = *opt;
+    m->ctx = ctx;
+    m->cudnn = cudnn;
+    m->mg = mg;
+    m->B = B;
+    m->T = T;
+    memcpy(m->path, path, sizeof(AttPath) * (size_t)c->num_layers);
+    param_layout_init(&m->layout, c);
+    char err[512];
+    if (!shard_plan_init(&m->shard, &m->layout, c, zero_stage, mg->nproc, mg->rank, err, sizeof(err))) {
+        llmc_die("%s", err);
+    }
+    index_segments(m);
+    act_plan_init(&m->alloc, c, B, T, opt->recompute, path);
+    m->cur = m->alloc;
+
+    const size_t P = m->layout.total, S = m->shard.shard_total;
+    m->params = (floatX *)dmalloc(P * sizeof(floatX), "parameters");
+    m->grads = (floatX *)dmalloc(P * sizeof(floatX), "gradients");
+    m->m = (float *)dmalloc(S * sizeof(float), "AdamW m");
+    m->v = (float *)dmalloc(S * sizeof(float), "AdamW v");
+    CUDA_CHECK(cudaMemset(m->m, 0, S * sizeof(float)));
+    CUDA_CHECK(cudaMemset(m->v, 0, S * sizeof(float)));
+    if (opt->master_weights) m->master = (float *)dmalloc(S * sizeof(float), "master weights");
+    m->acts_bf16 = (floatX *)dmalloc(m->alloc.bf16_total * sizeof(floatX), "bf16 activations");
+    m->acts_f32 = (float *)dmalloc(m->alloc.f32_total * sizeof(float), "fp32 activations");
+    const size_t N = (size_t)B * T, C = (size_t)c->channels;
+    const int widest = (int)LLMC_MAX(4 * C, 3 * (size_t)m->alloc.A_max);
+    m->colsum_scratch = (float *)dmalloc(colsum_scratch_floats(N, widest) * sizeof(float), "reduction scratch");
+    m->norm_partials = (float *)dmalloc((size_t)SHARD_MAX_SEGS * NORM_BLOCKS * sizeof(float), "norm partials");
+    m->scalars = (float *)dmalloc(4 * sizeof(float), "scalars");
+    m->d_inputs = (int *)dmalloc(N * sizeof(int), "inputs");
+    m->d_targets = (int *)dmalloc(N * sizeof(int), "targets");
+    m->d_uniq = (int *)dmalloc(N * sizeof(int), "token buckets");
+    m->d_start = (int *)dmalloc((N + 1) * sizeof(int), "token buckets");
+    m->d_pos = (int *)dmalloc(N * sizeof(int), "token buckets");
+    m->h_inputs = (int *)hmalloc(N * sizeof(int));
+    m->h_targets = (int *)hmalloc(N * sizeof(int));
+    m->h_uniq = (int *)hmalloc(N * sizeof(int));
+    m->h_start = (int *)hmalloc((N + 1) * sizeof(int));
+    m->h_pos = (int *)hmalloc(N * sizeof(int));
+    m->h_scalars = (float *)hmalloc(4 * sizeof(float));
+    m->h_count = (int *)xmalloc((size_t)c->vocab_size * sizeof(int));
+    CUDA_CHECK(cudaEventCreateWithFlags(&m->upload_done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(m->upload_done, ctx->stream));
+    /* the stochastic-rounding RNG: the same on every rank, so that ZeRO-0 ranks round alike */
+    m->rng_state = 13371337ull;
+    m->rng_state_last_update = m->rng_state;
+    if (m->cudnn != NULL) prepare_cudnn(m);
+}
+
+void gpt2gpu_free(GPT2GPU *m) {
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    void *dev[] = {m->params, m->grads, m->m, m->v, m->master, m->acts_bf16, m->acts_f32,
+                   m->colsum_scratch, m->norm_partials, m->scalars, m->d_inputs, m->d_targets,
+                   m->d_uniq, m->d_start, m->d_pos};
+    for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+        if (dev[i]) CUDA_CHECK(cudaFree(dev[i]));
+    void *host[] = {m->h_inputs, m->h_targets, m->h_uniq, m->h_start, m->h_pos, m->h_scalars};
+    for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
+        if (host[i]) CUDA_CHECK(cudaFreeHost(host[i]));
+    free(m->h_count);
+    CUDA_CHECK(cudaEventDestroy(m->upload_done));
+    memset(m, 0, sizeof(*m));
+}
+
+size_t gpt2gpu_param_bytes(const GPT2GPU *m) {
+    const size_t P = m->layout.total, S = m->shard.shard_total;
+    return P * 2 * sizeof(floatX) + S * (m->opt.master_weights ? 3 : 2) * sizeof(float);
+}
+
+void gpt2gpu_set_params(GPT2GPU *m, const float *host_params) {
+    const size_t P = m->layout.total;
+    uint16_t *bf = (uint16_t *)xmalloc(P * sizeof(uint16_t));
+    for (size_t i = 0; i < P; i++) bf[i] = f32_to_bf16(host_params[i]);
+    gpt2gpu_set_params_bf16(m, bf);
+    free(bf);
+    if (m->master != NULL) {
+        CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+        /* masters keep the full fp32 values of an fp32 source (exact copies of a bf16 one) */
+        for (int i = 0; i < m->shard.nseg; i++) {
+            const ShardSeg *g = &m->shard.seg[i];
+            CUDA_CHECK(cudaMemcpy(m->master + g->shard_off, host_params + g->global_off,
+                                  g->count * sizeof(float), cudaMemcpyHostToDevice));
+        }
+    }
+}
+
+void gpt2gpu_set_params_bf16(GPT2GPU *m, const uint16_t *host) {
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream)); /* queued kernels may still read them */
+    CUDA_CHECK(cudaMemcpy(m->params, host, m->layout.total * sizeof(floatX), cudaMemcpyHostToDevice));
+}
+
+void gpt2gpu_get_params_bf16(GPT2GPU *m, uint16_t *host) {
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    CUDA_CHECK(cudaMemcpy(host, m->params, m->layout.total * sizeof(floatX), cudaMemcpyDeviceToHost));
+}
+
+void gpt2gpu_get_grads_f32(GPT2GPU *m, float *host) {
+    const size_t P = m->layout.total;
+    float *d = (float *)dmalloc(P * sizeof(float), "gradient copy");
+    cast_bf16_to_f32(d, m->grads, P, m->ctx->stream);
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    CUDA_CHECK(cudaMemcpy(host, d, P * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(d));
+}
+
+void gpt2gpu_get_opt_state(GPT2GPU *m, float *mm, float *vv, float *master) {
+    const size_t S = m->shard.shard_total * sizeof(float);
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    CUDA_CHECK(cudaMemcpy(mm, m->m, S, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(vv, m->v, S, cudaMemcpyDeviceToHost));
+    if (m->master != NULL && master != NULL) CUDA_CHECK(cudaMemcpy(master, m->master, S, cudaMemcpyDeviceToHost));
+}
+
+void gpt2gpu_set_opt_state(GPT2GPU *m, const float *mm, const float *vv, const float *master) {
+    const size_t S = m->shard.shard_total * sizeof(float);
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    CUDA_CHECK(cudaMemcpy(m->m, mm, S, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(m->v, vv, S, cudaMemcpyHostToDevice));
+    if (m->master != NULL && master != NULL) CUDA_CHECK(cudaMemcpy(m->master, master, S, cudaMemcpyHostToDevice));
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Forward */
+
+/* Tokens to the device through pinned staging buffers. The previous upload must have left the
+ * staging buffers before they are overwritten; the kernels of the previous micro-step that read
+ * the device copies come before this copy on the same stream. */
+static void upload_batch(GPT2GPU *m, const int *inputs, const int *targets, int B, int T, int buckets) {
+    const int N = B * T, V = m->config.vocab_size;
+    /* evaluation batches mark unscored positions with target -1; training scores every one */
+    const int lowest_target = buckets ? 0 : -1;
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || (targets && (targets[i] < lowest_target || targets[i] >= V))) {
+            llmc_die("forward: token %d at position %d is outside the vocabulary [0, %d)",
+                     inputs[i] < 0 || inputs[i] >= V ? inputs[i] : targets[i], i, V);
+        }
+    }
+    CUDA_CHECK(cudaEventSynchronize(m->upload_done));
+    cudaStream_t s = m->ctx->stream;
+    memcpy(m->h_inputs, inputs, (size_t)N * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(m->d_inputs, m->h_inputs, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, s));
+    if (targets != NULL) {
+        memcpy(m->h_targets, targets, (size_t)N * sizeof(int));
+        CUDA_CHECK(cudaMemcpyAsync(m->d_targets, m->h_targets, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, s));
+    }
+    if (buckets) {
+        m->n_uniq = encoder_buckets(inputs, N, V, m->h_uniq, m->h_start, m->h_pos, m->h_count);
+        CUDA_CHECK(cudaMemcpyAsync(m->d_uniq, m->h_uniq, (size_t)m->n_uniq * sizeof(int), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(m->d_start, m->h_start, ((size_t)m->n_uniq + 1) * sizeof(int), cudaMemcpyHostToDevice, s));
+        CUDA_CHECK(cudaMemcpyAsync(m->d_pos, m->h_pos, (size_t)N * sizeof(int), cudaMemcpyHostToDevice, s));
+    }
+    CUDA_CHECK(cudaEventRecord(m->upload_done, s));
+}
+
+static void attention_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
+    const LayerSpec *ls = &m->config.layer[l];
+    const int B = m->cur.B, T = m->cur.T;
+    if (m->path[l] == ATT_PATH_CUDNN) {
+        cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size, 1);
+    } else {
+        attention_own_forward(a->atty, a->att, actb(m, ACT_ATT_SCRATCH), a->qkv, B, T, ls->n_head,
+                              ls->head_size, m->ctx);
+    }
+}
+
+void gpt2gpu_forward(GPT2GPU *m, const int *inputs, const int *targets, int B, int T,
+                     ForwardMode mode, float dloss) {
+    const GPT2Config *c = &m->config;
+    if (B < 1 || T < 1 || B > m->B || T > m->T) {
+        llmc_die("forward: B %d, T %d outside the allocated 1..%d x 1..%d", B, T, m->B, m->T);
+    }
+    if (mode != FWD_LOGITS && targets == NULL) llmc_die("forward: a loss needs targets");
+    if (mode == FWD_TRAIN && (B != m->B || T != m->T)) llmc_die("forward: training runs at the allocated B, T");
+    act_plan_init(&m->cur, c, B, T, m->opt.recompute, m->path);
+    m->cur_training = mode == FWD_TRAIN;
+    upload_batch(m, inputs, mode != FWD_LOGITS ? targets : NULL, B, T, mode == FWD_TRAIN);
+
+    const GpuCtx *ctx = m->ctx;
+    cudaStream_t s = ctx->stream;
+    const size_t N = (size_t)B * T;
+    const int C = c->channels, L = c->num_layers;
+    floatX *w = m->params;
+    floatX *encoded = actb(m, ACT_ENCODED), *out = actb(m, ACT_OUT);
+
+    encoder_forward(encoded, m->d_inputs, param(w, m, P_WTE, 0), param(w, m, P_WPE, 0), B, T, C, s);
+    LayerActs a0 = layer_acts(m, 0);
+    layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, encoded, param(w, m, P_LN1W, 0),
+                      param(w, m, P_LN1B, 0), N, C, s);
+    for (int l = 0; l < L; l++) {
+        const int A = attn_width(&c->layer[l]);
+        const LayerActs a = layer_acts(m, l);
+        const floatX *residual = l == 0 ? encoded : layer_acts(m, l - 1).residual3;
+        matmul_forward(a.qkv, a.ln1, param(w, m, P_QKVW, l), param(w, m, P_QKVB, l), N, C, 3 * A, NULL, ctx);
+        attention_forward_layer(m, l, &a);
+        matmul_forward(out, a.atty, param(w, m, P_ATTPROJW, l), param(w, m, P_ATTPROJB, l), N, A, C, NULL, ctx);
+        fused_residual_layernorm_forward(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, residual, out,
+                                         param(w, m, P_LN2W, l), param(w, m, P_LN2B, l), N, C, s);
+        if (m->opt.gelu_fusion >= 1) {
+            matmul_forward(a.fch_gelu, a.ln2, param(w, m, P_FCW, l), param(w, m, P_FCB, l), N, C, 4 * C, a.fch, ctx);
+        } else {
+            matmul_forward(a.fch, a.ln2, param(w, m, P_FCW, l), param(w, m, P_FCB, l), N, C, 4 * C, NULL, ctx);
+            gelu_forward(a.fch_gelu, a.fch, N * 4 * C, s);
+        }
+        matmul_forward(out, a.fch_gelu, param(w, m, P_FCPROJW, l), param(w, m, P_FCPROJB, l), N, 4 * C, C, NULL, ctx);
+        if (l + 1 < L) {
+            const LayerActs an = layer_acts(m, l + 1);
+            fused_residual_layernorm_forward(a.residual3, an.ln1, an.ln1_mean, an.ln1_rstd, a.residual2, out,
+                                             param(w, m, P_LN1W, l + 1), param(w, m, P_LN1B, l + 1), N, C, s);
+        } else {
+            fused_residual_layernorm_forward(a.residual3, actb(m, ACT_LNF), actf(m, ACT_LNF_MEAN),
+                                             actf(m, ACT_LNF_RSTD), a.residual2, out,
+                                             param(w, m, P_LNFW, 0), param(w, m, P_LNFB, 0), N, C, s);
+        }
+    }
+    /* LM head tied to wte, over the padded vocabulary (the padded rows are zero) */
+    floatX *logits = actb(m, ACT_LOGITS);
+    matmul_forward(logits, actb(m, ACT_LNF), param(w, m, P_WTE, 0), NULL, N, C, c->padded_vocab_size, NULL, ctx);
+    if (mode != FWD_LOGITS) {
+        /* the loss buffer keeps the allocation plan's place for every (B, T): it accumulates
+         * over micro-steps and evaluation batches, and smaller shapes' tensors end before it */
+        fused_classifier(logits, m->acts_f32 + m->alloc.off[ACT_LOSSES], m->d_targets, dloss, N, c->vocab_size,
+                         c->padded_vocab_size, mode == FWD_TRAIN, s);
+    }
+}
+
+void gpt2gpu_zero_losses(GPT2GPU *m) {
+    CUDA_CHECK(cudaMemsetAsync(m->acts_f32 + m->alloc.off[ACT_LOSSES], 0,
+                               m->alloc.n[ACT_LOSSES] * sizeof(float), m->ctx->stream));
+}
+
+float gpt2gpu_mean_loss(GPT2GPU *m, double tokens) {
+    cudaStream_t s = m->ctx->stream;
+    sum_partials(m->scalars, m->acts_f32 + m->alloc.off[ACT_LOSSES], m->alloc.n[ACT_LOSSES], false, s);
+    multi_gpu_allreduce_f32(m->mg, m->scalars, 1, 1, s);
+    CUDA_CHECK(cudaMemcpyAsync(m->h_scalars, m->scalars, sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return (float)((double)m->h_scalars[0] / tokens);
+}
+
+void gpt2gpu_read_losses(GPT2GPU *m, float *host) {
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    CUDA_CHECK(cudaMemcpy(host, m->acts_f32 + m->alloc.off[ACT_LOSSES], ntok(m) * sizeof(float),
+                          cudaMemcpyDeviceToHost));
+}
+
+void gpt2gpu_logits_row(GPT2GPU *m, int b, int t, float *out) {
+    const int V = m->config.vocab_size, Vp = m->config.padded_vocab_size;
+    const size_t row = (size_t)b * m->cur.T + t;
+    float *d = (float *)m->norm_partials; /* V floats of scratch: the partials are free here */
+    if ((size_t)V > (size_t)SHARD_MAX_SEGS * NORM_BLOCKS) llmc_die("logits_row: vocabulary too large");
+    cast_bf16_to_f32(d, actb(m, ACT_LOGITS) + row * Vp, (size_t)V, m->ctx->stream);
+    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
+    CUDA_CHECK(cudaMemcpy(out, d, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Backward */
+void gpt2gpu_zero_grads(GPT2GPU *m) {
+    CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->ctx->stream));
+}
+
+static void attention_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floatX *dqkv, const floatX *datty) {
+    const LayerSpec *ls = &m->config.layer[l];
+    const int B = m->cur.B, T = m->cur.T;
+    if (m->path[l] == ATT_PATH_CUDNN) {
+        cudnn_att_backward(m->cudnn, dqkv, datty, a->qkv, a->atty, a->stats, B, ls->n_head, T, ls->head_size);
+    } else {
+        attention_own_backward(dqkv, actb(m, ACT_DATT), actb(m, ACT_ATT_SCRATCH), datty, a->qkv, a->att,
+                               B, T, ls->n_head, ls->head_size, m->ctx);
+    }
+}
+
+void gpt2gpu_backward(GPT2GPU *m, int last_micro_step) {
+    const GPT2Config *c = &m->config;
+    if (!m->cur_training) llmc_die("backward: the last forward was not a training forward");
+    const GpuCtx *ctx = m->ctx;
+    cudaStream_t s = ctx->stream;
+    const size_t N = ntok(m);
+    const int C = c->channels, L = c->num_layers;
+    floatX *w = m->params, *g = m->grads;
+    floatX *dresidual = actb(m, ACT_DRESIDUAL), *dbig = actb(m, ACT_DBIG), *dsmall = actb(m, ACT_DSMALL);
+    float *scratch = m->colsum_scratch;
+    const int reduce = last_micro_step && m->mg->nproc > 1;
+
+    /* classifier: dlogits are in the logits buffer (fused_classifier in the forward) */
+    matmul_backward(dsmall, param(g, m, P_WTE, 0), NULL, scratch, actb(m, ACT_LOGITS), actb(m, ACT_LNF),
+                    param(w, m, P_WTE, 0), N, C, c->padded_vocab_size, NULL, ctx);
+    CUDA_CHECK(cudaMemsetAsync(dresidual, 0, N * C * sizeof(floatX), s));
+    const LayerActs last = layer_acts(m, L - 1);
+    layernorm_backward(dresidual, param(g, m, P_LNFW, 0), param(g, m, P_LNFB, 0), scratch, dsmall,
+                       last.residual3, param(w, m, P_LNFW, 0), actf(m, ACT_LNF_MEAN), actf(m, ACT_LNF_RSTD), N, C, s);
+    for (int l = L - 1; l >= 0; l--) {
+        const int A = attn_width(&c->layer[l]);
+        const LayerActs a = layer_acts(m, l);
+        const floatX *residual = l == 0 ? actb(m, ACT_ENCODED) : layer_acts(m, l - 1).residual3;
+        /* MLP */
+        if (m->opt.recompute >= 1) gelu_forward(a.fch_gelu, a.fch, N * 4 * C, s);
+        floatX *dfch = dbig;
+        matmul_backward(dfch, param(g, m, P_FCPROJW, l), param(g, m, P_FCPROJB, l), scratch, dresidual,
+                        a.fch_gelu, param(w, m, P_FCPROJW, l), N, 4 * C, C,
+                        m->opt.gelu_fusion >= 2 ? a.fch : NULL, ctx);
+        if (m->opt.gelu_fusion < 2) gelu_backward_inplace(dfch, a.fch, N * 4 * C, s);
+        if (m->opt.recompute >= 2) {
+            layernorm_apply(a.ln2, a.residual2, a.ln2_mean, a.ln2_rstd, param(w, m, P_LN2W, l),
+                            param(w, m, P_LN2B, l), N, C, s);
+        }
+        floatX *dln = dsmall;
+        matmul_backward(dln, param(g, m, P_FCW, l), param(g, m, P_FCB, l), scratch, dfch, a.ln2,
+                        param(w, m, P_FCW, l), N, C, 4 * C, NULL, ctx);
+        layernorm_backward(dresidual, param(g, m, P_LN2W, l), param(g, m, P_LN2B, l), scratch, dln,
+                           a.residual2, param(w, m, P_LN2W, l), a.ln2_mean, a.ln2_rstd, N, C, s);
+        /* attention */
+        floatX *datty = dsmall, *dqkv = dbig;
+        matmul_backward(datty, param(g, m, P_ATTPROJW, l), param(g, m, P_ATTPROJB, l), scratch, dresidual,
+                        a.atty, param(w, m, P_ATTPROJW, l), N, A, C, NULL, ctx);
+        attention_backward_layer(m, l, &a, dqkv, datty);
+        if (m->opt.recompute >= 2) {
+            layernorm_apply(a.ln1, residual, a.ln1_mean, a.ln1_rstd, param(w, m, P_LN1W, l),
+                            param(w, m, P_LN1B, l), N, C, s);
+        }
+        matmul_backward(dln, param(g, m, P_QKVW, l), param(g, m, P_QKVB, l), scratch, dqkv, a.ln1,
+                        param(w, m, P_QKVW, l), N, C, 3 * A, NULL, ctx);
+        layernorm_backward(dresidual, param(g, m, P_LN1W, l), param(g, m, P_LN1B, l), scratch, dln,
+                           residual, param(w, m, P_LN1W, l), a.ln1_mean, a.ln1_rstd, N, C, s);
+        /* this layer's gradients are final: reduce them while the next layer's backward runs */
+        if (reduce) multi_gpu_reduce_grads(m->mg, m->grads, m->shard.seg, m->layer_seg[l], m->n_layer_seg[l], s);
+    }
+    encoder_backward(param(g, m, P_WTE, 0), param(g, m, P_WPE, 0), dresidual, m->d_uniq, m->d_start,
+                     m->d_pos, m->n_uniq, m->cur.B, m->cur.T, C, s);
+    if (reduce) {
+        multi_gpu_reduce_grads(m->mg, m->grads, m->shard.seg, m->tail_seg, m->n_tail_seg, s);
+        multi_gpu_join(m->mg, s);
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Norm and update */
+float gpt2gpu_grad_norm(GPT2GPU *m) {
+    cudaStream_t s = m->ctx->stream;
+    for (int r = 0; r < m->n_runs; r++) {
+        norm_squared_partial(m->norm_partials + (size_t)r * NORM_BLOCKS, m->grads + m->run_off[r], m->run_len[r], s);
+    }
+    sum_partials(m->scalars + 1, m->norm_partials, (size_t)m->n_runs * NORM_BLOCKS, false, s);
+    /* ZeRO-1: each rank holds the reduced gradients of its slices only */
+    if (m->shard.zero_stage == 1) multi_gpu_allreduce_f32(m->mg, m->scalars + 1, 1, 0, s);
+    CUDA_CHECK(cudaMemcpyAsync(m->h_scalars + 1, m->scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return sqrtf(m->h_scalars[1]);
+}
+
+void gpt2gpu_update(GPT2GPU *m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                    float grad_scale, int t) {
+    cudaStream_t s = m->ctx->stream;
+    AdamWArgs a;
+    a.lr = lr;
+    a.beta1 = beta1;
+    a.beta2 = beta2;
+    a.eps = eps;
+    a.grad_scale = grad_scale;
+    a.bias_corr1 = 1.0f - powf(beta1, (float)t);
+    a.bias_corr2 = 1.0f - powf(beta2, (float)t);
+    m->rng_state_last_update = m->rng_state;
+    int i = 0;
+    for (int slot = 0; slot < NUM_PARAM_SLOTS; slot++) {
+        a.seed = model_rng_u32(&m->rng_state); /* one seed per tensor slot, every update */
+        a.weight_decay = slot_has_weight_decay(slot, 0) ? weight_decay : 0.0f; /* no S-D slots here */
+        for (; i < m->shard.nseg && m->shard.seg[i].slot == slot; i++) {
+            const ShardSeg *g = &m->shard.seg[i];
+            adamw_update(m->params, m->master, m->grads, m->m, m->v, g->global_off, g->shard_off,
+                         g->count, &a, s);
+        }
+    }
+    multi_gpu_allgather_params(m->mg, m->params, m->shard.seg, m->shard.nseg, s);
+}

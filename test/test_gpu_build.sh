@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# test/test_gpu_build.sh: the GPU binaries that `make test` builds (build/gpu_compile_check lists
+# them: train_gpt2cu for {cuDNN, no cuDNN} x {NCCL + MPI, single GPU}, test_gpt2cu, the dev/cuda
+# attention checks), checked without running any GPU code:
+#   - every binary holds SASS for sm_80 and sm_90 and PTX for compute_90 (read from the fatbins
+#     of its .nv_fatbin section; no cuobjdump needed);
+#   - the libraries each variant links: libcudnn + libnvrtc only with cuDNN, libnccl + libmpi
+#     only with multi-GPU, NVML never (FORMATS.md 17/18 #10);
+#   - --help runs on a machine without a GPU and lists -attn (generated from llmc/args.h);
+#   - bad flags and impossible requests are one error line and a non-zero exit, before any GPU
+#     work: an unknown -attn value, -attn cudnn in a build without cuDNN, -pn 2 with -pi mpi
+#     outside mpirun, -pn 2 in a single-GPU build;
+#   - without a GPU, a training run stops with one "error:" line (a CUDA error), not a crash.
+set -u
+cd "$(dirname "$0")/.."
+. test/lib.sh
+PYTHON=${PYTHON:-/usr/bin/python3}
+list=build/gpu_compile_check
+if [ ! -f "$list" ]; then
+  fail "$list is missing: run make build/gpu_compile_check"
+  finish
+  exit 1
+fi
+
+archs() {  # binary -> "kind:arch" entries of every embedded fatbin, sorted and unique
+  $PYTHON - "$1" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+magic = struct.pack("<I", 0xBA55ED50)
+found = set()
+i = data.find(magic)
+while i >= 0:
+    version, header, size = struct.unpack_from("<HHQ", data, i + 4)
+    off, end = i + header, i + header + size
+    while off + 32 <= end and off + 32 <= len(data):
+        kind, _, ehdr, padded = struct.unpack_from("<HHII", data, off)
+        arch = struct.unpack_from("<I", data, off + 28)[0]
+        if kind not in (1, 2) or ehdr == 0:
+            break
+        found.add(("ptx" if kind == 1 else "sm") + "_" + str(arch))
+        off += ehdr + padded
+    i = data.find(magic, i + 4)
+print(" ".join(sorted(found)))
+EOF
+}
+
+while read -r bin; do
+  name=$(basename "$bin")
+  if [ ! -x "$bin" ]; then fail "$bin: not built"; continue; fi
+  a=$(archs "$bin")
+  [ "$a" = "ptx_90 sm_80 sm_90" ] && pass "$name: SASS sm_80 + sm_90, PTX compute_90, nothing else ($a)" \
+    || fail "$name: expected exactly 'ptx_90 sm_80 sm_90', found '$a'"
+  libs=$(ldd "$bin" 2>/dev/null)
+  has() { printf '%s' "$libs" | grep -q "$1"; }
+  case $name in
+    *cudnn*) has libcudnn && has libnvrtc && pass "$name links libcudnn and libnvrtc" || fail "$name: libcudnn/libnvrtc missing" ;;
+    *) has libcudnn && fail "$name links libcudnn without cuDNN" || pass "$name: no libcudnn" ;;
+  esac
+  case $name in
+    *_mpi) has libnccl && has libmpi && pass "$name links NCCL and MPI" || fail "$name: libnccl/libmpi missing" ;;
+    *_single|attention_*) has libnccl || has libmpi && fail "$name links NCCL/MPI" || pass "$name: no NCCL, no MPI" ;;
+  esac
+  has libnvidia-ml && fail "$name links NVML" || pass "$name: NVML not linked"
+done < "$list"
+
+d=build/gpu_variants
+for v in cudnn_mpi stub_single; do
+  b=$d/train_gpt2cu_$v
+  out=$($b --help 2>&1)
+  rc=$?
+  [ $rc -eq 0 ] && printf '%s' "$out" | grep -q -- '-attn .*{auto|cudnn|own}' && pass "$v: --help without a GPU lists -attn" \
+    || fail "$v: --help (exit $rc)"
+  expect_error "$v: -attn bogus" "^error: -attn 'bogus': expected one of \{auto\|cudnn\|own\}$" $b -attn bogus
+done
+expect_error "stub build: -attn cudnn" "^error: -attn cudnn: this binary was built without cuDNN" $d/train_gpt2cu_stub_single -attn cudnn
+expect_error "MPI build: -pn 2 outside mpirun" "^error: -pi mpi with -pn 2: start the processes with mpirun" \
+  env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK $d/train_gpt2cu_cudnn_mpi -pn 2
+expect_error "single-GPU build: -pn 2" "^error: -pn 2: this binary was built with NO_MULTI_GPU=1" \
+  $d/train_gpt2cu_stub_single -pn 2 -pi fs -pf build
+expect_error "test_gpt2cu without arguments" "^usage: " $d/test_gpt2cu_cudnn_mpi
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  for v in cudnn_mpi stub_single; do
+    expect_error "$v without a GPU" "^error: .*CUDA" $d/train_gpt2cu_$v -e tiny -b 2 -t 32
+  done
+  expect_error "attention_own without a GPU" "^error: .*CUDA" $d/attention_own -time 0
+else
+  pass "a GPU is present: the GPU checks are dev/gpu_check.sh's"
+fi
+finish

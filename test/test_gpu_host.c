@@ -1,0 +1,353 @@
+/*
+ * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/gpu_host.h), on the CPU.
+ *
+ *   - cuDNN support per (SM, head size, training, backend version): FORMATS.md 15.2's matrix;
+ *   - attention path per layer for -attn auto|cudnn|own, and the one-line errors;
+ *   - activation plan: per-layer blocks (sum of h_l, max h_l), alignment, recompute, 64-bit sizes
+ *     where B h T T and 3 B T C pass 2^31;
+ *   - ZeRO-0/1 shard plans: every parameter updated by exactly one rank, llm.c's state order,
+ *     the divisibility error;
+ *   - the MFU table (H100, H200) and FLOPs per token;
+ *   - encoder backward buckets;
+ *   - stochastic rounding to bf16 (unbiased, with a biased negative control);
+ *   - the bf16 checkpoint writer against the shared reader.
+ * Exact checks unless a tolerance is stated next to it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../llmc/config.h"
+#include "../llmc/gpu_host.h"
+#include "../llmc/param_layout.h"
+#include "../prism/schedule.h"
+#include "harness.h"
+
+static GPT2Config model_of(const char *desc, const char *schedule) {
+    GPT2Config c;
+    char msg[512];
+    if (!config_from_descriptor(desc, &c, msg, sizeof(msg))) llmc_die("%s", msg);
+    if (schedule != NULL) {
+        PrismSchedule s;
+        if (!prism_schedule_parse(schedule, "test", &c, 1, &s)) llmc_die("%s", s.error);
+        prism_schedule_apply(&s, &c);
+    }
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+static void test_cudnn_support(void) {
+    char why[256];
+    const AttnEnv h200 = {90, 1, 91900}, a100 = {80, 1, 91900}, a100_old = {80, 1, 90800};
+    const AttnEnv ada = {89, 1, 91900}, t4 = {75, 1, 91900}, b200 = {100, 1, 91900};
+    const AttnEnv none = {90, 0, 0}, bad_bwd = {90, 1, 91001};
+    const int sizes[] = {8, 16, 32, 64, 128, 256};
+    for (int i = 0; i < 6; i++) {
+        CHECK(cudnn_sdpa_supports(&h200, sizes[i], 1, why, sizeof(why)), "SM 9.0 trains d = %d on cuDNN", sizes[i]);
+    }
+    int ok = !cudnn_sdpa_supports(&h200, 12, 1, why, sizeof(why)) && strstr(why, "multiple of 8");
+    CHECK(ok, "d = 12 is refused (not a multiple of 8): %s", why);
+    CHECK(!cudnn_sdpa_supports(&h200, 20, 0, why, sizeof(why)), "d = 20 is refused even for inference");
+    ok = !cudnn_sdpa_supports(&h200, 264, 1, why, sizeof(why)) && strstr(why, "256");
+    CHECK(ok, "d = 264 > 256 refused: %s", why);
+    CHECK(cudnn_sdpa_supports(&a100, 128, 1, why, sizeof(why)), "SM 8.0 trains d = 128");
+    ok = !cudnn_sdpa_supports(&a100, 256, 1, why, sizeof(why)) && strstr(why, "backward");
+    CHECK(ok, "SM 8.0 cannot train d = 256 (backward <= 128): %s", why);
+    CHECK(cudnn_sdpa_supports(&a100, 256, 0, why, sizeof(why)), "SM 8.0 runs the d = 256 forward on 9.19");
+    CHECK(!cudnn_sdpa_supports(&a100_old, 256, 0, why, sizeof(why)), "SM 8.0 forward d = 256 refused on 9.8");
+    CHECK(!cudnn_sdpa_supports(&ada, 192, 1, why, sizeof(why)), "SM 8.9 cannot train d = 192");
+    ok = !cudnn_sdpa_supports(&t4, 64, 1, why, sizeof(why)) && strstr(why, "SM 8.0");
+    CHECK(ok, "SM 7.5 refused: %s", why);
+    CHECK(!cudnn_sdpa_supports(&b200, 256, 1, why, sizeof(why)) && cudnn_sdpa_supports(&b200, 128, 1, why, sizeof(why)),
+          "SM 10.0 trains d <= 128 only");
+    ok = !cudnn_sdpa_supports(&none, 64, 1, why, sizeof(why)) && strstr(why, "USE_CUDNN");
+    CHECK(ok, "no cuDNN build: %s", why);
+    CHECK(!cudnn_sdpa_supports(&bad_bwd, 64, 1, why, sizeof(why)) && cudnn_sdpa_supports(&bad_bwd, 64, 0, why, sizeof(why)),
+          "backend 9.10.1: backward blocked, forward allowed");
+}
+
+static void test_path_selection(void) {
+    const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
+    const AttnEnv h200 = {90, 1, 91900}, a100 = {80, 1, 91900}, nocudnn = {90, 0, 0};
+    AttPath p[LLMC_MAX_LAYERS];
+    char err[512];
+    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)), "auto on H200 selects");
+    int all = 1;
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_CUDNN;
+    CHECK(all, "auto on H200: every Prism layer (256/128/64) on cuDNN");
+    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, p, err, sizeof(err)), "auto on A100 selects");
+    CHECK(p[0] == ATT_PATH_OWN && p[1] == ATT_PATH_OWN && p[2] == ATT_PATH_CUDNN && p[11] == ATT_PATH_CUDNN,
+          "auto on A100: the d = 256 layers 0-1 on the own kernels, the rest on cuDNN");
+    int ok = !attn_select_paths(&prism, ATTN_REQ_CUDNN, &a100, 1, p, err, sizeof(err)) &&
+             strncmp(err, "-attn cudnn: layer 0 (3 heads x 256)", 36) == 0 && strchr(err, '\n') == NULL;
+    CHECK(ok, "forced cuDNN on A100: one-line error naming layer 0: %s", err);
+    CHECK(attn_select_paths(&prism, ATTN_REQ_OWN, &h200, 1, p, err, sizeof(err)) && p[5] == ATT_PATH_OWN,
+          "-attn own: own kernels everywhere");
+    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &nocudnn, 1, p, err, sizeof(err)) && p[11] == ATT_PATH_OWN,
+          "a build without cuDNN: auto gives the own kernels");
+    ok = !attn_select_paths(&prism, ATTN_REQ_CUDNN, &nocudnn, 1, p, err, sizeof(err)) && strstr(err, "USE_CUDNN");
+    CHECK(ok, "a build without cuDNN: -attn cudnn is an error: %s", err);
+    const GPT2Config odd = model_of("d12", "3x12 6x20 12*10"); /* explicit sizes: A != C */
+    CHECK(attn_select_paths(&odd, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN &&
+              p[1] == ATT_PATH_OWN && p[2] == ATT_PATH_CUDNN,
+          "head sizes 12 and 20 go to the own kernels, 64 to cuDNN");
+    ok = !attn_select_paths(&odd, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && strstr(err, "head size 12");
+    CHECK(ok, "forced cuDNN with d = 12: %s", err);
+    GPT2Config sd = model_of("tiny", NULL);
+    sd.layer[2].kind = ATTN_SD;
+    ok = !attn_select_paths(&sd, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && strstr(err, "layer 2") &&
+         strstr(err, "'sd'");
+    CHECK(ok, "an S-D layer is refused by the GPU trainer: %s", err);
+    AttnRequest r;
+    CHECK(attn_request_from_name("own", &r) && r == ATTN_REQ_OWN && !attn_request_from_name("flash", &r),
+          "-attn names");
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+static int aligned(size_t x) { return x % ACT_ALIGN == 0; }
+
+static void test_act_plan(void) {
+    const int B = 4, T = 64;
+    const GPT2Config uni = model_of("d12", NULL), prism = model_of("d12", "3*2 6*2 12*8");
+    AttPath own[LLMC_MAX_LAYERS], cudnn[LLMC_MAX_LAYERS];
+    for (int l = 0; l < LLMC_MAX_LAYERS; l++) {
+        own[l] = ATT_PATH_OWN;
+        cudnn[l] = ATT_PATH_CUDNN;
+    }
+    ActPlan pu, pp, pc;
+    act_plan_init(&pu, &uni, B, T, 0, own);
+    act_plan_init(&pp, &prism, B, T, 0, own);
+    act_plan_init(&pc, &prism, B, T, 0, cudnn);
+    const size_t N = (size_t)B * T, TT = (size_t)T * T;
+    CHECK(pu.n[ACT_ATT] == (size_t)B * 144 * TT, "uniform own-path att: B x (12 x 12 heads) x T^2 = %zu", pu.n[ACT_ATT]);
+    CHECK(pp.n[ACT_ATT] == (size_t)B * 114 * TT, "Prism own-path att: B x (3+3+6+6+8 x 12 = 114 heads) x T^2 = %zu",
+          pp.n[ACT_ATT]);
+    CHECK(pp.n[ACT_DATT] == (size_t)B * 12 * TT, "datt scratch sized by max h_l = 12");
+    CHECK(pc.n[ACT_ATT] == 0 && pc.n[ACT_DATT] == 0 && pc.n[ACT_ATT_SCRATCH] == 0, "cuDNN everywhere: no att buffers");
+    CHECK(pc.n[ACT_STATS] == (size_t)B * 114 * T, "cuDNN stats: B x sum h_l x T = %zu", pc.n[ACT_STATS]);
+    CHECK(pp.att_off[2] == 2 * (size_t)B * 3 * TT && pp.att_off[4] == pp.att_off[2] + 2 * (size_t)B * 6 * TT,
+          "per-layer att prefix offsets follow h_l");
+    CHECK(pp.qkv_off[12] == 12 * N * 3 * 768 && pp.n[ACT_QKV] == pu.n[ACT_QKV], "qkv blocks: Prism = uniform (A = C)");
+    int ok = 1;
+    for (int t = 0; t < NUM_ACTS; t++) ok &= aligned(pp.off[t]);
+    CHECK(ok, "every tensor starts on a %d-element boundary", ACT_ALIGN);
+    /* explicit odd head sizes: the per-layer blocks stay aligned */
+    const GPT2Config odd = model_of("d12", "3x12 6x20 12*10");
+    ActPlan po;
+    AttPath mixed[LLMC_MAX_LAYERS];
+    for (int l = 0; l < LLMC_MAX_LAYERS; l++) mixed[l] = l < 2 ? ATT_PATH_OWN : ATT_PATH_CUDNN;
+    act_plan_init(&po, &odd, 3, 7, 0, mixed);
+    ok = 1;
+    for (int l = 0; l <= 12; l++) ok &= aligned(po.qkv_off[l]) && aligned(po.atty_off[l]) && aligned(po.att_off[l]);
+    CHECK(ok && po.qkv_off[1] >= (size_t)21 * 3 * 36, "odd widths (A = 36, 120): per-layer blocks aligned, B*T = 21");
+    CHECK(po.A_max == 768 && po.A_own_max == 120 && po.n[ACT_ATT_SCRATCH] == 7 * (size_t)21 * 120,
+          "own-path scratch sized by the widest own layer (A 120), %zu", po.n[ACT_ATT_SCRATCH]);
+    CHECK(po.n[ACT_DBIG] == (size_t)21 * 4 * 768 && po.n[ACT_DSMALL] == (size_t)21 * 768, "backward scratch widths");
+    /* recompute */
+    ActPlan r1, r2;
+    act_plan_init(&r1, &uni, B, T, 1, own);
+    act_plan_init(&r2, &uni, B, T, 2, own);
+    CHECK(r1.n[ACT_FCH_GELU] == N * 4 * 768 && pu.n[ACT_FCH_GELU] == 12 * N * 4 * 768 && r1.n[ACT_LN1] == pu.n[ACT_LN1],
+          "-r 1: one fch_gelu buffer for all layers");
+    CHECK(r2.n[ACT_LN1] == N * 768 && r2.n[ACT_LN2] == N * 768 && r2.n[ACT_FCH_GELU] == N * 4 * 768,
+          "-r 2: one ln1, ln2 and fch_gelu buffer");
+    CHECK(act_plan_bytes(&r2) < act_plan_bytes(&r1) && act_plan_bytes(&r1) < act_plan_bytes(&pu), "recompute saves memory");
+    /* 64-bit sizes */
+    const GPT2Config narrow = model_of("d12", "48*12"); /* 48 heads of 16 */
+    ActPlan big;
+    act_plan_init(&big, &narrow, 64, 2048, 0, own);
+    const unsigned long long blk = 64ull * 48ull * 2048ull * 2048ull;
+    CHECK(blk > (1ull << 32) && big.n[ACT_DATT] == blk && big.att_off[1] == act_round_up(blk) &&
+              big.n[ACT_ATT] == 12 * act_round_up(blk),
+          "B h T T = %llu > 2^32 held in size_t (per layer and summed: %zu)", blk, big.n[ACT_ATT]);
+    ActPlan wide;
+    act_plan_init(&wide, &uni, 512, 2048, 0, cudnn);
+    const unsigned long long qkv = 3ull * 512 * 2048 * 768;
+    CHECK(qkv > (1ull << 31) && wide.qkv_off[1] == act_round_up(qkv), "3 B T C = %llu > 2^31 per layer", qkv);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+static void check_shards(const GPT2Config *c, int zero, int nproc, const char *what) {
+    ParamLayout pl;
+    param_layout_init(&pl, c);
+    unsigned char *hits = (unsigned char *)xcalloc(pl.total, 1);
+    int ok = 1, order = 1;
+    size_t total = 0;
+    char err[256];
+    for (int r = 0; r < nproc; r++) {
+        ShardPlan *s = (ShardPlan *)xmalloc(sizeof(ShardPlan));
+        ok &= shard_plan_init(s, &pl, c, zero, nproc, r, err, sizeof(err));
+        size_t next = 0;
+        for (int i = 0; i < s->nseg; i++) {
+            const ShardSeg *g = &s->seg[i];
+            order &= g->shard_off == next && (i == 0 || g->slot > s->seg[i - 1].slot ||
+                                              (g->slot == s->seg[i - 1].slot && g->layer > s->seg[i - 1].layer));
+            next += g->count;
+            order &= g->global_off >= g->block_off && g->global_off + g->count <= g->block_off + g->block_size;
+            for (size_t k = 0; k < g->count; k++) hits[g->global_off + k]++;
+        }
+        order &= next == s->shard_total;
+        total += s->shard_total;
+        free(s);
+    }
+    int once = 1;
+    const int expect = zero == 1 ? 1 : nproc; /* ZeRO-0: every rank updates everything */
+    for (size_t i = 0; i < pl.total; i++) once &= hits[i] == expect;
+    CHECK(ok && order && once && total == (zero == 1 ? pl.total : pl.total * nproc),
+          "%s: ZeRO-%d over %d ranks: each parameter updated by %s, segments in (slot, layer) order, "
+          "shards back to back", what, zero, nproc, zero == 1 ? "exactly one rank" : "every rank");
+    free(hits);
+}
+
+static void test_shards(void) {
+    const GPT2Config uni = model_of("d12", NULL), prism = model_of("d12", "3*2 6*2 12*8");
+    const GPT2Config expl = model_of("tiny", "1x96 2x48 4x16*2"); /* per-layer sizes differ */
+    check_shards(&uni, 0, 1, "d12");
+    check_shards(&uni, 1, 8, "d12");
+    check_shards(&prism, 1, 8, "d12 Prism");
+    check_shards(&expl, 1, 4, "tiny, explicit head sizes");
+    check_shards(&expl, 0, 2, "tiny, explicit head sizes");
+    ParamLayout pl;
+    param_layout_init(&pl, &uni);
+    ShardPlan *s = (ShardPlan *)xmalloc(sizeof(ShardPlan));
+    char err[256];
+    int ok = shard_plan_init(s, &pl, &uni, 0, 1, 0, err, sizeof(err));
+    CHECK(ok && s->shard_total == 124475904u && s->seg[0].slot == P_WTE && s->seg[s->nseg - 1].slot == P_LNFB &&
+              s->nseg == 4 + 12 * 12,
+          "d12 ZeRO-0: 124475904 values, wte first, lnfb last, 148 segments");
+    ok = shard_plan_init(s, &pl, &uni, 1, 8, 3, err, sizeof(err));
+    CHECK(ok && s->shard_total == 124475904u / 8 && s->seg[0].global_off == 3 * (50304u * 768u / 8),
+          "d12 ZeRO-1 rank 3 of 8: a 1/8 slice of every tensor, starting at 3/8 of wte");
+    const GPT2Config tiny = model_of("tiny", NULL);
+    param_layout_init(&pl, &tiny);
+    ok = !shard_plan_init(s, &pl, &tiny, 1, 3, 0, err, sizeof(err)) && strstr(err, "not divisible by 3") &&
+         strstr(err, "-z 1");
+    CHECK(ok, "ZeRO-1 with an indivisible tensor: %s", err);
+    CHECK(shard_plan_init(s, &pl, &tiny, 0, 3, 2, err, sizeof(err)), "the same under ZeRO-0 is fine");
+    free(s);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+static void test_mfu(void) {
+    const double h100 = 756.0 * (528.0 / 456.0) * (1830.0 / 1620.0);
+    /* the table rounds to 0.1 TFLOP/s */
+    CHECK(fabs(gpu_peak_bf16_tflops("NVIDIA H100 80GB HBM3") - h100) < 0.1, "H100 SXM: %.1f (llm.c's scaling)", h100);
+    CHECK(gpu_peak_bf16_tflops("NVIDIA H200") == 988.8, "H200 in the table: 988.8 (llm.c printed -100%%)");
+    CHECK(gpu_peak_bf16_tflops("NVIDIA H200 NVL") == 835.5, "H200 NVL: the longer prefix wins");
+    CHECK(gpu_peak_bf16_tflops("NVIDIA H100 PCIe") == 756.0, "H100 PCIe");
+    CHECK(gpu_peak_bf16_tflops("NVIDIA A100-SXM4-80GB") == 312.0 && gpu_peak_bf16_tflops("NVIDIA A100 80GB PCIe") == 312.0,
+          "A100 variants");
+    CHECK(gpu_peak_bf16_tflops("NVIDIA A10") == 125.0 && gpu_peak_bf16_tflops("NVIDIA A10G") < 0,
+          "prefixes end at a word boundary (A10 is not A100, A10G unknown)");
+    CHECK(gpu_peak_bf16_tflops("Tesla T4") < 0, "unknown GPU: -1");
+    const GPT2Config d12 = model_of("d12", NULL), prism = model_of("d12", "3*2 6*2 12*8");
+    const double f = train_flops_per_token(&d12, 124475904u, 1024);
+    CHECK(f == 6.0 * 124475904.0 + 6.0 * 12 * 768 * 1024, "d12 FLOPs/token = 6N + 6LCT = %.4g", f);
+    CHECK(train_flops_per_token(&prism, 124475904u, 1024) == f, "Prism: the same FLOPs per token");
+    const double mfu = mfu_estimate(f, 524288.0, 0.5, 988.8);
+    CHECK(fabs(mfu - f * 524288.0 / 0.5 / 988.8e12) < 1e-12 && mfu_estimate(f, 1, 1, -1) == -1.0, "MFU = %.3f", mfu);
+}
+
+static void test_buckets(void) {
+    enum { N = 4096, V = 300 };
+    static int in[N], uniq[N], start[N + 1], pos[N], count[V];
+    uint64_t st = 7;
+    for (int i = 0; i < N; i++) in[i] = (int)(model_rng_u32(&st) % (i % 7 == 0 ? 3 : V));
+    const int U = encoder_buckets(in, N, V, uniq, start, pos, count);
+    int ok = start[0] == 0 && start[U] == N;
+    static int seen[N];
+    memset(seen, 0, sizeof(seen));
+    for (int u = 0; u < U; u++) {
+        ok &= u == 0 || uniq[u] > uniq[u - 1];
+        ok &= start[u + 1] > start[u];
+        for (int p = start[u]; p < start[u + 1]; p++) {
+            ok &= in[pos[p]] == uniq[u];
+            ok &= p == start[u] || pos[p] > pos[p - 1];
+            seen[pos[p]]++;
+        }
+    }
+    for (int i = 0; i < N; i++) ok &= seen[i] == 1;
+    CHECK(ok && U <= V, "encoder buckets: %d distinct tokens, increasing ids, positions in order, each once", U);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+static float bits_to_f(uint16_t b) { return bf16_to_f32(b); }
+
+static void test_stochastic_rounding(void) {
+    /* exact bf16 values never move */
+    int exact = 1;
+    const float vals[] = {0.0f, 1.0f, -2.5f, 3.0e-20f, 65280.0f};
+    for (int i = 0; i < 5; i++) {
+        const float v = bits_to_f(f32_to_bf16(vals[i]));
+        exact &= bits_to_f(sr_bf16_bits(v, 0)) == v && bits_to_f(sr_bf16_bits(v, 0xffffu)) == v;
+    }
+    CHECK(exact, "bf16-representable values are unchanged for any random bits");
+    /* x = 1 + 0.3 ulp: the result is 1 or 1 + ulp, 1 + ulp with probability 0.3 */
+    const float ulp = 1.0f / 128.0f;
+    const float x = 1.0f + 0.3f * ulp, xn = -x;
+    const int n = 200000;
+    double sum = 0.0, sum_neg = 0.0, sum_trunc = 0.0;
+    int neighbours = 1;
+    for (int i = 0; i < n; i++) {
+        const uint32_t r = sr_hash(1234u, (uint64_t)i);
+        const float y = bits_to_f(sr_bf16_bits(x, r));
+        neighbours &= y == 1.0f || y == 1.0f + ulp;
+        sum += y;
+        sum_neg += bits_to_f(sr_bf16_bits(xn, r));
+        sum_trunc += bits_to_f(sr_bf16_bits(x, 0)); /* negative control: truncation is biased */
+    }
+    /* std of the mean: ulp sqrt(0.3 0.7 / n) = 8.0e-6; allow 5 sigma = 4.1e-5 */
+    const double tol = 5.0 * ulp * sqrt(0.21 / n);
+    CHECK(neighbours, "results are the two bf16 neighbours of x");
+    CHECK(fabs(sum / n - x) < tol, "unbiased: mean %.7f vs x %.7f (tol %.1e)", sum / n, (double)x, tol);
+    CHECK(fabs(sum_neg / n - xn) < tol, "unbiased for negative x: mean %.7f", sum_neg / n);
+    CHECK(fabs(sum_trunc / n - x) > 10 * tol, "negative control: truncation misses by %.2e (> 10 tol)", fabs(sum_trunc / n - x));
+    CHECK(bits_to_f(sr_bf16_bits(3.3895e38f, 0xffffu)) < INFINITY && isinf(bits_to_f(sr_bf16_bits(INFINITY, 5))) &&
+              isnan(bits_to_f(sr_bf16_bits(NAN, 5))),
+          "no overflow to inf; inf and NaN pass through");
+    CHECK(sr_hash(1, 0) != sr_hash(1, 1) && sr_hash(1, 0) != sr_hash(2, 0), "hash depends on seed and index");
+}
+
+static void test_bf16_checkpoint(void) {
+    const char *path = "build/tmp_gpu_host_ckpt.bin";
+    const GPT2Config cases[2] = {model_of("tiny", NULL), model_of("tiny", "1 2 4*2")};
+    for (int k = 0; k < 2; k++) {
+        const GPT2Config *c = &cases[k];
+        ParamLayout pl;
+        param_layout_init(&pl, c);
+        uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
+        uint64_t st = 99;
+        for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16(((float)model_rng_u32(&st) / 4294967296.0f - 0.5f) * 0.1f);
+        checkpoint_write_bf16(path, c, w);
+        GPT2Config back;
+        int is_bf16 = 0;
+        checkpoint_read_header(path, &back, &is_bf16);
+        float *f = (float *)xmalloc(pl.total * sizeof(float));
+        checkpoint_read_fp32(path, &back, is_bf16, f);
+        int same = 1;
+        for (size_t i = 0; i < pl.total; i++) same &= f32_to_bf16(f[i]) == w[i];
+        FILE *fh = xfopen(path, "rb");
+        int32_t h[256];
+        xfread(h, 4, 256, fh, path, "header");
+        xfclose(fh, path);
+        CHECK(is_bf16 && same && h[1] == (k == 0 ? 5 : 105) && back.layer[0].n_head == c->layer[0].n_head,
+              "bf16 checkpoint (%s): version %d, read back bit for bit", k == 0 ? "uniform" : "Prism", h[1]);
+        CHECK(!file_exists("build/tmp_gpu_host_ckpt.bin.tmp"), "written through NAME.tmp and renamed");
+        free(w);
+        free(f);
+    }
+    remove(path);
+}
+
+int main(void) {
+    test_cudnn_support();
+    test_path_selection();
+    test_act_plan();
+    test_shards();
+    test_mfu();
+    test_buckets();
+    test_stochastic_rounding();
+    test_bf16_checkpoint();
+    return test_finish();
+}

@@ -1,0 +1,586 @@
+/*
+ * train_gpt2.cu: the CUDA trainer for GPT-2 with per-layer head tables (Prism), bf16 with fp32
+ * master weights, one or many GPUs.
+ *
+ *   ./train_gpt2cu -e d12 -prism prism/schedules/d12_prism.txt -i 'fineweb_train_*.bin'
+ *       -j 'fineweb_val_*.bin' -b 64 -t 1024 -d 524288 -l 6e-4 -u 700 -q 0 -c 0.1 -z 1 -o log/
+ *   mpirun -np 8 ./train_gpt2cu ...          (data parallel; -pi tcp|fs for Slurm without MPI)
+ *   ./train_gpt2cu --help
+ *
+ * The same flags, files, step line and main.log as llm.c's train_gpt2cu (llmc/args.h; -attn
+ * picks the attention path), and the same training loop as the CPU trainer train_gpt2.c, which it
+ * mirrors function by function. The model is llmc/gpt2_gpu.cu; this file is the run: set-up,
+ * evaluation, sampling, HellaSwag, checkpoints and resume, the optimizer step and its report.
+ * Checkpoints: bf16 v5 (llm.c) for uniform models, v105 with the layer table otherwise; the CPU
+ * trainer and train_gpt2.py read both.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llmc/args.h"
+#include "llmc/checkpoint.h"
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/evalloader.h"
+#include "llmc/gpt2_cpu.h" /* gpt2_init_weights: the torch-identical init, drawn on the host */
+#include "llmc/gpt2_gpu.cuh"
+#include "llmc/gpu_host.h"
+#include "llmc/logger.h"
+#include "llmc/multi_gpu.h"
+#include "llmc/outlier.h"
+#include "llmc/schedulers.h"
+#include "llmc/state.h"
+#include "llmc/tokenizer.h"
+#include "prism/schedule.h"
+
+/* Everything one training run owns. */
+typedef struct {
+    TrainArgs args;
+    int given[ARG_TABLE_LEN];
+    MultiGpu mg;
+    GpuCtx ctx;
+    CudnnAtt *cudnn;
+    GPT2GPU model;
+    AttPath path[LLMC_MAX_LAYERS];
+    DataLoader train_loader, val_loader;
+    Tokenizer tokenizer;
+    Logger logger;
+    LRSchedule lr_schedule;
+    OutlierDetector loss_outliers, norm_outliers;
+    int grad_accum, num_steps, start_step, resumed, val_batches;
+    EvalFile hellaswag;
+    int hellaswag_n;
+    int *eval_inputs, *eval_targets; /* (B, T) padded HellaSwag batch */
+    float *eval_losses_full, *eval_losses; /* (B, T) and the callback's (B', T') */
+    uint64_t sample_rng;
+    double flops_per_token, peak_tflops;
+    cudaEvent_t ev_start, ev_end;
+} Run;
+
+static int is_rank0(const Run *r) { return r->mg.rank == 0; }
+
+/* ----------------------------------------------------------------------------------------------
+ * Set-up */
+
+/* The model a descriptor describes, with the Prism schedule applied. */
+static void config_from_args(const TrainArgs *a, const int *given, GPT2Config *c) {
+    char msg[8192];
+    if (!config_from_descriptor(a->init, c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
+    if (train_args_given(given, "-ln") && a->ln == 0) {
+        llmc_die("-ln 0: blocks without LayerNorm are not implemented by the GPU trainer (train_gpt2 has them)");
+    }
+    if (a->prism[0] != '\0') {
+        PrismSchedule s;
+        if (!prism_schedule_load(a->prism, c, a->prism_unchecked, &s)) llmc_die("%s", s.error);
+        for (int i = 0; i < s.n_warnings; i++) llmc_warn("%s", s.warning[i]);
+        prism_schedule_apply(&s, c);
+    }
+}
+
+/* The starting parameters in fp32 on the host: a checkpoint (v3/v5/v103/v105, bf16 widened) or
+ * GPT-2's init from the descriptor, drawn exactly as train_gpt2.py and the CPU trainer draw it. */
+static float *load_or_init(Run *r, const char *init_path, GPT2Config *c) {
+    const TrainArgs *a = &r->args;
+    if (!config_is_descriptor_like(init_path)) {
+        if (a->prism[0] != '\0') {
+            llmc_die("-prism %s: the checkpoint %s carries its own layer table; -prism applies to "
+                     "a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
+        }
+        int is_bf16 = 0;
+        checkpoint_read_header(init_path, c, &is_bf16);
+        ParamLayout pl;
+        param_layout_init(&pl, c);
+        float *p = (float *)xmalloc(pl.total * sizeof(float));
+        checkpoint_read_fp32(init_path, c, is_bf16, p);
+        if (is_rank0(r)) printf("loaded %s (%s)\n", init_path, is_bf16 ? "bf16" : "fp32");
+        return p;
+    }
+    config_from_args(a, r->given, c);
+    /* gpt2_init_weights reads only config, layout and params of the CPU model struct */
+    GPT2 *host_model = (GPT2 *)xcalloc(1, sizeof(GPT2));
+    host_model->config = *c;
+    param_layout_init(&host_model->layout, c);
+    host_model->params = (float *)xmalloc(host_model->layout.total * sizeof(float));
+    gpt2_init_weights(host_model, (uint32_t)a->seed);
+    float *params = host_model->params;
+    free(host_model);
+    if (is_rank0(r)) printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
+    return params;
+}
+
+/* What the GPU kernels assume about the shapes, checked once with a clear message. */
+static void check_model_for_gpu(const GPT2Config *c, int T) {
+    if (!c->use_ln) llmc_die("model: blocks without LayerNorm (-ln 0) are not implemented by the GPU trainer");
+    if (c->channels % 8 != 0) {
+        llmc_die("model: C = %d: the GPU trainer needs C to be a multiple of 8 (16-byte vector loads)", c->channels);
+    }
+    if (c->padded_vocab_size % 8 != 0) {
+        llmc_die("model: padded vocabulary %d: the GPU trainer needs a multiple of 8", c->padded_vocab_size);
+    }
+    if (T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", T, c->max_seq_len);
+}
+
+static void choose_attention(Run *r, const GPT2Config *c) {
+    AttnRequest req = ATTN_REQ_AUTO;
+    attn_request_from_name(r->args.attn, &req); /* the parser checked the choice */
+    AttnEnv env;
+    env.sm = r->ctx.sm;
+    env.cudnn_built = cudnn_att_built();
+    env.cudnn_version = cudnn_att_version();
+    char err[512];
+    if (!attn_select_paths(c, req, &env, 1, r->path, err, sizeof(err))) llmc_die("%s", err);
+    int any_cudnn = 0;
+    for (int l = 0; l < c->num_layers; l++) any_cudnn |= r->path[l] == ATT_PATH_CUDNN;
+    r->cudnn = any_cudnn ? cudnn_att_create(r->ctx.stream) : NULL;
+    if (is_rank0(r)) attn_print_paths(c, r->path, stdout);
+}
+
+static void print_device(const Run *r) {
+    if (!is_rank0(r)) return;
+    char mg[128];
+    multi_gpu_build_features(mg, sizeof(mg));
+    const long cv = cudnn_att_version();
+    int rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    printf("device: %s, SM %d.%d, %d SMs, %.1f GiB; CUDA runtime %d.%d, driver %d.%d\n", r->ctx.name,
+           r->ctx.sm / 10, r->ctx.sm % 10, r->ctx.sm_count, r->ctx.total_mem / 1073741824.0, rt / 1000,
+           (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10);
+    if (cv > 0) printf("build: cuDNN %ld.%ld.%ld; %s\n", cv / 10000, (cv / 100) % 100, cv % 100, mg);
+    else printf("build: no cuDNN (own attention kernels only); %s\n", mg);
+    printf("processes: %d (this is rank %d on local GPU %d)\n", r->mg.nproc, r->mg.rank, r->mg.local_device);
+}
+
+/* -h 1: llm.c's HellaSwag file at its fixed path, scored with the training B and T. */
+#define HELLASWAG_PATH "dev/data/hellaswag/hellaswag_val.bin"
+static void hellaswag_setup(Run *r) {
+    const TrainArgs *a = &r->args;
+    r->hellaswag_n = 0;
+    if (!a->hellaswag) return;
+    if (!file_exists(HELLASWAG_PATH)) {
+        if (is_rank0(r)) {
+            printf("HellaSwag: %s not found, skipping the HellaSwag eval (write it with: python "
+                   "dev/data/hellaswag.py)\n", HELLASWAG_PATH);
+        }
+        return;
+    }
+    evalfile_load(&r->hellaswag, HELLASWAG_PATH, r->model.config.vocab_size);
+    const int n = a->hellaswag_max > 0 ? LLMC_MIN(a->hellaswag_max, r->hellaswag.num_examples)
+                                       : r->hellaswag.num_examples;
+    char why[256];
+    if (evalfile_check_shape(&r->hellaswag, n, a->B, a->T, why, sizeof(why)) >= 0) {
+        llmc_die("-h 1: %s: %s (scored with the training -b/-t; -hn N scores fewer examples)",
+                 HELLASWAG_PATH, why);
+    }
+    r->hellaswag_n = n;
+    const size_t N = (size_t)a->B * a->T;
+    r->eval_inputs = (int *)xmalloc(N * sizeof(int));
+    r->eval_targets = (int *)xmalloc(N * sizeof(int));
+    r->eval_losses_full = (float *)xmalloc(N * sizeof(float));
+    r->eval_losses = (float *)xmalloc(N * sizeof(float));
+    if (is_rank0(r)) {
+        printf("HellaSwag: %d of %d examples of %s at every val step\n", n, r->hellaswag.num_examples,
+               HELLASWAG_PATH);
+    }
+}
+
+static void setup_batch(Run *r, int resume_step) {
+    TrainArgs *a = &r->args;
+    const long long tokens_per_micro = (long long)a->B * a->T * r->mg.nproc;
+    if (a->total_batch == -1) a->total_batch = (int)tokens_per_micro;
+    if (a->total_batch % tokens_per_micro != 0) {
+        llmc_die("-d %d is not a multiple of B*T*processes = %lld", a->total_batch, tokens_per_micro);
+    }
+    r->grad_accum = (int)(a->total_batch / tokens_per_micro);
+    const int shuffle = !a->overfit;
+    const int V = r->model.config.vocab_size;
+    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, r->mg.rank, r->mg.nproc, shuffle, V);
+    dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, r->mg.rank, r->mg.nproc, 0, V);
+    r->val_batches = a->val_batches == -1 ? (int)r->val_loader.total_samples
+                                          : LLMC_MIN(a->val_batches, (int)r->val_loader.total_samples);
+    r->num_steps = a->max_steps;
+    if (r->num_steps == -1) {
+        r->num_steps = (int)(r->train_loader.total_tokens / a->total_batch);
+        if (r->num_steps < 1) llmc_die("-x -1: the train data holds less than one batch of -d %d tokens", a->total_batch);
+    }
+    if (resume_step > r->num_steps) {
+        llmc_die("%s: checkpoint step %d is past the run's last step %d (-x)", a->out_dir, resume_step, r->num_steps);
+    }
+    LRKind kind = LR_COSINE;
+    lr_kind_from_name(a->lr_schedule, &kind);
+    lr_schedule_init(&r->lr_schedule, kind, a->lr, a->warmup, r->num_steps, a->final_lr_frac);
+}
+
+static void resume_state(Run *r, int resume_step) {
+    const TrainArgs *a = &r->args;
+    GPT2GPU *m = &r->model;
+    char path[4200];
+    ckpt_state_path(path, sizeof(path), a->out_dir, resume_step, r->mg.rank);
+    const size_t n = m->shard.shard_total;
+    float *mm = (float *)xmalloc(n * sizeof(float)), *vv = (float *)xmalloc(n * sizeof(float));
+    float *master = a->master_weights ? (float *)xmalloc(n * sizeof(float)) : NULL;
+    TrainState expect, got;
+    memset(&expect, 0, sizeof(expect));
+    expect.num_processes = r->mg.nproc;
+    expect.process_rank = r->mg.rank;
+    expect.use_master_weights = a->master_weights;
+    expect.should_shuffle = !a->overfit;
+    expect.step = resume_step;
+    state_read(path, &got, mm, vv, master, n, &r->train_loader, &expect);
+    gpt2gpu_set_opt_state(m, mm, vv, master);
+    m->rng_state = got.rng_state;
+    m->rng_state_last_update = got.rng_state_last_update;
+    free(mm);
+    free(vv);
+    free(master);
+    r->start_step = resume_step;
+    r->resumed = 1;
+    if (is_rank0(r)) printf("resumed from step %d (%s)\n", resume_step, path);
+}
+
+static void setup(Run *r, int *argc, char ***argv) {
+    TrainArgs *a = &r->args;
+    train_args_check(a, TRAINER_GPU);
+    if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
+    if (strcmp(a->attn, "cudnn") == 0 && !cudnn_att_built()) {
+        llmc_die("-attn cudnn: this binary was built without cuDNN (make train_gpt2cu USE_CUDNN=1)");
+    }
+    multi_gpu_init(&r->mg, argc, argv, a->init_method, a->num_processes, a->process_rank,
+                   a->gpus_per_node, a->zero_stage);
+    gpu_ctx_init(&r->ctx, r->mg.local_device);
+    multi_gpu_connect(&r->mg, a->init_method, a->server_ip, a->fs_path);
+    print_device(r);
+    if (a->out_dir[0] != '\0' && is_rank0(r)) make_dir(a->out_dir);
+    multi_gpu_barrier(&r->mg);
+
+    /* resume: the newest checkpoint with a DONE_ marker (none: a fresh start, as llm.c) */
+    const int resume_step = a->resume ? find_max_done_step(a->out_dir) : -1;
+    char init_path[4200];
+    if (resume_step >= 0) {
+        ckpt_model_path(init_path, sizeof(init_path), a->out_dir, resume_step);
+        if (a->prism[0] != '\0' && is_rank0(r)) printf("resuming: the layer table comes from %s; -prism is not used\n", init_path);
+        a->prism[0] = '\0';
+    } else {
+        if (a->resume && is_rank0(r)) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
+        snprintf(init_path, sizeof(init_path), "%s", a->init);
+    }
+    GPT2Config c;
+    float *host_params = load_or_init(r, init_path, &c);
+    check_model_for_gpu(&c, a->T);
+    if (is_rank0(r)) config_print(&c, stdout);
+    choose_attention(r, &c);
+
+    GPT2GPUOptions opt;
+    opt.recompute = a->recompute;
+    opt.gelu_fusion = a->gelu_fusion;
+    opt.master_weights = a->master_weights;
+    gpt2gpu_init(&r->model, &c, a->B, a->T, &opt, r->path, a->zero_stage, &r->ctx, r->cudnn, &r->mg);
+    gpt2gpu_set_params(&r->model, host_params);
+    free(host_params);
+    if (is_rank0(r)) {
+        printf("parameters: %zu; device memory: %.2f GiB parameters and optimizer state, %.2f GiB "
+               "activations (B %d, T %d, -r %d)\n", r->model.layout.total,
+               gpt2gpu_param_bytes(&r->model) / 1073741824.0, act_plan_bytes(&r->model.alloc) / 1073741824.0,
+               a->B, a->T, a->recompute);
+    }
+    setup_batch(r, resume_step);
+    outlier_init(&r->loss_outliers);
+    outlier_init(&r->norm_outliers);
+    tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
+    hellaswag_setup(r);
+    r->sample_rng = 1337;
+    r->start_step = 0;
+    r->resumed = 0;
+    if (resume_step >= 0) resume_state(r, resume_step);
+    logger_init(&r->logger, a->out_dir, r->mg.rank, resume_step >= 0);
+    r->flops_per_token = train_flops_per_token(&c, r->model.layout.total, a->T);
+    r->peak_tflops = gpu_peak_bf16_tflops(r->ctx.name);
+    CUDA_CHECK(cudaEventCreate(&r->ev_start));
+    CUDA_CHECK(cudaEventCreate(&r->ev_end));
+    if (is_rank0(r)) {
+        train_args_print(a, TRAINER_GPU, stdout);
+        printf("batch: B %d x T %d x %d processes x %d micro-steps = %d tokens per step, %d steps\n",
+               a->B, a->T, r->mg.nproc, r->grad_accum, a->total_batch, r->num_steps);
+        printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
+               (long long)r->train_loader.total_tokens, r->train_loader.n_files, r->val_batches);
+        if (r->peak_tflops > 0) printf("MFU: %.3g GFLOP per token against %.1f TFLOP/s bf16 peak\n", r->flops_per_token / 1e9, r->peak_tflops);
+        else printf("MFU: %s is not in the peak table (llmc/gpu_host.h); MFU prints -100%%\n", r->ctx.name);
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Evaluation, HellaSwag, sampling */
+
+/* Mean loss over the first val_batches batches of each rank's val slice, averaged over ranks. */
+static float evaluate(Run *r) {
+    DataLoader *dl = &r->val_loader;
+    dataloader_reset(dl);
+    gpt2gpu_zero_losses(&r->model);
+    for (int i = 0; i < r->val_batches; i++) {
+        dataloader_next_batch(dl);
+        gpt2gpu_forward(&r->model, dl->inputs, dl->targets, dl->B, dl->T, FWD_EVAL, 0.0f);
+    }
+    return gpt2gpu_mean_loss(&r->model, (double)dl->B * dl->T * r->val_batches);
+}
+
+/* eval_run's forward: the packed (B', T') batch padded into the training (B, T) shape, so that
+ * every evaluation uses the attention graphs prepared at start-up; losses back in (B', T'). */
+static void hellaswag_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
+                              int need_logits, const float **losses, const float **logits) {
+    Run *r = (Run *)ctx;
+    const int BF = r->args.B, TF = r->args.T;
+    if (need_logits) llmc_die("-h 1: greedy-scored eval files need logits; the GPU trainer scores choices only");
+    for (size_t i = 0; i < (size_t)BF * TF; i++) {
+        r->eval_inputs[i] = GPT2_EOT;
+        r->eval_targets[i] = -1;
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(r->eval_inputs + (size_t)b * TF, inputs + (size_t)b * T, (size_t)T * sizeof(int));
+        memcpy(r->eval_targets + (size_t)b * TF, targets + (size_t)b * T, (size_t)T * sizeof(int));
+    }
+    gpt2gpu_zero_losses(&r->model);
+    gpt2gpu_forward(&r->model, r->eval_inputs, r->eval_targets, BF, TF, FWD_EVAL, 0.0f);
+    gpt2gpu_read_losses(&r->model, r->eval_losses_full);
+    for (int b = 0; b < B; b++) {
+        memcpy(r->eval_losses + (size_t)b * T, r->eval_losses_full + (size_t)b * TF, (size_t)T * sizeof(float));
+    }
+    *losses = r->eval_losses;
+    *logits = NULL;
+}
+
+/* acc_norm over the first hellaswag_n examples; rank r scores the r-th contiguous block (llm.c). */
+static void hellaswag_eval(Run *r, int step) {
+    const int n = r->hellaswag_n, per = (n + r->mg.nproc - 1) / r->mg.nproc;
+    const int lo = LLMC_MIN(n, r->mg.rank * per), hi = LLMC_MIN(n, lo + per);
+    EvalResults res;
+    eval_results_init(&res, &r->hellaswag, n);
+    eval_run_range(&r->hellaswag, lo, hi, r->args.B, r->args.T, r->model.config.vocab_size,
+                   hellaswag_forward, r, &res);
+    float correct = (float)res.correct_mean; /* exact: counts stay far below 2^24 */
+    float *d = r->model.scalars + 2;
+    CUDA_CHECK(cudaMemcpy(d, &correct, sizeof(float), cudaMemcpyHostToDevice));
+    multi_gpu_allreduce_f32(&r->mg, d, 1, 0, r->ctx.stream);
+    CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
+    CUDA_CHECK(cudaMemcpy(&correct, d, sizeof(float), cudaMemcpyDeviceToHost));
+    const float acc = correct / (float)n;
+    if (is_rank0(r)) printf("HellaSwag: %d/%d = %f\n", (int)correct, n, acc);
+    logger_log_eval(&r->logger, step, acc);
+    eval_results_free(&res);
+}
+
+static uint32_t xorshift_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* A token from softmax(logits) at temperature 1 (the CPU trainer's sampler). */
+static int sample_token(const float *logits, int V, uint64_t *rng) {
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+    const double coin = (xorshift_u32(rng) >> 8) / 16777216.0 * sum;
+    double cdf = 0.0;
+    for (int v = 0; v < V; v++) {
+        cdf += exp((double)logits[v] - mx);
+        if (coin < cdf) return v;
+    }
+    return V - 1;
+}
+
+/* gen_tokens tokens after <|endoftext|>, one (1, T) forward per token: the window sits at
+ * positions 0..len-1 and causal attention ignores the filler after it (rank 0 only). */
+static void generate(Run *r) {
+    const int n = r->args.gen_tokens, window = r->args.T, V = r->model.config.vocab_size;
+    int *tokens = (int *)xmalloc(((size_t)n + 1) * sizeof(int));
+    int *batch = (int *)xmalloc((size_t)window * sizeof(int));
+    float *logits = (float *)xmalloc((size_t)V * sizeof(float));
+    tokens[0] = GPT2_EOT;
+    printf("generating:\n---\n");
+    for (int t = 1; t <= n; t++) {
+        const int len = LLMC_MIN(t, window);
+        for (int i = 0; i < window; i++) batch[i] = i < len ? tokens[t - len + i] : GPT2_EOT;
+        gpt2gpu_forward(&r->model, batch, NULL, 1, window, FWD_LOGITS, 0.0f);
+        gpt2gpu_logits_row(&r->model, 0, len - 1, logits);
+        tokens[t] = sample_token(logits, V, &r->sample_rng);
+        tokenizer_print(&r->tokenizer, (uint32_t)tokens[t], stdout);
+        fflush(stdout);
+    }
+    printf("\n---\n");
+    free(tokens);
+    free(batch);
+    free(logits);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Checkpoints (FORMATS.md 8): rank 0 the model, every rank its state, a barrier, rank 0 DONE_. */
+static void save_checkpoint(Run *r, int step) {
+    const TrainArgs *a = &r->args;
+    GPT2GPU *m = &r->model;
+    char path[4200];
+    if (is_rank0(r)) {
+        uint16_t *p = (uint16_t *)xmalloc(m->layout.total * sizeof(uint16_t));
+        gpt2gpu_get_params_bf16(m, p);
+        ckpt_model_path(path, sizeof(path), a->out_dir, step);
+        checkpoint_write_bf16(path, &m->config, p);
+        free(p);
+    }
+    const size_t n = m->shard.shard_total;
+    float *mm = (float *)xmalloc(n * sizeof(float)), *vv = (float *)xmalloc(n * sizeof(float));
+    float *master = a->master_weights ? (float *)xmalloc(n * sizeof(float)) : NULL;
+    gpt2gpu_get_opt_state(m, mm, vv, master);
+    const DataLoader *dl = &r->train_loader;
+    TrainState s;
+    memset(&s, 0, sizeof(s));
+    s.num_processes = r->mg.nproc;
+    s.process_rank = r->mg.rank;
+    s.use_master_weights = a->master_weights;
+    s.should_shuffle = dl->should_shuffle;
+    s.step = step;
+    s.rng_state = m->rng_state;
+    s.rng_state_last_update = m->rng_state_last_update;
+    s.shard_idx = (uint64_t)dl->current_shard_idx;
+    s.sample_idx = (uint64_t)dl->current_sample_idx;
+    ckpt_state_path(path, sizeof(path), a->out_dir, step, r->mg.rank);
+    state_write(path, &s, mm, vv, master, n, dl);
+    free(mm);
+    free(vv);
+    free(master);
+    multi_gpu_barrier(&r->mg);
+    if (is_rank0(r)) {
+        ckpt_done_path(path, sizeof(path), a->out_dir, step);
+        touch_file_atomic(path);
+        ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, r->mg.nproc);
+        printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * One optimizer step: grad_accum micro-batches, the reduced loss and norm, clipping, AdamW. */
+typedef struct {
+    float loss, norm, lr;
+    double loss_z, norm_z;
+    int skipped;
+} StepResult;
+
+static StepResult train_step(Run *r, int step) {
+    GPT2GPU *m = &r->model;
+    DataLoader *dl = &r->train_loader;
+    const TrainArgs *a = &r->args;
+    StepResult res;
+    if (a->overfit) dataloader_reset(dl);
+    gpt2gpu_zero_grads(m);
+    gpt2gpu_zero_losses(m);
+    const double tokens = (double)a->B * a->T * r->grad_accum;
+    for (int micro = 0; micro < r->grad_accum; micro++) {
+        dataloader_next_batch(dl);
+        gpt2gpu_forward(m, dl->inputs, dl->targets, a->B, a->T, FWD_TRAIN, (float)(1.0 / tokens));
+        gpt2gpu_backward(m, micro == r->grad_accum - 1);
+    }
+    res.loss = gpt2gpu_mean_loss(m, tokens);
+    res.norm = gpt2gpu_grad_norm(m);
+    res.lr = lr_at(&r->lr_schedule, step);
+    res.loss_z = outlier_zscore(&r->loss_outliers, res.loss);
+    res.norm_z = outlier_zscore(&r->norm_outliers, res.norm);
+    outlier_push(&r->loss_outliers, res.loss);
+    outlier_push(&r->norm_outliers, res.norm);
+    res.skipped = (a->skip_loss_z > 0 && res.loss_z > a->skip_loss_z) ||
+                  (a->skip_norm_z > 0 && res.norm_z > a->skip_norm_z) || !isfinite(res.norm);
+    if (!res.skipped) {
+        const float clip = 1.0f;
+        const float scale = res.norm > clip ? clip / res.norm : 1.0f;
+        gpt2gpu_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, scale, step + 1);
+    }
+    return res;
+}
+
+static void log_gpu(const Run *r) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    printf("                  GPU %d (%s): %.1f of %.1f GiB in use\n", r->ctx.device, r->ctx.name,
+           (total_b - free_b) / 1073741824.0, total_b / 1073741824.0);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
+static void train(Run *r) {
+    const TrainArgs *a = &r->args;
+    const int N = r->num_steps;
+    double total_time = 0.0, ema_tok = 0.0;
+    int timed_steps = 0;
+    for (int step = r->start_step; step <= N; step++) {
+        const int last = step == N;
+        if (last || (a->val_every > 0 && step % a->val_every == 0)) {
+            const float val = evaluate(r);
+            if (is_rank0(r)) printf("val loss %f\n", val);
+            logger_log_val(&r->logger, step, val);
+        }
+        if (r->hellaswag_n > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
+            hellaswag_eval(r, step);
+        }
+        if (is_rank0(r) && a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
+        if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
+            save_checkpoint(r, step);
+        }
+        r->resumed = 0;
+        if (last) break;
+
+        CUDA_CHECK(cudaEventRecord(r->ev_start, r->ctx.stream));
+        const StepResult res = train_step(r, step);
+        CUDA_CHECK(cudaEventRecord(r->ev_end, r->ctx.stream));
+        CUDA_CHECK(cudaEventSynchronize(r->ev_end));
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, r->ev_start, r->ev_end));
+        const double dt = ms / 1000.0;
+        const double tok_s = (double)a->total_batch / dt; /* all processes' tokens */
+        double tok_s_shown = tok_s;
+        if (step > r->start_step) { /* the first step warms up cuBLAS/cuDNN; llm.c excludes it too */
+            total_time += dt;
+            timed_steps++;
+            ema_tok = 0.95 * ema_tok + 0.05 * tok_s;
+            tok_s_shown = ema_tok / (1.0 - pow(0.95, timed_steps));
+        }
+        const double mfu = mfu_estimate(r->flops_per_token, (double)a->B * a->T * r->grad_accum, dt, r->peak_tflops);
+        if (is_rank0(r)) {
+            printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s%s\n",
+                   step + 1, N, res.loss, res.loss_z, res.norm, res.norm_z, res.lr, ms, 100.0 * mfu,
+                   tok_s_shown, res.skipped ? " | update skipped" : "");
+            if (a->log_gpu_every > 0 && (step + 1) % a->log_gpu_every == 0) log_gpu(r);
+            fflush(stdout);
+        }
+        logger_log_train(&r->logger, step, res.loss, res.lr, res.norm);
+    }
+    if (timed_steps > 0 && is_rank0(r)) printf("total average iteration time: %f ms\n", 1000.0 * total_time / timed_steps);
+}
+
+static void teardown(Run *r) {
+    if (r->hellaswag_n > 0) evalfile_free(&r->hellaswag);
+    free(r->eval_inputs);
+    free(r->eval_targets);
+    free(r->eval_losses_full);
+    free(r->eval_losses);
+    logger_free(&r->logger);
+    tokenizer_free(&r->tokenizer);
+    dataloader_free(&r->train_loader);
+    dataloader_free(&r->val_loader);
+    CUDA_CHECK(cudaEventDestroy(r->ev_start));
+    CUDA_CHECK(cudaEventDestroy(r->ev_end));
+    gpt2gpu_free(&r->model);
+    cudnn_att_destroy(r->cudnn);
+    multi_gpu_free(&r->mg);
+    gpu_ctx_free(&r->ctx);
+}
+
+int main(int argc, char **argv) {
+    static Run run; /* large (loaders, tables); static keeps it off the stack */
+    train_args_parse(&run.args, argc, argv, TRAINER_GPU, run.given);
+    setup(&run, &argc, &argv);
+    train(&run);
+    teardown(&run);
+    return 0;
+}
