@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# scripts/run_gpt2.sh: the reproduction launcher for uniform and Prism GPT-2 at 124M (d12),
+# 354M (d24) and 757M (24 x 1536, -e L24C1536H24) on FineWeb with llm.c's recipes
+# (../shared/spec/BASELINES.md 1.1), run by the CUDA trainer ./train_gpt2cu.
+#
+#   scripts/run_gpt2.sh --size 124M --arm prism --seed 42                 # one GPU
+#   scripts/run_gpt2.sh --size 124M --arm uniform --gpus 8                # mpirun -np 8
+#   scripts/run_gpt2.sh --size 124M --arm prism --gpus 16 --micro-batch 32 \
+#       --hosts node1:8,node2:8                                           # mpirun over 2 nodes
+#   scripts/run_gpt2.sh ... --dry-run                                     # print, run nothing
+#   scripts/run_gpt2.sh --help
+# Thin wrappers: scripts/run_gpt2_{124M,354M,757M}.sh. Slurm: scripts/multi_node/*.sbatch, which
+# run one rank per task through this script's --launcher slurm-task.
+#
+# What it does, as llm.c's scripts/run_gpt2_*.sh:
+#   - the recipe's flags: -b -t -d -x -l -u 700 -q 0.0 -c 0.1 -z 1 -r 0 -v 250 -h 1 -s -g 144 -n
+#     -y 1; the arm adds -prism prism/schedules/<scale>_prism.txt (uniform: the descriptor's own
+#     heads); -seed sets the init seed. The data order is llm.c's (shuffle seed 42 + rank) in
+#     both arms, so two arms with the same seed form an A/B pair (METHODS.md 2.6 "Protocol");
+#   - the val-loss comparability rule (FORMATS.md 13): every eval reads the first 10*2^20 val
+#     tokens, so -m = 10485760 / (B * T * processes), which must divide exactly;
+#   - it restarts the trainer with -y 1 (resume from the last DONE_ checkpoint) until
+#     DONE_<last step> exists, and gives up after --max-restarts attempts without progress;
+#   - it checks its inputs first (the trainer binary, the data, the schedule, the HellaSwag file)
+#     and prints one line per missing input.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VAL_TOKENS=10485760 # 10 * 2^20: llm.c's published val loss (FORMATS.md 13)
+RESTART_DELAY=${LLMC_RESTART_DELAY:-5} # seconds between a failed attempt and the next
+
+die() { echo "error: $*" >&2; exit 1; }
+
+usage() {
+  cat <<'EOF'
+usage: scripts/run_gpt2.sh --size 124M|354M|757M [options] [-- extra trainer flags]
+  --size S            model and recipe: 124M (-e d12, FineWeb 10B), 354M (-e d24, FineWeb 100B),
+                      757M (-e L24C1536H24, FineWeb 100B; llm.c's 774M recipe)
+  --arm A             uniform (default) or prism
+  --schedule FILE     Prism schedule (default prism/schedules/{d12,d24,L24C1536}_prism.txt)
+  --seed N            init seed, -seed (default 42; the data order is the same for every seed)
+  --gpus N            processes: 1 runs ./train_gpt2cu directly, N > 1 runs mpirun -np N (default 1)
+  --hosts LIST        mpirun --host LIST for several nodes, e.g. node1:8,node2:8; every NCCL_*
+                      variable of the environment is forwarded with -x
+  --micro-batch B     per-GPU B (default: the recipe's); -d stays, so grad accumulation adapts
+  --total-batch D     tokens per step (default 524288; changing it leaves llm.c's recipe)
+  --steps N           -x (default: the recipe's; the LR schedule follows)
+  --hellaswag 0|1     -h (default 1: needs dev/data/hellaswag/hellaswag_val.bin)
+  --data DIR          token shards (default dev/data/fineweb10B or fineweb100B); an edu_ folder
+                      uses the edu_fineweb_ prefix
+  --out DIR           -o (default log/gpt2_<size>_<arm>_seed<seed>)
+  --bin PATH          the trainer (default ./train_gpt2cu)
+  --max-restarts N    stop after N attempts in a row that add no checkpoint (default 20)
+  --launcher L        local (default) or slurm-task (one rank inside srun; see scripts/multi_node)
+  --rendezvous R      slurm-task only: fs (default; --fs-dir DIR) or tcp (--server-ip IP)
+  --check-only        check the inputs and exit
+  --print-done-file   print the DONE_ marker of the last step and exit (for the .sbatch loops)
+  --dry-run           print the exact command lines and any missing input; run nothing
+EOF
+}
+
+# ------------------------------------------------------------------------------------------------
+# Recipes: llm.c's scripts/run_gpt2_{124M,350M,774M}.sh (BASELINES.md 1.1). 757M = 24 x 1536 is a
+# reconstruction (METHODS.md 2.5); it takes the 774M recipe, the closest published one.
+set_recipe() {
+  case "$1" in
+    124M) DESC=d12; DATA_DIR=dev/data/fineweb10B; B=64; STEPS=18865; LR=6e-4
+          SAMPLE_EVERY=20000; CKPT_EVERY=5000; SCALE=d12 ;;
+    354M) DESC=d24; DATA_DIR=dev/data/fineweb100B; B=64; STEPS=60000; LR=3e-4
+          SAMPLE_EVERY=100000; CKPT_EVERY=2000; SCALE=d24 ;;
+    757M) DESC=L24C1536H24; DATA_DIR=dev/data/fineweb100B; B=32; STEPS=286102; LR=2.5e-4
+          SAMPLE_EVERY=300000; CKPT_EVERY=4000; SCALE=L24C1536 ;;
+    *) die "--size '$1': expected 124M, 354M or 757M" ;;
+  esac
+  T=1024
+  TOTAL_BATCH=524288
+}
+
+# ------------------------------------------------------------------------------------------------
+# Options
+SIZE=""; ARM=uniform; SCHEDULE=""; SEED=42; GPUS=1; HOSTS=""; MICRO=""; TOTAL=""; STEPS_OPT=""
+HELLASWAG=1; DATA_OPT=""; OUT=""; BIN=./train_gpt2cu; MAX_RESTARTS=20; LAUNCHER=local
+RENDEZVOUS=fs; FS_DIR=""; SERVER_IP=""; MODE=run; EXTRA=()
+need_value() { [ "$2" -ge 2 ] || die "$1: expected a value after the flag"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --help|-h) usage; exit 0 ;;
+    --dry-run) MODE=dry; shift; continue ;;
+    --check-only) MODE=check; shift; continue ;;
+    --print-done-file) MODE=done; shift; continue ;;
+    --) shift; EXTRA=("$@"); break ;;
+  esac
+  need_value "$1" $#
+  case "$1" in
+    --size) SIZE=$2 ;;
+    --arm) ARM=$2 ;;
+    --schedule) SCHEDULE=$2 ;;
+    --seed) SEED=$2 ;;
+    --gpus) GPUS=$2 ;;
+    --hosts) HOSTS=$2 ;;
+    --micro-batch) MICRO=$2 ;;
+    --total-batch) TOTAL=$2 ;;
+    --steps) STEPS_OPT=$2 ;;
+    --hellaswag) HELLASWAG=$2 ;;
+    --data) DATA_OPT=$2 ;;
+    --out) OUT=$2 ;;
+    --bin) BIN=$2 ;;
+    --max-restarts) MAX_RESTARTS=$2 ;;
+    --launcher) LAUNCHER=$2 ;;
+    --rendezvous) RENDEZVOUS=$2 ;;
+    --fs-dir) FS_DIR=$2 ;;
+    --server-ip) SERVER_IP=$2 ;;
+    *) die "$1: unknown option (see scripts/run_gpt2.sh --help)" ;;
+  esac
+  shift 2
+done
+
+is_uint() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1 '$2': expected a non-negative integer"; }
+[ -n "$SIZE" ] || die "--size: expected 124M, 354M or 757M (see --help)"
+set_recipe "$SIZE"
+case "$ARM" in uniform|prism) ;; *) die "--arm '$ARM': expected uniform or prism" ;; esac
+case "$LAUNCHER" in local|slurm-task) ;; *) die "--launcher '$LAUNCHER': expected local or slurm-task" ;; esac
+case "$RENDEZVOUS" in fs|tcp) ;; *) die "--rendezvous '$RENDEZVOUS': expected fs or tcp" ;; esac
+case "$HELLASWAG" in 0|1) ;; *) die "--hellaswag '$HELLASWAG': expected 0 or 1" ;; esac
+is_uint --seed "$SEED"
+is_uint --gpus "$GPUS"
+is_uint --max-restarts "$MAX_RESTARTS"
+[ -n "$MICRO" ] && { is_uint --micro-batch "$MICRO"; B=$MICRO; }
+[ -n "$TOTAL" ] && { is_uint --total-batch "$TOTAL"; TOTAL_BATCH=$TOTAL; }
+[ -n "$STEPS_OPT" ] && { is_uint --steps "$STEPS_OPT"; STEPS=$STEPS_OPT; }
+[ -n "$DATA_OPT" ] && DATA_DIR=${DATA_OPT%/}
+[ "$GPUS" -ge 1 ] && [ "$B" -ge 1 ] && [ "$STEPS" -ge 1 ] || die "--gpus, --micro-batch and --steps must be >= 1"
+[ -z "$HOSTS" ] || [ "$GPUS" -gt 1 ] || die "--hosts $HOSTS: needs --gpus N > 1 (the total process count)"
+[ "$HELLASWAG" = 0 ] || [ "$B" -ge 4 ] ||
+  die "--micro-batch $B: -h 1 needs B >= 4 (a HellaSwag example takes 4 rows); use --hellaswag 0"
+[ "$ARM" = prism ] && SCHEDULE=${SCHEDULE:-prism/schedules/${SCALE}_prism.txt}
+[ "$ARM" = uniform ] && [ -n "$SCHEDULE" ] && die "--schedule $SCHEDULE: only with --arm prism"
+OUT=${OUT:-log/gpt2_${SIZE}_${ARM}_seed${SEED}}
+
+# Processes: --gpus locally; the Slurm task count under srun.
+NPROC=$GPUS
+if [ "$LAUNCHER" = slurm-task ]; then
+  for v in SLURM_NTASKS SLURM_PROCID SLURM_NTASKS_PER_NODE; do
+    [ -n "${!v:-}" ] || die "--launcher slurm-task: \$$v is not set (run inside srun, from scripts/multi_node/*.sbatch)"
+  done
+  NPROC=$SLURM_NTASKS
+  if [ "$RENDEZVOUS" = fs ]; then [ -n "$FS_DIR" ] || die "--rendezvous fs: needs --fs-dir DIR (a directory every node sees)"
+  else [ -n "$SERVER_IP" ] || die "--rendezvous tcp: needs --server-ip IP (the rank-0 node)"; fi
+fi
+
+# Batch arithmetic: grad accumulation and the val batches of the comparability rule.
+PER_STEP=$((B * T * NPROC))
+[ $((TOTAL_BATCH % PER_STEP)) -eq 0 ] ||
+  die "-d $TOTAL_BATCH is not a multiple of B*T*processes = $B*$T*$NPROC = $PER_STEP (use --micro-batch $((TOTAL_BATCH / T / NPROC)) or --total-batch)"
+[ $((VAL_TOKENS % PER_STEP)) -eq 0 ] ||
+  die "10*2^20 val tokens are not a whole number of B*T*processes = $PER_STEP batches (FORMATS.md 13): choose B so that it divides"
+VAL_BATCHES=$((VAL_TOKENS / PER_STEP))
+GRAD_ACCUM=$((TOTAL_BATCH / PER_STEP))
+
+case "$(basename "$DATA_DIR")" in edu_*) PREFIX=edu_fineweb ;; *) PREFIX=fineweb ;; esac
+TRAIN_GLOB="$DATA_DIR/${PREFIX}_train_*.bin"
+VAL_GLOB="$DATA_DIR/${PREFIX}_val_*.bin"
+DONE_FILE="$OUT/DONE_$(printf '%08d' "$STEPS")"
+
+FLAGS=(-i "$TRAIN_GLOB" -j "$VAL_GLOB" -o "$OUT" -e "$DESC" -seed "$SEED"
+       -b "$B" -t "$T" -d "$TOTAL_BATCH" -x "$STEPS" -l "$LR" -u 700 -q 0.0 -c 0.1
+       -z 1 -r 0 -v 250 -m "$VAL_BATCHES" -h "$HELLASWAG" -s "$SAMPLE_EVERY" -g 144
+       -n "$CKPT_EVERY" -y 1)
+[ "$ARM" = prism ] && FLAGS+=(-prism "$SCHEDULE")
+if [ "$LAUNCHER" = slurm-task ]; then
+  # some Slurm versions write SLURM_NTASKS_PER_NODE as "8(x2)"
+  FLAGS+=(-pn "$SLURM_NTASKS" -pr "$SLURM_PROCID" -pg "${SLURM_NTASKS_PER_NODE%%(*}" -pi "$RENDEZVOUS")
+  if [ "$RENDEZVOUS" = fs ]; then FLAGS+=(-pf "$FS_DIR"); else FLAGS+=(-ps "$SERVER_IP"); fi
+fi
+FLAGS+=(${EXTRA[@]+"${EXTRA[@]}"})
+
+if [ "$LAUNCHER" = local ] && [ "$NPROC" -gt 1 ]; then
+  CMD=(mpirun -np "$NPROC")
+  if [ -n "$HOSTS" ]; then
+    # other nodes get the NCCL settings only when mpirun forwards them (-x)
+    CMD+=(--host "$HOSTS")
+    for v in $(compgen -e | grep '^NCCL_' | sort); do CMD+=(-x "$v"); done
+  fi
+  CMD+=("$BIN" "${FLAGS[@]}")
+else
+  CMD=("$BIN" "${FLAGS[@]}")
+fi
+
+# ------------------------------------------------------------------------------------------------
+# Inputs: one line per missing item.
+missing_inputs() {
+  if [ ! -x "$BIN" ]; then
+    if [ "$BIN" = ./train_gpt2cu ] && [ -f train_gpt2.cu ]; then
+      echo "./train_gpt2cu: not built: build the CUDA trainer first (make train_gpt2cu USE_CUDNN=1; doc/gpu.md)"
+    elif [ "$BIN" = ./train_gpt2cu ]; then
+      echo "./train_gpt2cu: not built: the CUDA trainer is not part of this repository yet (see README.md, Status); these launchers run it once it lands and is built"
+    else
+      echo "$BIN: no executable trainer at this path (--bin)"
+    fi
+  fi
+  if [ "$LAUNCHER" = local ] && [ "$NPROC" -gt 1 ] && ! command -v mpirun >/dev/null 2>&1; then
+    echo "mpirun: not found in PATH (--gpus $NPROC launches mpirun -np $NPROC; install Open MPI)"
+  fi
+  local kind=classic version=100B
+  [ "$PREFIX" = edu_fineweb ] && kind=edu
+  case "$DATA_DIR" in *10B) version=10B ;; esac
+  local fetch="python dev/data/fineweb.py -t $kind -v $version"
+  compgen -G "$TRAIN_GLOB" >/dev/null || echo "$TRAIN_GLOB: no train shard matches (prepare FineWeb: $fetch)"
+  compgen -G "$VAL_GLOB" >/dev/null || echo "$VAL_GLOB: no val shard matches (prepare FineWeb: $fetch)"
+  if [ "$ARM" = prism ] && [ ! -f "$SCHEDULE" ]; then echo "$SCHEDULE: Prism schedule not found (--schedule)"; fi
+  if [ "$HELLASWAG" = 1 ] && [ ! -f dev/data/hellaswag/hellaswag_val.bin ]; then
+    echo "dev/data/hellaswag/hellaswag_val.bin: not found, needed by -h 1 (python dev/data/hellaswag.py, or --hellaswag 0)"
+  fi
+}
+
+describe() {
+  local note=""
+  local recipe_b
+  recipe_b=$(set_recipe "$SIZE"; echo "$B")
+  [ "$B" != "$recipe_b" ] && note+=" (B differs from the recipe's $recipe_b; grad accumulation adapts)"
+  { [ -n "$TOTAL" ] || [ -n "$STEPS_OPT" ]; } && note+=" (NOT llm.c's recipe: -d/-x changed)"
+  echo "# GPT-2 $SIZE ($DESC), arm $ARM${SCHEDULE:+ ($SCHEDULE)}, seed $SEED: $NPROC process(es), B $B x T $T x $GRAD_ACCUM micro-steps = $TOTAL_BATCH tokens/step, $STEPS steps; val: -m $VAL_BATCHES x $PER_STEP = 10*2^20 tokens$note"
+}
+
+# Shell quoting for copy-paste: plain words as they are, anything else in single quotes.
+quoted() {
+  local out=() a
+  for a in "$@"; do
+    if [[ "$a" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then out+=("$a"); else out+=("'${a//\'/\'\\\'\'}'"); fi
+  done
+  echo "${out[*]}"
+}
+
+[ "$MODE" = done ] && { echo "$DONE_FILE"; exit 0; }
+MISSING=$(missing_inputs)
+if [ "$MODE" = dry ]; then
+  describe
+  if [ "$LAUNCHER" = local ]; then
+    echo "mkdir -p $(quoted "$OUT")"
+    echo "until [ -e $(quoted "$DONE_FILE") ]; do $(quoted "${CMD[@]}"); done"
+  else
+    quoted "${CMD[@]}"
+  fi
+  [ -z "$MISSING" ] || printf '%s\n' "$MISSING" | sed 's/^/warning: missing input (a real run stops here): /' >&2
+  exit 0
+fi
+if [ -n "$MISSING" ]; then
+  printf '%s\n' "$MISSING" | sed 's/^/error: /' >&2
+  exit 1
+fi
+[ "$MODE" = check ] && { echo "inputs present: $(describe | sed 's/^# //')"; exit 0; }
+
+# ------------------------------------------------------------------------------------------------
+# Run. One Slurm rank: once (the .sbatch loop restarts every rank together). Locally: llm.c's
+# resume loop until the last step's DONE_ marker exists.
+if [ "$LAUNCHER" = slurm-task ]; then
+  exec "${CMD[@]}"
+fi
+latest_done() { ls "$OUT" 2>/dev/null | grep -E '^DONE_[0-9]{8}$' | sort | tail -n 1 || true; }
+mkdir -p "$OUT"
+describe | tee -a "$OUT/launcher.log"
+quoted "${CMD[@]}" | tee -a "$OUT/launcher.log"
+fails=0
+while [ ! -e "$DONE_FILE" ]; do
+  before=$(latest_done)
+  set +e
+  "${CMD[@]}" 2>&1 | tee -a "$OUT/stdout.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ -e "$DONE_FILE" ] && break
+  if [ "$(latest_done)" = "$before" ]; then fails=$((fails + 1)); else fails=0; fi
+  if [ "$fails" -ge "$MAX_RESTARTS" ]; then
+    die "$BIN exited $rc; $fails attempts in a row wrote no new checkpoint in $OUT (see $OUT/stdout.log)"
+  fi
+  echo "trainer exited with status $rc before $DONE_FILE; resuming from the last checkpoint (-y 1) in ${RESTART_DELAY}s" | tee -a "$OUT/launcher.log"
+  sleep "$RESTART_DELAY"
+done
+echo "done: $DONE_FILE"

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# test/test_scripts.sh: the launchers and A/B scripts of scripts/, without a GPU:
+#   - run_gpt2.sh --dry-run prints llm.c's recipe for each size and arm (flags, -prism, and -m from
+#     the 10*2^20 val-token rule for 1 and 8 processes); the wrappers pass through;
+#   - inputs are checked: the missing trainer, data and schedule are named one line each; a
+#     batch that does not divide is one error line;
+#   - the resume loop runs a fake trainer (a shell script that writes DONE_ markers) until the last
+#     step's DONE_ exists, restarts after a failure, and gives up after --max-restarts attempts
+#     without progress;
+#   - the Slurm (fs, tcp) and multi-node mpirun launchers print each rank's -pn -pr -pg -pi flags;
+#   - ab_compare.py on synthetic stdout logs (agree, diverge at a known step, tokens/s ratio,
+#     a malformed line), and ab_upstream.sh end to end with fake upstream/our trainers;
+#   - ab_summary.py on synthetic runs with known mean, std, paired difference and 95% interval
+#     (one "within the noise" case, one "excludes 0" case), and its errors;
+#   - ab_cpu.sh smoke run: tiny model, 2 seeds x 2 arms x 2 steps on 1 thread, then its summary,
+#     the attention distance of each pair and the plots; a second start skips the complete runs;
+#     other settings in the same directory are refused.
+set -u
+cd "$(dirname "$0")/.."
+. test/lib.sh
+PYTHON=${PYTHON:-/usr/bin/python3}
+export PYTHON
+d=build/tmp_scripts
+rm -rf "$d"; mkdir -p "$d"
+export LLMC_RESTART_DELAY=0
+# The launchers run in a sandbox copy (scripts/ and prism/schedules/ only), so that what they find
+# (no ./train_gpt2cu, no FineWeb, no HellaSwag file) does not depend on what this checkout has
+# built or downloaded.
+sb=$PWD/$d/repo
+mkdir -p "$sb/prism"; cp -r scripts "$sb/"; cp -r prism/schedules "$sb/prism/"
+D=$PWD/$d
+
+# ------------------------------------------------------------------------------------------------
+# run_gpt2.sh --dry-run
+line() { "$sb/scripts/run_gpt2.sh" --dry-run "$@" 2>/dev/null | grep -E '^until' ; }
+has() { case " ${1//;/ ;} " in *" $2 "*) return 0 ;; *) return 1 ;; esac; }
+l124u=$(line --size 124M --arm uniform)
+l124p=$(line --size 124M --arm prism --seed 7)
+for f in "-e d12" "-b 64" "-t 1024" "-d 524288" "-x 18865" "-l 6e-4" "-u 700" "-q 0.0" "-c 0.1" "-z 1" \
+         "-r 0" "-v 250" "-m 160" "-h 1" "-s 20000" "-g 144" "-n 5000" "-y 1" "-seed 42" \
+         "-i 'dev/data/fineweb10B/fineweb_train_*.bin'" "-j 'dev/data/fineweb10B/fineweb_val_*.bin'"; do
+  has "$l124u" "$f" || fail "124M uniform dry run lacks '$f': $l124u"
+done
+check "124M uniform: llm.c's flags, one GPU, -m 160 (10*2^20 / 64*1024), no -prism" \
+  bash -c "[[ '$l124u' == 'until [ -e log/gpt2_124M_uniform_seed42/DONE_00018865 ]; do ./train_gpt2cu '* ]] && [[ '$l124u' != *-prism* ]]"
+check "124M prism: -prism prism/schedules/d12_prism.txt and -seed 7, its own output dir" \
+  bash -c "[[ '$l124p' == *' -seed 7 '* && '$l124p' == *'-prism prism/schedules/d12_prism.txt; done' && '$l124p' == *'-o log/gpt2_124M_prism_seed7 '* ]]"
+l8=$(line --size 124M --arm prism --gpus 8)
+check "8 GPUs: mpirun -np 8 and -m 20 (llm.c's default val set)" \
+  bash -c "[[ '$l8' == *'do mpirun -np 8 ./train_gpt2cu '* && '$l8' == *' -m 20 '* ]]"
+l354=$(line --size 354M --arm prism)
+check "354M: d24, FineWeb 100B, -x 60000 -l 3e-4 -n 2000, d24_prism.txt" \
+  bash -c "[[ '$l354' == *'-e d24 '* && '$l354' == *fineweb100B/* && '$l354' == *'-x 60000 -l 3e-4 '* && '$l354' == *'-n 2000 '* && '$l354' == *d24_prism.txt* ]]"
+l757=$("$sb/scripts/run_gpt2_757M.sh" --arm prism --dry-run 2>/dev/null | grep -E '^until')
+check "757M wrapper: L24C1536H24, B 32 and -m 320, -x 286102 -l 2.5e-4, L24C1536_prism.txt" \
+  bash -c "[[ '$l757' == *'-e L24C1536H24 '* && '$l757' == *'-b 32 '* && '$l757' == *' -m 320 '* && '$l757' == *'-x 286102 -l 2.5e-4 '* && '$l757' == *L24C1536_prism.txt* ]]"
+check "the 124M wrapper prints the same command as run_gpt2.sh --size 124M" \
+  test "$("$sb/scripts/run_gpt2_124M.sh" --arm prism --seed 7 --dry-run 2>/dev/null | grep '^until')" = "$l124p"
+lx=$(line --size 124M --arm uniform -- -ge 1)
+check "extra trainer flags after -- are appended" bash -c "[[ '$lx' == *' -y 1 -ge 1; done' ]]"
+warn=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --dry-run 2>&1 >/dev/null)
+# (./train_gpt2cu is absent in CI: the test builds no CUDA code; the message says how to get it)
+check "--dry-run names the missing CUDA trainer as a warning" \
+  bash -c "grep -Eq '^warning: missing input \(a real run stops here\): ./train_gpt2cu: not built: (build the CUDA trainer first \(make train_gpt2cu|the CUDA trainer is not part of this repository yet)' <<< \"\$1\"" _ "$warn"
+
+# ------------------------------------------------------------------------------------------------
+# input checks and errors
+err=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --schedule none.txt 2>&1 >/dev/null); rc=$?
+check "missing inputs: exit 1, one error line each for the trainer, train and val shards, schedule, HellaSwag" \
+  bash -c "[ $rc -eq 1 ] && [ \$(grep -c '^error: ' <<< \"\$1\") -eq 5 ] &&
+    grep -q '^error: ./train_gpt2cu: not built: ' <<< \"\$1\" &&
+    grep -q '^error: none.txt: Prism schedule not found' <<< \"\$1\" &&
+    grep -q '^error: dev/data/hellaswag/hellaswag_val.bin: not found, needed by -h 1' <<< \"\$1\" &&
+    grep -q '^error: dev/data/fineweb10B/fineweb_train_\*.bin: no train shard matches (prepare FineWeb: python dev/data/fineweb.py -t classic -v 10B)' <<< \"\$1\"" _ "$err"
+expect_error "a batch that does not divide over 16 GPUs" \
+  '^error: -d 524288 is not a multiple of B\*T\*processes = 64\*1024\*16 = 1048576 \(use --micro-batch 32' \
+  "$sb/"scripts/run_gpt2.sh --size 124M --gpus 16 --dry-run
+expect_error "val tokens that are not whole batches" '^error: 10\*2\^20 val tokens are not a whole number' \
+  "$sb/"scripts/run_gpt2.sh --size 124M --gpus 3 --total-batch 196608 --dry-run
+expect_error "unknown arm" "^error: --arm 'mixed': expected uniform or prism" "$sb/scripts/run_gpt2.sh" --size 124M --arm mixed
+expect_error "unknown size" "^error: --size '1B': expected 124M, 354M or 757M" "$sb/scripts/run_gpt2.sh" --size 1B
+expect_error "--schedule with the uniform arm" '^error: --schedule x.txt: only with --arm prism' \
+  "$sb/"scripts/run_gpt2.sh --size 124M --schedule x.txt
+
+# a complete set of inputs: fake shards and a fake trainer that writes DONE_ markers
+data=$D/fineweb10B; mkdir -p "$data"
+touch "$data/fineweb_train_000001.bin" "$data/fineweb_val_000000.bin"
+cat > "$d/fake_trainer.sh" <<'EOF'
+#!/usr/bin/env bash
+# fake train_gpt2cu: logs its call; attempt 1 writes DONE_ of step 2 and fails, attempt 2 finishes
+out=""; steps=""
+while [ $# -gt 0 ]; do case "$1" in -o) out=$2 ;; -x) steps=$2 ;; esac; shift 2; done
+mkdir -p "$out"; echo call >> "$out/calls"
+if [ "$(wc -l < "$out/calls")" -eq 1 ]; then touch "$out/DONE_00000002"; exit 1; fi
+touch "$out/DONE_$(printf %08d "$steps")"
+EOF
+cat > "$d/failing_trainer.sh" <<'EOF'
+#!/usr/bin/env bash
+exit 3
+EOF
+chmod +x "$d/fake_trainer.sh" "$d/failing_trainer.sh"
+COMMON=(--size 124M --arm prism --data "$data" --steps 5 --hellaswag 0)
+out=$("$sb/scripts/run_gpt2.sh" "${COMMON[@]}" --bin "$D/fake_trainer.sh" --check-only 2>&1); rc=$?
+check "--check-only with every input present: exit 0 ($out)" bash -c "[ $rc -eq 0 ] && [[ \"\$1\" == 'inputs present: '* ]]" _ "$out"
+expect_error "a missing schedule alone is exactly one error line" '^error: nope.txt: Prism schedule not found' \
+  "$sb/scripts/run_gpt2.sh" "${COMMON[@]}" --bin "$D/fake_trainer.sh" --schedule nope.txt --check-only
+"$sb/scripts/run_gpt2.sh" "${COMMON[@]}" --bin "$D/fake_trainer.sh" --out "$D/run" > "$d/run.log" 2>&1; rc=$?
+check "resume loop: a failed attempt that wrote a checkpoint is restarted, the second finishes (exit $rc)" \
+  bash -c "[ $rc -eq 0 ] && [ \$(wc -l < $d/run/calls) -eq 2 ] && [ -e $d/run/DONE_00000005 ] &&
+           grep -q 'resuming from the last checkpoint' $d/run.log && grep -q '^done: $D/run/DONE_00000005' $d/run.log"
+expect_error "no progress: give up after --max-restarts attempts" \
+  "^error: $D/failing_trainer.sh exited 3; 2 attempts in a row wrote no new checkpoint" \
+  bash -c "$sb/scripts/run_gpt2.sh ${COMMON[*]} --bin $D/failing_trainer.sh --out $D/fail --max-restarts 2 > /dev/null"
+
+# ------------------------------------------------------------------------------------------------
+# multi-node launchers
+fs=$(bash "$sb/scripts/multi_node/run_gpt2_fs.sbatch" --size 124M --arm prism --micro-batch 32 --fs-dir /shared/nccl --dry-run 2>/dev/null)
+check "Slurm fs: the srun loop removes the stale NCCL id first" \
+  bash -c "grep -q '^until \[ -e log/gpt2_124M_prism_seed42/DONE_00018865 \]; do rm -f /shared/nccl/ncclUniqueId.sync; srun --kill-on-bad-exit=1 bash scripts/run_gpt2.sh ' <<< \"\$1\"" _ "$fs"
+check "Slurm fs: 16 ranks (2 nodes x 8), rank 13 runs with -pn 16 -pr 13 -pg 8 -pi fs -pf /shared/nccl and -m 20" \
+  bash -c "[ \$(grep -c '^./train_gpt2cu ' <<< \"\$1\") -eq 16 ] && grep -q '^./train_gpt2cu .* -m 20 .* -pn 16 -pr 13 -pg 8 -pi fs -pf /shared/nccl$' <<< \"\$1\"" _ "$fs"
+tcp=$(SLURM_NTASKS=4 SLURM_NTASKS_PER_NODE='2(x2)' bash "$sb/scripts/multi_node/run_gpt2_tcp.sbatch" --size 354M --micro-batch 128 --server-ip 10.1.2.3 --dry-run 2>/dev/null)
+check "Slurm tcp: 4 ranks, -pg 2 from '2(x2)', -pi tcp -ps 10.1.2.3" \
+  bash -c "[ \$(grep -c '^./train_gpt2cu ' <<< \"\$1\") -eq 4 ] && grep -q ' -pn 4 -pr 3 -pg 2 -pi tcp -ps 10.1.2.3$' <<< \"\$1\"" _ "$tcp"
+expect_error "Slurm outside a job without --dry-run" '^error: not inside a Slurm job' \
+  env -u SLURM_JOB_ID bash "$sb/scripts/multi_node/run_gpt2_fs.sbatch" --size 124M
+mpi=$("$sb/scripts/multi_node/run_gpt2_mpi.sh" --hosts a:8,b:8 --size 124M --micro-batch 32 --dry-run 2>/dev/null | grep '^until')
+check "mpirun over 2 hosts: -np 16 --host a:8,b:8, NCCL settings forwarded with -x" \
+  bash -c "[[ '$mpi' == *'do mpirun -np 16 --host a:8,b:8 '*'-x NCCL_IB_DISABLE'*' ./train_gpt2cu '* ]]"
+expect_error "mpirun launcher: bad --hosts" "^error: --hosts 'a,b': expected host:slots" \
+  "$sb/scripts/multi_node/run_gpt2_mpi.sh" --hosts a,b --size 124M
+
+# ------------------------------------------------------------------------------------------------
+# ab_compare.py on synthetic stdout logs (llm.c's step line and ours)
+steps() {  # file, loss offset at step >= $3, ms
+  for s in 1 2 3 4 5 6; do
+    loss=$(awk -v s=$s -v k="$3" -v o="$2" 'BEGIN { printf "%.6f", 10 - 0.5 * s + (s >= k ? o : 0) }')
+    printf 'step %4d/6 | loss %s (+0.00z)| norm 1.0000 (+0.00z)| lr 6.00e-04 | %s ms | 40.0%% bf16 MFU | 1000 tok/s\n' "$s" "$loss" "$4"
+    [ "$s" = 3 ] && echo "val loss 8.500000"
+  done > "$1"
+}
+steps "$d/ref.log" 0 99 100.00
+steps "$d/same.log" 0.004 1 80.00
+steps "$d/diff.log" 0.05 4 100.00
+$PYTHON scripts/ab_compare.py "$d/ref.log" "$d/same.log" --tokens-per-step 65536 --json "$d/cmp.json" > "$d/cmp.out" 2>&1; rc=$?
+check "ab_compare: losses within 0.01 at all 6 steps -> AGREE, exit 0" \
+  bash -c "[ $rc -eq 0 ] && grep -q '^AGREE: the train losses match within 0.01 nats at all 6 common steps' $d/cmp.out"
+check "ab_compare: tokens/s from the median step time after warm-up: 65536/0.1 and 65536/0.08, ratio 1.250" \
+  grep -q 'upstream 100.00 ms = 655,360 tok/s, ours 80.00 ms = 819,200 tok/s, ours/upstream = 1.250' "$d/cmp.out"
+check "ab_compare: JSON written" $PYTHON -c "import json; j = json.load(open('$d/cmp.json')); assert j['agree'] and len(j['steps']) == 6"
+$PYTHON scripts/ab_compare.py "$d/ref.log" "$d/diff.log" > "$d/cmp2.out" 2>&1; rc=$?
+check "ab_compare: a 0.05 jump from step 4 -> DIFFER at step 4, exit 2" \
+  bash -c "[ $rc -eq 2 ] && grep -q 'first differ by more than 0.01 nats at step 4' $d/cmp2.out"
+printf 'step    1/6 | loss 9.5 (+0.00z)| norm 1.0 | lr 1e-4 | 100.00 ms\nstep 2 of 6: loss 9\n' > "$d/bad.log"
+expect_error "ab_compare: a malformed step line" "^error: $d/bad.log:2: expected 'step N/M" \
+  $PYTHON scripts/ab_compare.py "$d/ref.log" "$d/bad.log"
+
+# ab_upstream.sh end to end with fakes: both "trainers" print the same steps and record their flags
+mkdir -p "$d/llmc"
+cat > "$d/llmc/train_gpt2cu" <<EOF
+#!/usr/bin/env bash
+printf '%s\n' "\$@" | grep -v '^$d/ab/' > "\$(dirname "\$0")/args_\$(basename "\$(dirname "\$0")")"
+cat "$PWD/$d/ref.log"
+EOF
+mkdir -p "$d/ours"; cp "$d/llmc/train_gpt2cu" "$d/ours/train_gpt2cu"; chmod +x "$d/llmc/train_gpt2cu" "$d/ours/train_gpt2cu"
+$PYTHON train_gpt2.py --model tiny --write_model "$d/tiny.bin" > /dev/null 2>&1
+scripts/ab_upstream.sh "$d/llmc" --ours "$d/ours/train_gpt2cu" --init "$d/tiny.bin" -t 64 -b 4 --steps 6 --out "$d/ab" > "$d/abu.out" 2>&1; rc=$?
+check "ab_upstream: fake upstream and ours -> AGREE (exit $rc)" bash -c "[ $rc -eq 0 ] && grep -q '^AGREE' $d/abu.out"
+check "ab_upstream: both trainers got the same flags (-e $d/tiny.bin -b 4 -t 64 -x 6 ...)" \
+  bash -c "cmp -s $d/llmc/args_llmc $d/ours/args_ours && grep -qx -- '-x' $d/llmc/args_llmc && tr '\n' ' ' < $d/llmc/args_llmc | grep -q -- '-e $d/tiny.bin -b 4 -t 64 -d 256 -x 6 '"
+err=$(scripts/ab_upstream.sh "$d/nowhere" --ours "$d/nowhere/ours" 2>&1 >/dev/null); rc=$?
+check "ab_upstream: an unbuilt upstream is named, with no build recipe" \
+  bash -c "[ $rc -eq 1 ] && grep -q '^error: $d/nowhere/train_gpt2cu: not built: build upstream llm.c.s train_gpt2cu first, following its own README' <<< \"\$1\"" _ "$err"
+printf '1 2 4*2\n' > "$d/p.txt"
+$PYTHON train_gpt2.py --model tiny --prism "$d/p.txt" --write_model "$d/tiny_prism.bin" > /dev/null 2>&1
+expect_error "ab_upstream: a Prism init (version 103) is refused: upstream reads only uniform files" \
+  "^error: $d/tiny_prism.bin: header\[1\] version 103: upstream llm.c reads only uniform" \
+  scripts/ab_upstream.sh "$d/llmc" --ours "$d/ours/train_gpt2cu" --init "$d/tiny_prism.bin"
+
+# ------------------------------------------------------------------------------------------------
+# ab_summary.py on synthetic runs
+mkrun() {  # dir arm seed final_val
+  mkdir -p "$1/$2_seed$3"
+  printf 's:0 tel:10.8\ns:0 trl:10.7 lr:0.001 norm:1.0\ns:1 trl:9.0 lr:0.001 norm:1.0\ns:2 tel:%s\n' "$4" > "$1/$2_seed$3/main.log"
+  printf 'batch: B 4 x T 128 x 1 micro-steps = 512 tokens per step, 2 steps\ntotal average iteration time: %s ms\n' \
+    "$([ "$2" = prism ] && echo 500.0 || echo 512.0)" > "$1/$2_seed$3.log"
+}
+s1=$d/sum1; mkrun $s1 uniform 1 3.00; mkrun $s1 uniform 2 3.10; mkrun $s1 uniform 3 3.05
+mkrun $s1 prism 1 2.98; mkrun $s1 prism 2 3.07; mkrun $s1 prism 3 3.04
+$PYTHON scripts/ab_summary.py $s1 --markdown $s1/summary.md --json $s1/summary.json > $s1/out 2>&1
+# diffs -0.02 -0.03 -0.01: mean -0.02, sd 0.01, se 0.01/sqrt(3) = 0.005774, t(0.975, 2) = 4.303
+# -> half width 0.024843, CI [-0.0448, +0.0048] contains 0
+check "ab_summary: per-arm mean and std (uniform 3.0500 +- 0.0500)" grep -q '^uniform  n 3  mean 3.0500  std 0.0500' $s1/out
+check "ab_summary: paired differences and 95% CI [-0.0448, +0.0048] (t 4.303, se 0.0058)" \
+  grep -q '^mean difference -0.0200  se 0.0058  95% CI \[-0.0448, +0.0048\]' $s1/out
+check "ab_summary: says the difference is within the noise" grep -q '^The difference is within the noise: Prism - uniform = -0.0200' $s1/out
+check "ab_summary: tokens/s 1000 vs 1024, ratio 1.024" grep -q 'tokens/s: uniform 1000, prism 1024, prism/uniform 1.024' $s1/out
+check "ab_summary: markdown and JSON written" \
+  bash -c "grep -q '^| 2 | 3.1000 | 3.0700 | -0.0300 |$' $s1/summary.md && $PYTHON -c \"import json; j = json.load(open('$s1/summary.json')); assert abs(j['summary']['mean_diff'] + 0.02) < 1e-12\""
+s2=$d/sum2; mkrun $s2 uniform 1 3.000; mkrun $s2 uniform 2 3.100; mkrun $s2 uniform 3 3.050
+mkrun $s2 prism 1 2.980; mkrun $s2 prism 2 3.079; mkrun $s2 prism 3 3.031
+# diffs -0.020 -0.021 -0.019: sd 0.001, half width 0.0025 -> CI [-0.0225, -0.0175] excludes 0
+$PYTHON scripts/ab_summary.py $s2 > $s2/out 2>&1
+check "ab_summary: a consistent -0.02 (sd 0.001) is reported as Prism lower, CI excludes 0" \
+  grep -q "^Prism's final val loss is lower (better) than uniform's by 0.0200 nats .* \[-0.0225, -0.0175\] excludes 0" $s2/out
+printf 's:0 tel:10.8\ns:0 trl:10.7 lr:0.001 norm:1.0\ns:1 trl:9.0 lr:0.001 norm:1.0\n' > $s2/prism_seed3/main.log
+expect_error "ab_summary: an unfinished run is an error" "^error: $s2/prism_seed3/main.log: unfinished run" \
+  $PYTHON scripts/ab_summary.py $s2
+expect_error "ab_summary: an empty directory is an error" "^error: $d/ab: no <arm>_seed<S>/main.log runs" \
+  $PYTHON scripts/ab_summary.py $d/ab
+
+# ------------------------------------------------------------------------------------------------
+# ab_cpu.sh smoke run (tiny model, 1 thread; seconds)
+printf '4*4\n' > "$d/u.txt"
+SMOKE=(--model tiny --uniform "$d/u.txt" --prism "$d/p.txt" --steps 2 -b 2 -t 32 --val-every 2
+       --val-batches 2 --seeds "1 2" --threads 1 --out "$d/abcpu")
+dry=$(scripts/ab_cpu.sh "${SMOKE[@]}" --dry-run 2>&1)
+check "ab_cpu --dry-run: 4 trainer commands, same -seed per pair, the summary, 2 attn_distance runs" \
+  bash -c "[ \$(grep -c '^OMP_NUM_THREADS=1 ./train_gpt2 -e tiny -prism ' <<< \"\$1\") -eq 4 ] && grep -q 'prism $d/p.txt -seed 2 ' <<< \"\$1\" &&
+           grep -q 'scripts/ab_summary.py $d/abcpu --markdown' <<< \"\$1\" &&
+           [ \$(grep -c '^OMP_NUM_THREADS=1 ./attn_distance -e $d/abcpu/prism_seed[12]/model_00000002.bin -e2 $d/abcpu/uniform_seed[12]/model_00000002.bin ' <<< \"\$1\") -eq 2 ]" _ "$dry"
+scripts/ab_cpu.sh "${SMOKE[@]}" > "$d/abcpu.out" 2>&1; rc=$?
+check "ab_cpu smoke: 4 runs and the summary (exit $rc)" \
+  bash -c "[ $rc -eq 0 ] && [ \$(ls -d $d/abcpu/*_seed*/ | wc -l) -eq 4 ] && [ -s $d/abcpu/summary.md ] && grep -q '^wrote $d/abcpu/summary.md' $d/abcpu.out"
+check "ab_cpu smoke: the summary has both arms with 2 runs each and a statement" \
+  bash -c "grep -q '^uniform  n 2 ' $d/abcpu.out && grep -q '^prism    n 2 ' $d/abcpu.out && grep -Eq '^(The difference is within the noise|Prism.s final val loss is)' $d/abcpu.out"
+check "ab_cpu smoke: a pair starts from the same weights (same -seed), so step 0 val losses differ only by the head split (< 0.1 nats)" \
+  bash -c "a=\$(sed -n 's/^s:0 tel://p' $d/abcpu/uniform_seed1/main.log); b=\$(sed -n 's/^s:0 tel://p' $d/abcpu/prism_seed1/main.log); awk -v a=\$a -v b=\$b 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 0.1) }'"
+check "ab_cpu smoke: per-seed attention distance (Prism -e vs uniform -e2) and both plots" \
+  bash -c "[ -s $d/abcpu/attn_seed1.csv ] && [ -s $d/abcpu/attn_seed2.json ] && [ -s $d/abcpu/loss.png ] &&
+           [ -s $d/abcpu/attn_distance.png ] && grep -q '^Delta D_l (prism_seed2 - uniform_seed2): 0:' $d/abcpu.out"
+scripts/ab_cpu.sh "${SMOKE[@]}" > "$d/abcpu2.out" 2>&1
+check "ab_cpu: a second start skips the 4 complete runs" test "$(grep -c 'complete, skipped' "$d/abcpu2.out")" -eq 4
+expect_error "ab_cpu: other settings in the same --out are refused" "^error: $d/abcpu/settings.txt: this directory holds an A/B with other settings" \
+  scripts/ab_cpu.sh "${SMOKE[@]}" --steps 3
+finish
