@@ -1,0 +1,448 @@
+/*
+ * sd_attention/sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
+ * (standard, Prism, S-D, mixed kinds, -ln 0): the routing/filtering split, effective ranks of
+ * the routing part, the spectral abscissa and unstable heads, the spread of S-D filtering
+ * (METHODS.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
+ *
+ *   ./sd_spectrum model.bin [-heads 1] [-csv out.csv] [-json out.json] [-png out.png] [-eps E]
+ *   ./sd_spectrum --help
+ *
+ * Standard heads (mha, lin): M = W_Q W_K^T, split through the QR core (never forming C x C),
+ * ranks of R. S-D heads (sd, sdlin): ranks of S, ||S||_2, the spread of D, alpha of L = S + sign D,
+ * and the x-space split of U L U^T. The math is in spectrum.h, the columns in doc/sd_tools.md.
+ * -png runs `$PYTHON sd_attention/plot_cascade.py DATA.json OUT.png` (PYTHON defaults to
+ * /usr/bin/python3, else python3, as the Makefile; the script is looked up next to this executable
+ * or in $SD_PLOT_SCRIPT) and prints that command.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../llmc/checkpoint.h"
+#include "../llmc/config.h"
+#include "../llmc/param_layout.h"
+#include "../llmc/utils.h"
+#include "spectrum.h"
+
+#define OPT_CAP 1024
+
+/* ----------------------------------------------------------------------------------------------
+ * Command line: the checkpoint as the first argument (or -e), then flag/value pairs. The help text
+ * is generated from OPTS, so it cannot drift from the parser. */
+typedef struct {
+    char model[OPT_CAP]; /* positional or -e */
+    char csv[OPT_CAP];   /* -csv */
+    char json[OPT_CAP];  /* -json */
+    char png[OPT_CAP];   /* -png */
+    int per_head;        /* -heads */
+    double eps;          /* -eps */
+} Options;
+
+typedef enum { OPT_STR, OPT_INT, OPT_DBL } OptType;
+
+typedef struct {
+    const char *flag;
+    OptType type;
+    size_t offset;
+    double min, max; /* numbers: inclusive range */
+    const char *help;
+} OptSpec;
+
+static const OptSpec OPTS[] = {
+    {"-e", OPT_STR, offsetof(Options, model), 0, 0, "model checkpoint (or give it as the first argument)"},
+    {"-heads", OPT_INT, offsetof(Options, per_head), 0, 1, "1: per-head rows in the table (CSV/JSON always have them)"},
+    {"-csv", OPT_STR, offsetof(Options, csv), 0, 0, "write one row per head here (CSV)"},
+    {"-json", OPT_STR, offsetof(Options, json), 0, 0, "write the layer summaries and every head here (JSON)"},
+    {"-png", OPT_STR, offsetof(Options, png), 0, 0, "plot the cascade (rank over depth) here, via sd_attention/plot_cascade.py"},
+    {"-eps", OPT_DBL, offsetof(Options, eps), 0.0, 1.0, "unstable head: alpha > eps * rho (METHODS.md 3.3)"},
+};
+#define NUM_OPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
+
+static void options_defaults(Options *o) {
+    memset(o, 0, sizeof(*o));
+    o->eps = SPEC_DEFAULT_EPS;
+}
+
+static void print_help(const char *prog) {
+    Options d;
+    options_defaults(&d);
+    printf("usage: %s model.bin [-flag value ...]   (--help: this text)\n", prog);
+    printf("routing/filtering split, effective rank, spectral abscissa of every attention head\n"
+           "(METHODS.md 3.2-3.10; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
+    for (int i = 0; i < NUM_OPTS; i++) {
+        const OptSpec *s = &OPTS[i];
+        const char *base = (const char *)&d + s->offset;
+        char def[OPT_CAP + 8];
+        if (s->type == OPT_INT) snprintf(def, sizeof(def), "%d", *(const int *)base);
+        else if (s->type == OPT_DBL) snprintf(def, sizeof(def), "%g", *(const double *)base);
+        else snprintf(def, sizeof(def), "%s", base[0] ? base : "none");
+        printf("  %-7s %s (default %s)\n", s->flag, s->help, def);
+    }
+}
+
+static void set_option(Options *o, const OptSpec *s, const char *val) {
+    char *dst = (char *)o + s->offset;
+    char *end = NULL;
+    if (s->type == OPT_STR) {
+        if (strlen(val) >= OPT_CAP) llmc_die("%s: value longer than %d characters", s->flag, OPT_CAP - 1);
+        strcpy(dst, val);
+    } else if (s->type == OPT_INT) {
+        long v = strtol(val, &end, 10);
+        if (end == val || *end != '\0' || v < s->min || v > s->max)
+            llmc_die("%s '%s': expected an integer in [%g, %g]", s->flag, val, s->min, s->max);
+        *(int *)dst = (int)v;
+    } else {
+        double v = strtod(val, &end);
+        if (end == val || *end != '\0' || !(v >= s->min && v <= s->max))
+            llmc_die("%s '%s': expected a number in [%g, %g]", s->flag, val, s->min, s->max);
+        *(double *)dst = v;
+    }
+}
+
+static void parse_options(Options *o, int argc, char **argv) {
+    options_defaults(o);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-help") == 0) {
+            print_help(argv[0]);
+            exit(0);
+        }
+    }
+    for (int i = 1; i < argc; i += 2) {
+        if (argv[i][0] != '-' && o->model[0] == '\0') { /* the checkpoint, anywhere once */
+            set_option(o, &OPTS[0], argv[i]);
+            i--;
+            continue;
+        }
+        const OptSpec *s = NULL;
+        for (int k = 0; k < NUM_OPTS; k++)
+            if (strcmp(argv[i], OPTS[k].flag) == 0) s = &OPTS[k];
+        if (s == NULL) llmc_die("%s: unknown flag (see %s --help)", argv[i], argv[0]);
+        if (i + 1 >= argc) llmc_die("%s: expected a value after the flag", argv[i]);
+        set_option(o, s, argv[i + 1]);
+    }
+    if (o->model[0] == '\0') llmc_die("model: expected a checkpoint as the first argument (see %s --help)", argv[0]);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Analysis */
+typedef struct {
+    const char *path;
+    GPT2Config cfg;
+    HeadStats *head[LLMC_MAX_LAYERS]; /* [l][k] */
+    LayerSummary layer[LLMC_MAX_LAYERS];
+    double seconds;
+} Report;
+
+static void analyse_layer(const GPT2Config *c, const ParamLayout *pl, float *params, int l,
+                          double eps, HeadStats *out) {
+    const LayerSpec *ls = &c->layer[l];
+    LayerParams p = layer_params(params, pl, l);
+    for (int k = 0; k < ls->n_head; k++) {
+        if (attn_kind_is_sd(ls->kind)) {
+            spec_head_sd(p.qkvw, p.sdskew, p.sdtheta, c->channels, ls->head_size, l, k, ls->kind,
+                         c->sd_scalar_d, c->sd_d_sign, eps, &out[k]);
+        } else {
+            spec_head_standard(p.qkvw, c->channels, ls->n_head, ls->head_size, l, k, ls->kind, eps,
+                               &out[k]);
+        }
+    }
+}
+
+static void analyse_model(const char *path, double eps, Report *r) {
+    int is_bf16 = 0;
+    memset(r, 0, sizeof(*r));
+    r->path = path;
+    checkpoint_read_header(path, &r->cfg, &is_bf16);
+    ParamLayout pl;
+    param_layout_init(&pl, &r->cfg);
+    float *params = (float *)xmalloc(pl.total * sizeof(float));
+    checkpoint_read_fp32(path, &r->cfg, is_bf16, params);
+    const double t0 = wall_seconds();
+    for (int l = 0; l < r->cfg.num_layers; l++) {
+        const int h = r->cfg.layer[l].n_head;
+        r->head[l] = (HeadStats *)xcalloc((size_t)h, sizeof(HeadStats));
+        analyse_layer(&r->cfg, &pl, params, l, eps, r->head[l]);
+        spec_layer_summary(r->head[l], h, &r->layer[l]);
+    }
+    r->seconds = wall_seconds() - t0;
+    free(params);
+}
+
+static void report_free(Report *r) {
+    for (int l = 0; l < r->cfg.num_layers; l++) free(r->head[l]);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The table: one line per layer (means and medians over heads), per-head lines with -heads 1. */
+static const char *family_name(int family) { return family == SPEC_SD ? "S" : "R"; }
+
+static void print_num(double v, int width, int prec) {
+    if (isnan(v)) printf(" %*s", width, "-");
+    else printf(" %*.*f", width, prec, v);
+}
+
+/* the spread of a trained D is often small: scientific notation */
+static void print_sci(double v, int width) {
+    if (isnan(v)) printf(" %*s", width, "-");
+    else printf(" %*.2e", width, v);
+}
+
+static void print_table_header(void) {
+    char label[64];
+    snprintf(label, sizeof(label), "%5s %5s x %4s %-5s", "layer", "heads", "d", "kind");
+    printf("%-24s %2s %4s %7s %7s %6s %6s %5s %6s %7s %9s %8s %9s\n", label, "of", "cap", "erank",
+           "median", "PR", "SR", "n90", "rho_R", "|R|/|F|", "alpha/rho", "unstable", "D spread");
+}
+
+static void print_layer_row(const Report *r, int l) {
+    const LayerSpec *ls = &r->cfg.layer[l];
+    const LayerSummary *s = &r->layer[l];
+    const HeadStats *h0 = &r->head[l][0];
+    char label[64];
+    snprintf(label, sizeof(label), "%5d %5d x %4d %-5s", l, ls->n_head, ls->head_size,
+             ATTN_KIND_NAMES[ls->kind]);
+    printf("%-24s %2s %4d", label, family_name(h0->family), h0->capacity);
+    print_num(s->erank_mean, 7, 3);
+    print_num(s->erank_median, 7, 3);
+    print_num(s->pr_mean, 6, 2);
+    print_num(s->sr_mean, 6, 2);
+    print_num(s->n90_mean, 5, 1);
+    print_num(s->rho_R_mean, 6, 3);
+    print_num(s->norm_ratio_mean, 7, 3);
+    print_num(s->alpha_rel_max, 9, 4); /* the worst head */
+    print_num(s->frac_unstable, 8, 3);
+    print_sci(s->d_spread_mean, 9);
+    printf("\n");
+}
+
+static void print_head_row(const HeadStats *hs) {
+    char label[64];
+    snprintf(label, sizeof(label), "        head %d", hs->head);
+    printf("%-24s %2s %4d", label, family_name(hs->family), hs->capacity);
+    print_num(hs->rank.erank, 7, 3);
+    printf(" %7s", "");
+    print_num(hs->rank.pr, 6, 2);
+    print_num(hs->rank.sr, 6, 2);
+    printf(" %5d", hs->rank.n90);
+    print_num(hs->rho_R, 6, 3);
+    print_num(hs->norm_ratio, 7, 3);
+    print_num(hs->alpha_rel, 9, 4);
+    printf(" %8s", hs->unstable ? "yes" : "no");
+    print_sci(hs->d_spread, 9);
+    printf("\n");
+}
+
+static void print_table(const Report *r, const Options *o) {
+    const GPT2Config *c = &r->cfg;
+    printf("%s: L %d, C %d%s", r->path, c->num_layers, c->channels,
+           c->use_ln ? "" : ", no per-block LayerNorm");
+    int has_sd = 0;
+    for (int l = 0; l < c->num_layers; l++) has_sd |= attn_kind_is_sd(c->layer[l].kind);
+    if (has_sd) printf(", S-D L = S %c D%s", c->sd_d_sign < 0 ? '-' : '+', c->sd_scalar_d ? " (scalar D)" : "");
+    printf("; unstable: alpha > %g rho (%.2f s)\n", o->eps, r->seconds);
+    printf("of: R = routing part of W_Q W_K^T (capacity min(2d, C)); S = S-D skew S (capacity d). "
+           "alpha/rho: of M (R rows) or L (S rows), worst head\n");
+    print_table_header();
+    for (int l = 0; l < c->num_layers; l++) {
+        print_layer_row(r, l);
+        if (!o->per_head) continue;
+        for (int k = 0; k < c->layer[l].n_head; k++) print_head_row(&r->head[l][k]);
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * CSV (one row per head) and JSON (layers with their heads); both written to NAME.tmp + rename. */
+#define HEAD_FIELDS                                                                              \
+    "layer,head,kind,family,d,capacity,rank,erank,pr,sr,n90,rank90,rho_R,rho_F,norm_R,norm_F,"   \
+    "norm_ratio,lam_max_F,f_positive,alpha,radius,alpha_rel,unstable,norm_S,d_mean,d_spread"
+
+static void write_csv(const Report *r, const char *path) {
+    AtomicFile af;
+    atomic_open(&af, path);
+    fprintf(af.f, "%s\n", HEAD_FIELDS);
+    for (int l = 0; l < r->cfg.num_layers; l++) {
+        for (int k = 0; k < r->cfg.layer[l].n_head; k++) {
+            const HeadStats *h = &r->head[l][k];
+            fprintf(af.f, "%d,%d,%s,%s,%d,%d,%d,%.10g,%.10g,%.10g,%d,%d,%.10g,%.10g,%.10g,%.10g,"
+                    "%.10g,%.10g,%d,%.10g,%.10g,%.10g,%d,%.10g,%.10g,%.10g\n",
+                    h->layer, h->head, ATTN_KIND_NAMES[h->kind], family_name(h->family), h->d,
+                    h->capacity, h->rank.rank, h->rank.erank, h->rank.pr, h->rank.sr, h->rank.n90,
+                    h->rank.rank90, h->rho_R, h->rho_F, h->norm_R, h->norm_F, h->norm_ratio,
+                    h->lam_max_F, h->f_positive, h->alpha, h->radius, h->alpha_rel, h->unstable,
+                    h->norm_S, h->d_mean, h->d_spread);
+        }
+    }
+    atomic_commit(&af);
+}
+
+/* JSON has no NaN or infinity: they become null. */
+static void json_num(FILE *f, const char *key, double v, int last) {
+    if (isfinite(v)) fprintf(f, "\"%s\": %.10g%s", key, v, last ? "" : ", ");
+    else fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', f);
+        if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void json_head(FILE *f, const HeadStats *h) {
+    fprintf(f, "{\"head\": %d, \"family\": \"%s\", \"capacity\": %d, \"rank\": %d, ", h->head,
+            family_name(h->family), h->capacity, h->rank.rank);
+    json_num(f, "erank", h->rank.erank, 0);
+    json_num(f, "pr", h->rank.pr, 0);
+    json_num(f, "sr", h->rank.sr, 0);
+    fprintf(f, "\"n90\": %d, \"rank90\": %d, ", h->rank.n90, h->rank.rank90);
+    json_num(f, "rho_R", h->rho_R, 0);
+    json_num(f, "rho_F", h->rho_F, 0);
+    json_num(f, "norm_R", h->norm_R, 0);
+    json_num(f, "norm_F", h->norm_F, 0);
+    json_num(f, "norm_ratio", h->norm_ratio, 0);
+    json_num(f, "lam_max_F", h->lam_max_F, 0);
+    fprintf(f, "\"f_positive\": %s, ", h->f_positive ? "true" : "false");
+    json_num(f, "alpha", h->alpha, 0);
+    json_num(f, "radius", h->radius, 0);
+    json_num(f, "alpha_rel", h->alpha_rel, 0);
+    fprintf(f, "\"unstable\": %s, ", h->unstable ? "true" : "false");
+    json_num(f, "norm_S", h->norm_S, 0);
+    json_num(f, "d_mean", h->d_mean, 0);
+    json_num(f, "d_spread", h->d_spread, 1);
+    fprintf(f, "}");
+}
+
+static void json_layer(FILE *f, const Report *r, int l) {
+    const LayerSpec *ls = &r->cfg.layer[l];
+    const LayerSummary *s = &r->layer[l];
+    fprintf(f, "    {\"layer\": %d, \"n_head\": %d, \"head_size\": %d, \"kind\": \"%s\", "
+            "\"family\": \"%s\", \"capacity\": %d, ", l, ls->n_head, ls->head_size,
+            ATTN_KIND_NAMES[ls->kind], family_name(r->head[l][0].family), r->head[l][0].capacity);
+    json_num(f, "erank_mean", s->erank_mean, 0);
+    json_num(f, "erank_median", s->erank_median, 0);
+    json_num(f, "pr_mean", s->pr_mean, 0);
+    json_num(f, "sr_mean", s->sr_mean, 0);
+    json_num(f, "n90_mean", s->n90_mean, 0);
+    json_num(f, "rank90_mean", s->rank90_mean, 0);
+    json_num(f, "rho_R_mean", s->rho_R_mean, 0);
+    json_num(f, "norm_ratio_mean", s->norm_ratio_mean, 0);
+    json_num(f, "alpha_rel_mean", s->alpha_rel_mean, 0);
+    json_num(f, "alpha_rel_max", s->alpha_rel_max, 0);
+    json_num(f, "frac_unstable", s->frac_unstable, 0);
+    json_num(f, "frac_f_positive", s->frac_f_positive, 0);
+    json_num(f, "d_spread_mean", s->d_spread_mean, 0);
+    fprintf(f, "\n     \"heads\": [\n");
+    for (int k = 0; k < ls->n_head; k++) {
+        fprintf(f, "      ");
+        json_head(f, &r->head[l][k]);
+        fprintf(f, "%s\n", k + 1 < ls->n_head ? "," : "");
+    }
+    fprintf(f, "    ]}");
+}
+
+static void write_json(const Report *r, double eps, const char *path) {
+    const GPT2Config *c = &r->cfg;
+    AtomicFile af;
+    atomic_open(&af, path);
+    FILE *f = af.f;
+    fprintf(f, "{\"model\": ");
+    json_string(f, r->path);
+    fprintf(f, ", \"eps\": %g, \"sv_rel_tol\": %g, \"energy_fraction\": %g,\n", eps, SPEC_SV_REL_TOL,
+            SPEC_ENERGY_FRACTION);
+    fprintf(f, " \"config\": {\"num_layers\": %d, \"channels\": %d, \"use_ln\": %d, "
+            "\"sd_d_sign\": %d, \"sd_scalar_d\": %d},\n \"layers\": [\n", c->num_layers,
+            c->channels, c->use_ln, c->sd_d_sign, c->sd_scalar_d);
+    for (int l = 0; l < c->num_layers; l++) {
+        json_layer(f, r, l);
+        fprintf(f, "%s\n", l + 1 < c->num_layers ? "," : "");
+    }
+    fprintf(f, " ]}\n");
+    atomic_commit(&af);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The cascade plot: the Python script beside this executable, run without a shell. */
+static void plot_script_path(const char *argv0, char *out, size_t cap) {
+    const char *env = getenv("SD_PLOT_SCRIPT");
+    if (env && env[0]) {
+        snprintf(out, cap, "%s", env);
+        return;
+    }
+    const char *slash = strrchr(argv0, '/');
+    if (slash) snprintf(out, cap, "%.*s/sd_attention/plot_cascade.py", (int)(slash - argv0), argv0);
+    else snprintf(out, cap, "sd_attention/plot_cascade.py");
+}
+
+/* Returns 0 on success, else a one-line reason in why. */
+static int run_plot(const char *argv0, const char *data, const char *png, char *why, size_t cap) {
+    char script[OPT_CAP + 64];
+    plot_script_path(argv0, script, sizeof(script));
+    if (!file_exists(script)) {
+        snprintf(why, cap, "%s: plot script not found (set SD_PLOT_SCRIPT)", script);
+        return 1;
+    }
+    /* as the Makefile: $PYTHON, else Debian's /usr/bin/python3 (with matplotlib), else python3 */
+    const char *py = getenv("PYTHON");
+    if (py == NULL || py[0] == '\0') py = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    printf("plot: %s %s %s %s\n", py, script, data, png);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, cap, "cannot fork to run %s", py);
+        return 1;
+    }
+    if (pid == 0) {
+        execlp(py, py, script, data, png, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        snprintf(why, cap, "%s %s failed (exit %d%s); the command is printed above", py, script, rc,
+                 rc == 127 ? ": no such program" : "");
+        return 1;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * main */
+int main(int argc, char **argv) {
+    Options o;
+    parse_options(&o, argc, argv);
+    Report r;
+    analyse_model(o.model, o.eps, &r);
+    print_table(&r, &o);
+    if (o.csv[0]) {
+        write_csv(&r, o.csv);
+        printf("wrote %s\n", o.csv);
+    }
+    if (o.json[0]) {
+        write_json(&r, o.eps, o.json);
+        printf("wrote %s\n", o.json);
+    }
+    if (o.png[0]) {
+        /* the plot reads the JSON: the -json file, else a temporary one removed afterwards */
+        char tmp[OPT_CAP + 16];
+        const char *data = o.json;
+        if (!o.json[0]) {
+            snprintf(tmp, sizeof(tmp), "%s.data.json", o.png);
+            write_json(&r, o.eps, tmp);
+            data = tmp;
+        }
+        char why[2 * OPT_CAP + 256];
+        const int rc = run_plot(argv[0], data, o.png, why, sizeof(why));
+        if (!o.json[0]) remove(tmp);
+        if (rc != 0) llmc_die("-png: %s", why);
+        printf("wrote %s\n", o.png);
+    }
+    report_free(&r);
+    return 0;
+}
