@@ -57,7 +57,7 @@ typedef struct {
 
 /* The model options a descriptor takes from the command line; a checkpoint has its own. */
 static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
-                                                 "-sd_init_theta", "-lin_prescale"};
+                                                 "-sd_init_theta", "-sd_init_u", "-lin_prescale"};
 
 /* The model the run starts from: a checkpoint, or a descriptor plus an optional layer table
  * (Prism schedule, attention kinds) and model options. A resumed run repeats its original
@@ -87,6 +87,7 @@ static void build_model(Run *r, const char *init_path, int resuming) {
     c.sd_d_sign = a->sd_sign;
     c.sd_init_s = a->sd_init_s;
     c.sd_init_theta = a->sd_init_theta;
+    c.sd_init_u = a->sd_init_u;
     c.lin_prescale = a->lin_prescale;
     if (a->prism[0] != '\0') {
         PrismSchedule s;

@@ -86,6 +86,7 @@ class GPTConfig:
     flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
     sd_init_s: float = 0.1            # init only: packed skew ~ N(0, sd_init_s^2) (METHODS 3.7)
     sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
+    sd_init_u: float = 0.02           # init only: std of the S-D U rows (logit scale ~ its square)
 
     def __post_init__(self):
         if self.padded_vocab_size == 0:
@@ -442,6 +443,9 @@ def init_weights(model, seed=42):
     for b in model.blocks:
         b.attn.qkv_w.normal_(0.0, std, generator=g)
         if b.attn.sd:  # the packed skew belongs to the attention module: drawn right after qkv
+            if cfg.sd_init_u != std:  # U rows rescaled after the one draw (stream unchanged)
+                width = b.attn.n_head * b.attn.head_size
+                b.attn.qkv_w[:width].mul_(np.float32(cfg.sd_init_u) / np.float32(std))
             b.attn.sd_skew.normal_(0.0, cfg.sd_init_s, generator=g)
             b.attn.sd_theta.fill_(cfg.sd_init_theta)
         b.attn.proj_w.normal_(0.0, resid_std, generator=g)
@@ -709,7 +713,7 @@ def debug_state_size(cfg, B, T, steps):
 # Command line
 
 def build_model(model_arg, prism=None, prism_unchecked=False, seed=42, flags=0,
-                sd_init_s=0.1, sd_init_theta=0.1):
+                sd_init_s=0.1, sd_init_theta=0.1, sd_init_u=0.02):
     """A checkpoint path (existing file or *.bin) is loaded; anything else is a descriptor,
     optionally with a layer table (--prism) replacing the uniform one and model flags (header[9]
     bits), initialized with `seed`."""
@@ -722,7 +726,8 @@ def build_model(model_arg, prism=None, prism_unchecked=False, seed=42, flags=0,
     layers = parse_schedule(prism, cfg.n_embd, cfg.n_layer, prism_unchecked) if prism else None
     cfg = GPTConfig(n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
                     block_size=cfg.block_size, vocab_size=cfg.vocab_size, layers=layers,
-                    flags=flags, sd_init_s=sd_init_s, sd_init_theta=sd_init_theta)
+                    flags=flags, sd_init_s=sd_init_s, sd_init_theta=sd_init_theta,
+                    sd_init_u=sd_init_u)
     return GPT(cfg, seed=seed)
 
 
@@ -742,6 +747,7 @@ def _args(argv):
                    help="S-D logits u (S + sign D) u^T")
     p.add_argument("--sd_init_s", type=float, default=0.1, help="S-D init: std of packed S")
     p.add_argument("--sd_init_theta", type=float, default=0.1, help="S-D init: theta")
+    p.add_argument("--sd_init_u", type=float, default=0.02, help="S-D init: std of U")
     p.add_argument("--lin_prescale", type=int, choices=(0, 1), default=0,
                    help="1: linear layers scale q, k by d^-1/4")
     p.add_argument("--sd_decay_s", type=int, choices=(0, 1), default=0,
@@ -774,7 +780,7 @@ def main(argv=None):
                  (FLAG_SD_PLUS_D if args.sd_sign > 0 else 0) |
                  (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
         model = build_model(args.model, args.prism, args.prism_unchecked, args.seed, flags,
-                            args.sd_init_s, args.sd_init_theta)
+                            args.sd_init_s, args.sd_init_theta, args.sd_init_u)
         cfg = model.config
         print(f"model: {cfg.describe()}")
         if args.T > cfg.block_size and (args.debug_state or args.eval_loss):

@@ -44,6 +44,7 @@ typedef struct {
     int sd_sign;                     /* -sd_sign */
     float sd_init_s;                 /* -sd_init_s */
     float sd_init_theta;             /* -sd_init_theta */
+    float sd_init_u;                 /* -sd_init_u */
     int lin_prescale;                /* -lin_prescale */
     int sd_decay_s;                  /* -sd_decay_s (optimizer) */
     int checkpoint_every;            /* -n */
@@ -122,6 +123,7 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-sd_sign", sd_sign, -1, 1, SCOPE_ALL, "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1"),
     A_FLT("-sd_init_s", sd_init_s, 0.0, 1e3, SCOPE_ALL, "S-D init: std of the packed skew parameters"),
     A_FLT("-sd_init_theta", sd_init_theta, -1e3, 1e3, SCOPE_ALL, "S-D init: theta (D = softplus(theta))"),
+    A_FLT("-sd_init_u", sd_init_u, 1e-6, 1e3, SCOPE_ALL, "S-D init: std of U, the query/key projection (logit scale ~ its square)"),
     A_INT("-lin_prescale", lin_prescale, 0, 1, SCOPE_ALL, "1: linear layers scale q, k by d^-1/4 before ELU+1"),
     A_INT("-sd_decay_s", sd_decay_s, 0, 1, SCOPE_ALL, "1: weight decay on the packed S-D skew parameters"),
     A_INT("-n", checkpoint_every, 0, INT_MAX, SCOPE_ALL, "write a checkpoint every N steps and at the end (0: off)"),
@@ -174,6 +176,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->sd_sign = -1;
     a->sd_init_s = 0.1f;
     a->sd_init_theta = 0.1f;
+    a->sd_init_u = 0.02f;
     a->B = 4;
     a->T = 1024;
     a->total_batch = -1;

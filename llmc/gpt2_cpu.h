@@ -145,8 +145,9 @@ static inline size_t gpt2_assign_acts(const GPT2Config *c, int B, int T, Activat
 
 /* GPT-2 init, drawn in PyTorch's module order with one normal_ call per tensor (FORMATS.md 2.3):
  * wte (first V rows), wpe, then per layer qkvw, [S-D layers: the packed skew S], attprojw, fcw,
- * fcprojw. Residual projections use std 0.02/sqrt(2L). S ~ N(0, sd_init_s^2) and theta =
- * sd_init_theta (METHODS.md 3.7). LayerNorm weights 1, everything else 0. */
+ * fcprojw. Residual projections use std 0.02/sqrt(2L). S-D layers: U rows scaled to std
+ * sd_init_u, S ~ N(0, sd_init_s^2), theta = sd_init_theta (METHODS.md 3.7). LayerNorm weights 1,
+ * everything else 0. */
 static inline void gpt2_init_weights(GPT2 *model, uint32_t seed) {
     const GPT2Config *c = &model->config;
     const ParamLayout *p = &model->layout;
@@ -161,6 +162,14 @@ static inline void gpt2_init_weights(GPT2 *model, uint32_t seed) {
     for (int l = 0; l < c->num_layers; l++) {
         torch_normal_(w + param_offset(p, P_QKVW, l), layer_slot_size(c, l, P_QKVW), 0.0f, std, &g);
         if (attn_kind_is_sd(c->layer[l].kind)) {
+            /* U rows (the first A of the 2A rows) rescaled to std sd_init_u after the one draw,
+             * so the generator's stream is the same whatever sd_init_u is */
+            if (c->sd_init_u != std) {
+                const float f = c->sd_init_u / std;
+                float *U = w + param_offset(p, P_QKVW, l);
+                const size_t n = (size_t)attn_width(&c->layer[l]) * c->channels;
+                for (size_t k = 0; k < n; k++) U[k] *= f;
+            }
             torch_normal_(w + param_offset(p, P_SDSKEW, l), layer_slot_size(c, l, P_SDSKEW), 0.0f,
                           c->sd_init_s, &g);
             float *theta = w + param_offset(p, P_SDTHETA, l);

@@ -2,7 +2,7 @@
  * test/test_gpt2.c: the CPU trainer against the PyTorch reference (train_gpt2.py).
  *
  *   ./test_gpt2 MODEL.bin DEBUG_STATE.bin [-init DESC [-prism FILE] [-prism_unchecked 1]
- *                                          [-sd_init_s X] [-sd_init_theta Y]]
+ *                                          [-sd_init_s X] [-sd_init_theta Y] [-sd_init_u Z]]
  *
  * MODEL.bin and DEBUG_STATE.bin come from `train_gpt2.py --write_model --debug_state` (random
  * init, doc/formats.md). Checks, each with its tolerance stated where it is asserted:
@@ -77,13 +77,14 @@ int main(int argc, char **argv) {
     }
     const char *init_desc = NULL, *prism = NULL;
     int unchecked = 0;
-    float sd_init_s = 0.1f, sd_init_theta = 0.1f; /* the defaults of train_gpt2.py and llmc/config.h */
+    float sd_init_s = 0.1f, sd_init_theta = 0.1f, sd_init_u = 0.02f; /* train_gpt2.py's defaults */
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "-init") == 0) init_desc = argv[i + 1];
         else if (strcmp(argv[i], "-prism") == 0) prism = argv[i + 1];
         else if (strcmp(argv[i], "-prism_unchecked") == 0) unchecked = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "-sd_init_s") == 0) sd_init_s = (float)atof(argv[i + 1]);
         else if (strcmp(argv[i], "-sd_init_theta") == 0) sd_init_theta = (float)atof(argv[i + 1]);
+        else if (strcmp(argv[i], "-sd_init_u") == 0) sd_init_u = (float)atof(argv[i + 1]);
         else llmc_die("unknown option %s", argv[i]);
     }
     printf("test_gpt2: %s vs %s\n", argv[1], argv[2]);
@@ -113,6 +114,7 @@ int main(int argc, char **argv) {
         ic.lin_prescale = c->lin_prescale;
         ic.sd_init_s = sd_init_s;
         ic.sd_init_theta = sd_init_theta;
+        ic.sd_init_u = sd_init_u;
         GPT2 fresh;
         gpt2_build_from_config(&fresh, &ic, 42);
         CHECK(fresh.layout.total == model.layout.total, "init: parameter count %zu == %zu",

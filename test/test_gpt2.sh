@@ -5,7 +5,8 @@
 #   Prism 1-2-4-4 (head sizes 64, 32, 16), TinyShakespeare tokens, T 64;
 #   explicit head sizes 1x96 2x48 4x16 4x16 (attention width != C), random tokens, T 32;
 #   every attention kind (sd, sdlin, lin, mha; METHODS.md 3.4, 3.12), default options;
-#   S-D without LayerNorm (-ln 0), linear prescale, S init 0.5, decay on S, TinyShakespeare, T 64;
+#   S-D without LayerNorm (-ln 0), linear prescale, S init 0.5, U init 0.3, decay on S,
+#   TinyShakespeare, T 64;
 #   S-D with explicit sizes, scalar D, the +D sign, theta 0.5.
 # build/test_gpt2 checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
@@ -37,8 +38,8 @@ run_case uniform "--B 4 --T 32" "-init tiny"
 run_case prism "--prism $dir/prism.txt --B 2 --T 64 --data $val" "-init tiny -prism $dir/prism.txt"
 run_case explicit "--prism $dir/explicit.txt --B 4 --T 32" "-init tiny -prism $dir/explicit.txt"
 run_case kinds "--prism $dir/kinds.txt --B 4 --T 32" "-init tiny -prism $dir/kinds.txt"
-run_case sd_noln "--prism $dir/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0.5 --sd_decay_s 1 --B 2 --T 64 --data $val" \
-  "-init tiny -prism $dir/sd_noln.txt -sd_init_s 0.5"
+run_case sd_noln "--prism $dir/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0.5 --sd_init_u 0.3 --sd_decay_s 1 --B 2 --T 64 --data $val" \
+  "-init tiny -prism $dir/sd_noln.txt -sd_init_s 0.5 -sd_init_u 0.3"
 run_case sd_explicit "--prism $dir/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_theta 0.5 --B 4 --T 32" \
   "-init tiny -prism $dir/sd_explicit.txt -sd_init_theta 0.5"
 finish
