@@ -11,8 +11,8 @@
  * picks the attention path), and the same training loop as the CPU trainer train_gpt2.c, which it
  * mirrors function by function. The model is llmc/gpt2_gpu.cu; this file is the run: set-up,
  * evaluation, sampling, HellaSwag, checkpoints and resume, the optimizer step and its report.
- * Checkpoints: bf16 v5 (llm.c) for uniform models, v105 with the layer table otherwise; the CPU
- * trainer and train_gpt2.py read both.
+ * Checkpoints: bf16 v5 (llm.c) for uniform models, v105 with the layer table and the model flags
+ * otherwise (S-D, linear and -ln 0 models too); the CPU trainer and train_gpt2.py read both.
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,9 +25,10 @@
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
 #include "llmc/evalloader.h"
-#include "llmc/gpt2_cpu.h" /* gpt2_init_weights: the torch-identical init, drawn on the host */
 #include "llmc/gpt2_gpu.cuh"
 #include "llmc/gpu_host.h"
+#include "llmc/gpu_model_init.h" /* model options, layer table and the torch-identical init */
+#include "llmc/linear_attention.cuh"
 #include "llmc/logger.h"
 #include "llmc/multi_gpu.h"
 #include "llmc/outlier.h"
@@ -65,30 +66,15 @@ static int is_rank0(const Run *r) { return r->mg.rank == 0; }
 /* ----------------------------------------------------------------------------------------------
  * Set-up */
 
-/* The model a descriptor describes, with the Prism schedule applied. */
-static void config_from_args(const TrainArgs *a, const int *given, GPT2Config *c) {
-    char msg[8192];
-    if (!config_from_descriptor(a->init, c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
-    if (train_args_given(given, "-ln") && a->ln == 0) {
-        llmc_die("-ln 0: blocks without LayerNorm are not implemented by the GPU trainer (train_gpt2 has them)");
-    }
-    if (a->prism[0] != '\0') {
-        PrismSchedule s;
-        if (!prism_schedule_load(a->prism, c, a->prism_unchecked, &s)) llmc_die("%s", s.error);
-        for (int i = 0; i < s.n_warnings; i++) llmc_warn("%s", s.warning[i]);
-        prism_schedule_apply(&s, c);
-    }
-}
-
 /* The starting parameters in fp32 on the host: a checkpoint (v3/v5/v103/v105, bf16 widened) or
- * GPT-2's init from the descriptor, drawn exactly as train_gpt2.py and the CPU trainer draw it. */
-static float *load_or_init(Run *r, const char *init_path, GPT2Config *c) {
+ * GPT-2's init from the descriptor, the model options and the layer table, drawn exactly as
+ * train_gpt2.py and the CPU trainer draw it (llmc/gpu_model_init.h). */
+static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Config *c) {
     const TrainArgs *a = &r->args;
-    if (!config_is_descriptor_like(init_path)) {
-        if (a->prism[0] != '\0') {
-            llmc_die("-prism %s: the checkpoint %s carries its own layer table; -prism applies to "
-                     "a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
-        }
+    const int is_file = !config_is_descriptor_like(init_path);
+    char err[8192];
+    if (!gpu_model_config(a, r->given, init_path, is_file, resuming, c, err, sizeof(err))) llmc_die("%s", err);
+    if (is_file) {
         int is_bf16 = 0;
         checkpoint_read_header(init_path, c, &is_bf16);
         ParamLayout pl;
@@ -98,22 +84,13 @@ static float *load_or_init(Run *r, const char *init_path, GPT2Config *c) {
         if (is_rank0(r)) printf("loaded %s (%s)\n", init_path, is_bf16 ? "bf16" : "fp32");
         return p;
     }
-    config_from_args(a, r->given, c);
-    /* gpt2_init_weights reads only config, layout and params of the CPU model struct */
-    GPT2 *host_model = (GPT2 *)xcalloc(1, sizeof(GPT2));
-    host_model->config = *c;
-    param_layout_init(&host_model->layout, c);
-    host_model->params = (float *)xmalloc(host_model->layout.total * sizeof(float));
-    gpt2_init_weights(host_model, (uint32_t)a->seed);
-    float *params = host_model->params;
-    free(host_model);
+    float *params = gpu_init_params(c, (uint32_t)a->seed);
     if (is_rank0(r)) printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
     return params;
 }
 
 /* What the GPU kernels assume about the shapes, checked once with a clear message. */
 static void check_model_for_gpu(const GPT2Config *c, int T) {
-    if (!c->use_ln) llmc_die("model: blocks without LayerNorm (-ln 0) are not implemented by the GPU trainer");
     if (c->channels % 8 != 0) {
         llmc_die("model: C = %d: the GPU trainer needs C to be a multiple of 8 (16-byte vector loads)", c->channels);
     }
@@ -132,6 +109,11 @@ static void choose_attention(Run *r, const GPT2Config *c) {
     env.cudnn_version = cudnn_att_version();
     char err[512];
     if (!attn_select_paths(c, req, &env, 1, r->path, err, sizeof(err))) llmc_die("%s", err);
+    for (int l = 0; l < c->num_layers; l++) {
+        if (r->path[l] == ATT_PATH_LINEAR && !linear_attention_supported(c->layer[l].head_size, &r->ctx, err, sizeof(err))) {
+            llmc_die("layer %d (%s): %s", l, ATTN_KIND_NAMES[c->layer[l].kind], err);
+        }
+    }
     int any_cudnn = 0;
     for (int l = 0; l < c->num_layers; l++) any_cudnn |= r->path[l] == ATT_PATH_CUDNN;
     r->cudnn = any_cudnn ? cudnn_att_create(r->ctx.stream) : NULL;
@@ -268,7 +250,7 @@ static void setup(Run *r, int *argc, char ***argv) {
         snprintf(init_path, sizeof(init_path), "%s", a->init);
     }
     GPT2Config c;
-    float *host_params = load_or_init(r, init_path, &c);
+    float *host_params = load_or_init(r, init_path, resume_step >= 0, &c);
     check_model_for_gpu(&c, a->T);
     if (is_rank0(r)) config_print(&c, stdout);
     choose_attention(r, &c);
@@ -277,6 +259,7 @@ static void setup(Run *r, int *argc, char ***argv) {
     opt.recompute = a->recompute;
     opt.gelu_fusion = a->gelu_fusion;
     opt.master_weights = a->master_weights;
+    opt.decay_sd_skew = a->sd_decay_s;
     gpt2gpu_init(&r->model, &c, a->B, a->T, &opt, r->path, a->zero_stage, &r->ctx, r->cudnn, &r->mg);
     gpt2gpu_set_params(&r->model, host_params);
     free(host_params);

@@ -5,18 +5,22 @@
 #   bash dev/gpu_check.sh            results in build/gpu_check/ (GPU_CHECK_OUT=dir to change;
 #                                    also copied to $OUT when that is set)
 #
-# Steps, each under its own time limit inside a global budget (GPU_CHECK_BUDGET seconds, 450):
+# Steps, each under its own time limit inside a global budget (GPU_CHECK_BUDGET seconds, 470):
 #   1. versions: driver, GPU, CUDA (nvcc), cuDNN (header, library, PyTorch's), NCCL
 #   2. libraries: cuDNN from the toolkit or, failing that, PyTorch's site-packages nvidia/cudnn;
 #      the cuDNN frontend headers from pip or build/cudnn_frontend/include (carry a copy there
 #      from a machine that has them); without headers the cuDNN path is not built and says so
-#   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn
+#   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn,
+#      sd_fold_check, linear_attention_check
 #   4. test_gpt2cu on PyTorch debug states (uniform, Prism, explicit head sizes, head sizes 20 and
-#      12 that only the own kernels serve), attention own and auto, plus -r 2 -ge 2
-#   5. dev/cuda attention checks for head sizes 8 ... 256, 12, 20 with timings
-#   6. throughput: d12 uniform vs d12 Prism, B = 16, 32, 64 (GPU_CHECK_BATCHES), T = 1024, random
+#      12 that only the own kernels serve; the layer kinds sd/sdlin/lin/mha, S-D without LayerNorm
+#      with prescale and decay on S, S-D with explicit sizes, scalar D and +D: test/test_gpt2.sh's
+#      cases kinds, sd_noln, sd_explicit), attention own and auto, plus -r 2 -ge 2
+#   5. dev/cuda checks with timings: attention (both paths), the S-D fold and the linear attention,
+#      head sizes 8 ... 256, 12, 20
+#   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
-#      Prism/uniform ratio
+#      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -24,7 +28,7 @@ OUTDIR=${GPU_CHECK_OUT:-build/gpu_check}
 mkdir -p "$OUTDIR"
 SUMMARY=$OUTDIR/summary.txt
 : > "$SUMMARY"
-BUDGET=${GPU_CHECK_BUDGET:-450}
+BUDGET=${GPU_CHECK_BUDGET:-470}
 DEADLINE=$((SECONDS + BUDGET))
 PY=${PYTHON:-python3}
 PASSED=0
@@ -120,16 +124,26 @@ mkdir -p "$ST"
 printf '1 2 4*2\n' > "$ST/prism.txt"          # head sizes 64, 32, 16
 printf '1x96 2x48 4x16*2\n' > "$ST/explicit.txt"
 printf '2x20 4x12 4x16*2\n' > "$ST/odd.txt"     # 20 and 12: own kernels only
+# the layer kinds: the same tables and options as test/test_gpt2.sh's cases
+printf '4:sd 4:sdlin 4:lin 4\n' > "$ST/kinds.txt"
+printf '4:sd*2 4:sdlin 4:lin\n' > "$ST/sd_noln.txt"
+printf '2x24:sd 2x24:sd 4x8:sdlin 4x16\n' > "$ST/sd_explicit.txt"
+VAL=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
+[ -f "$VAL" ] && VALARG="--data $VAL" || VALARG=
 state() {  # name, extra args
   timeout 200 "$PY" train_gpt2.py --model tiny $2 --write_model "$ST/$1.bin" --debug_state "$ST/${1}_state.bin" \
     > "$OUTDIR/state_$1.log" 2>&1
 }
+STATE_NAMES=(uniform prism explicit odd kinds sd_noln sd_explicit)
 ( state uniform "--B 4 --T 32"; state prism "--prism $ST/prism.txt --B 2 --T 64"
-  state explicit "--prism $ST/explicit.txt --B 4 --T 32"; state odd "--prism $ST/odd.txt --B 4 --T 32" ) &
+  state explicit "--prism $ST/explicit.txt --B 4 --T 32"; state odd "--prism $ST/odd.txt --B 4 --T 32"
+  state kinds "--prism $ST/kinds.txt --B 4 --T 32"
+  state sd_noln "--prism $ST/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0.5 --sd_init_u 0.3 --sd_decay_s 1 --B 2 --T 64 $VALARG"
+  state sd_explicit "--prism $ST/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_theta 0.5 --B 4 --T 32" ) &
 STATES_PID=$!
 
 log "== 3. build for sm_$CC_GPU (USE_CUDNN=$USE_CUDNN)"
-TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own)
+TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
 [ "$USE_CUDNN" = 1 ] && TARGETS+=(dev/cuda/attention_cudnn)
 run build 240 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
 rc=$?
@@ -139,7 +153,7 @@ if [ $rc -ne 0 ] && [ "$USE_CUDNN" = 1 ]; then
   log "retrying without cuDNN so that the own kernels still get checked"
   USE_CUDNN=0
   MAKEVARS[1]=USE_CUDNN=0
-  TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own)
+  TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
   rm -f dev/cuda/attention_cudnn
   run build_nocudnn 180 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
   result $? "build without cuDNN (log $OUTDIR/build_nocudnn.log)"
@@ -148,7 +162,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 log "== 4. test_gpt2cu vs PyTorch debug states (written during the build)"
 wait "$STATES_PID"
-for n in uniform prism explicit odd; do
+for n in "${STATE_NAMES[@]}"; do
   [ -f "$ST/${n}_state.bin" ]
   result $? "debug state $n (train_gpt2.py; log state_$n.log)"
 done
@@ -156,7 +170,7 @@ tg() {  # state, attn, extra flags
   local extra=${3:-}
   local tag=$1_$2${extra:+_r2}
   if [ ! -f "$ST/$1_state.bin" ]; then result 1 "test_gpt2cu $tag: no debug state (see $OUTDIR/state_$1.log)"; return; fi
-  run "test_gpt2cu_$tag" 90 ./test_gpt2cu "$ST/$1.bin" "$ST/$1_state.bin" -attn "$2" $extra
+  run "test_gpt2cu_$tag" 60 ./test_gpt2cu "$ST/$1.bin" "$ST/$1_state.bin" -attn "$2" $extra
   local rc=$?
   result $rc "test_gpt2cu $tag: $(summary_of "$OUTDIR/test_gpt2cu_$tag.log") (log test_gpt2cu_$tag.log)"
   grep '^FAIL' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 5 | sed 's/^/    /' | tee -a "$SUMMARY"
@@ -167,23 +181,33 @@ tg prism auto
 tg explicit auto
 tg odd auto     # layers 0-1 own (d 20, 12), layers 2-3 cuDNN
 tg prism own "-r 2 -ge 2"
+tg kinds auto   # sd and mha on cuDNN (d 16), sdlin and lin on the linear scan
+tg kinds own    # sd on the own softmax kernels
+tg sd_noln auto
+tg sd_noln own "-r 2 -ge 2"
+tg sd_explicit auto
 
 # ---------------------------------------------------------------------------------------------
-log "== 5. dev/cuda attention checks (head sizes 8 16 32 64 128 256 12 20; B 2, T 127)"
-for p in own cudnn; do
-  [ -x "dev/cuda/attention_$p" ] || { [ "$p" = cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "attention_$p: not built"; continue; }
-  run "attention_$p" 150 "./dev/cuda/attention_$p"
+log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
+for p in attention_own attention_cudnn sd_fold_check linear_attention_check; do
+  [ -x "dev/cuda/$p" ] || { [ "$p" = attention_cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "$p: not built"; continue; }
+  run "$p" 120 "./dev/cuda/$p"
   rc=$?
-  result $rc "attention_$p: $(summary_of "$OUTDIR/attention_$p.log")"
-  grep -E '^(FAIL|n/a)' "$OUTDIR/attention_$p.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  result $rc "$p: $(summary_of "$OUTDIR/$p.log")"
+  grep -E '^(FAIL|n/a)' "$OUTDIR/$p.log" | sed 's/^/    /' | tee -a "$SUMMARY"
 done
-log "attention time per call (B 16, T 1024, C 768):"
-log "  path   d  heads  fwd ms  bwd ms"
-cat "$OUTDIR"/attention_*.log 2>/dev/null | awk '/^TIME/{printf "  %-5s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | tee -a "$SUMMARY"
+log "time per call (B 16, T 1024, C 768; sdfold: generator + K' forward, fold backward + dL + dS backward):"
+log "  path     d  heads  fwd ms  bwd ms"
+cat "$OUTDIR"/attention_*.log "$OUTDIR"/sd_fold_check.log "$OUTDIR"/linear_attention_check.log 2>/dev/null |
+  awk '/^TIME/{printf "  %-7s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | tee -a "$SUMMARY"
 own64=$(awk '/^TIME path own d 64 /{print $13 + $15}' "$OUTDIR/attention_own.log" 2>/dev/null)
 cud64=$(awk '/^TIME path cudnn d 64 /{print $13 + $15}' "$OUTDIR/attention_cudnn.log" 2>/dev/null)
+lin64=$(awk '/^TIME path linear d 64 /{print $13 + $15}' "$OUTDIR/linear_attention_check.log" 2>/dev/null)
 if [ -n "$own64" ] && [ -n "$cud64" ]; then
   log "own / cuDNN time at d = 64 (fwd + bwd): $(awk -v a="$own64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}') (target <= 2)"
+fi
+if [ -n "$lin64" ] && [ -n "$cud64" ]; then
+  log "linear / cuDNN softmax time at d = 64, T = 1024 (fwd + bwd): $(awk -v a="$lin64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}')"
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +234,7 @@ bench() {  # name, B, extra args; prints "ms tok/s mfu" from the step lines afte
        END{if (k > 0) printf "%.1f %.0f %.1f%%\n", ms / k, tok, mfu / k; else print "- - -"}' "$OUTDIR/bench_${name}_B$B.log"
 }
 log "    B | uniform ms  tok/s    MFU | Prism ms   tok/s    MFU | Prism/uniform tok/s"
-for B in ${GPU_CHECK_BATCHES:-16 32 64}; do
+for B in ${GPU_CHECK_BATCHES:-16 64}; do
   u=$(bench uniform "$B")
   p=$(bench prism "$B" -prism prism/schedules/d12_prism.txt)
   read -r ums utok umfu <<< "$u"
@@ -222,6 +246,20 @@ for B in ${GPU_CHECK_BATCHES:-16 32 64}; do
   result $? "throughput B $B ran (logs bench_*_B$B.log)"
 done
 grep -h "^attention:" "$OUTDIR"/bench_prism_B16.log 2>/dev/null | sed 's/^/    /' | tee -a "$SUMMARY"
+# the new layer kinds at B 16: every layer S-D without LayerNorm, every layer linear
+printf '12:sd*12\n' > "$OUTDIR/d12_sd.txt"
+printf '12:lin*12\n' > "$OUTDIR/d12_lin.txt"
+log "    kind          | ms      tok/s    MFU  (B 16; MFU counts each kind's own FLOPs, llmc/gpu_host.h)"
+for k in sd lin; do
+  label=$k
+  extra=(-prism "$OUTDIR/d12_$k.txt")
+  if [ "$k" = sd ]; then extra+=(-ln 0); label="sd -ln 0"; fi
+  r=$(bench "$k" 16 "${extra[@]}")
+  read -r kms ktok kmfu <<< "$r"
+  log "$(printf "    d12 %-9s | %8s %8s %6s" "$label" "$kms" "$ktok" "$kmfu")"
+  [ "$ktok" != "-" ]
+  result $? "throughput d12 $k B 16 ran (log bench_${k}_B16.log)"
+done
 
 log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
 log "$PASSED passed, $FAILED failed"

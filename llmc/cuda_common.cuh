@@ -52,6 +52,7 @@ typedef struct {
     int device;
     int sm;           /* 10*major + minor */
     int sm_count;
+    size_t smem_optin;   /* shared memory a block may opt in to (the linear-attention scan) */
     char name[256];
     size_t total_mem;
     cudaStream_t stream; /* every kernel, copy, cuBLAS and cuDNN call of the trainer runs here */

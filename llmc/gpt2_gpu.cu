@@ -1,17 +1,23 @@
 /*
  * llmc/gpt2_gpu.cu: the GPU GPT-2 (interface and conventions in gpt2_gpu.cuh).
  *
- * Forward per layer l (the CPU model's order; A = h_l d_l):
+ * Forward per layer l (the CPU model's order, llmc/gpt2_cpu.h; A = h_l d_l):
  *   qkv = ln1 W_qkv^T + b                  cuBLASLt, bias in the epilogue
- *   atty = attention(qkv; h_l, d_l)        cuDNN or own kernels, scale 1/sqrt(d_l)
+ *         S-D layers (sd, sdlin): uv = ln1 W^T + b (2A wide: U, V), qkv = U | U L^T | V with the
+ *         generator L built in fp32 from the packed S and theta (METHODS.md 3.8; llmc/sd_gpu.cu)
+ *   atty = attention(qkv; h_l, d_l)        softmax (mha, sd): cuDNN or own kernels, scale
+ *                                          1/sqrt(d_l); linear (lin, sdlin): the ELU+1 scan
  *   out = atty W_o^T + b
  *   residual2 = residual + out; ln2 = LN(residual2)              one fused kernel
  *   fch_gelu = gelu(ln2 W_fc^T + b)        GELU in the epilogue with -ge >= 1
  *   out = fch_gelu W_proj^T + b
  *   residual3 = residual2 + out; ln1 of layer l+1 (or lnf) = LN(residual3)   fused
- * then logits = lnf wte^T over the padded vocabulary and the fused classifier.
+ * then logits = lnf wte^T over the padded vocabulary and the fused classifier. With -ln 0 (METHODS
+ * 3.11 option 1) ln1 and ln2 are the stream itself (residual, residual2): the residual adds are
+ * plain, the backward adds the sub-blocks' input gradients straight into dresidual; ln_f stays.
  * The backward mirrors it with one running bf16 dresidual and two scratch gradients (DBIG for
- * the 4C / 3A wide ones, DSMALL for the C / A ones), as the CPU model's dwide / dmid.
+ * the 4C / 3A wide ones, DSMALL for the C / A ones), as the CPU model's dwide / dmid; S-D layers
+ * turn the attention's dQ, dK', dV into d(U | V) (SDUV) and dL before the projection backward.
  */
 #include <math.h>
 #include <string.h>
@@ -19,7 +25,9 @@
 #include "attention_own.cuh"
 #include "gpt2_gpu.cuh"
 #include "gpu_kernels.cuh"
+#include "linear_attention.cuh"
 #include "matmul.cuh"
+#include "sd_gpu.cuh"
 
 /* ----------------------------------------------------------------------------------------------
  * Views */
@@ -27,10 +35,11 @@ static floatX *actb(const GPT2GPU *m, int t) { return m->acts_bf16 + m->cur.off[
 static float *actf(const GPT2GPU *m, int t) { return m->acts_f32 + m->cur.off[t]; }
 static size_t ntok(const GPT2GPU *m) { return (size_t)m->cur.B * m->cur.T; }
 
-/* Per-layer views of the current plan. Recomputed tensors share one block for all layers. */
+/* Per-layer views of the current plan. Recomputed tensors share one block for all layers; with
+ * -ln 0, ln1 and ln2 are views of the residual stream (the block input and residual2). */
 typedef struct {
     floatX *ln1, *qkv, *atty, *att, *residual2, *ln2, *fch, *fch_gelu, *residual3;
-    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *stats;
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd, *stats, *sdl;
 } LayerActs;
 
 static LayerActs layer_acts(const GPT2GPU *m, int l) {
@@ -38,20 +47,26 @@ static LayerActs layer_acts(const GPT2GPU *m, int l) {
     const ActPlan *p = &m->cur;
     const size_t ln_l = p->recompute >= 2 ? 0 : (size_t)l, gelu_l = p->recompute >= 1 ? 0 : (size_t)l;
     LayerActs a;
-    a.ln1 = actb(m, ACT_LN1) + ln_l * N * C;
     a.qkv = actb(m, ACT_QKV) + p->qkv_off[l];
     a.atty = actb(m, ACT_ATTY) + p->atty_off[l];
     a.att = actb(m, ACT_ATT) + p->att_off[l];
     a.residual2 = actb(m, ACT_RESIDUAL2) + (size_t)l * N * C;
-    a.ln2 = actb(m, ACT_LN2) + ln_l * N * C;
     a.fch = actb(m, ACT_FCH) + (size_t)l * N * 4 * C;
     a.fch_gelu = actb(m, ACT_FCH_GELU) + gelu_l * N * 4 * C;
     a.residual3 = actb(m, ACT_RESIDUAL3) + (size_t)l * N * C;
-    a.ln1_mean = actf(m, ACT_LN1_MEAN) + (size_t)l * N;
+    if (m->config.use_ln) {
+        a.ln1 = actb(m, ACT_LN1) + ln_l * N * C;
+        a.ln2 = actb(m, ACT_LN2) + ln_l * N * C;
+    } else {
+        a.ln1 = l == 0 ? actb(m, ACT_ENCODED) : actb(m, ACT_RESIDUAL3) + (size_t)(l - 1) * N * C;
+        a.ln2 = a.residual2;
+    }
+    a.ln1_mean = actf(m, ACT_LN1_MEAN) + (size_t)l * N; /* empty tensors with -ln 0 (unused) */
     a.ln1_rstd = actf(m, ACT_LN1_RSTD) + (size_t)l * N;
     a.ln2_mean = actf(m, ACT_LN2_MEAN) + (size_t)l * N;
     a.ln2_rstd = actf(m, ACT_LN2_RSTD) + (size_t)l * N;
     a.stats = actf(m, ACT_STATS) + p->stats_off[l];
+    a.sdl = actf(m, ACT_SDL) + p->sdl_off[l];
     return a;
 }
 
@@ -272,14 +287,52 @@ static void upload_batch(GPT2GPU *m, const int *inputs, const int *targets, int 
     CUDA_CHECK(cudaEventRecord(m->upload_done, s));
 }
 
+/* qkv of layer l from its input x = a->ln1: Q | K | V, or U | U L^T | V for S-D layers. */
+static void qkv_forward(GPT2GPU *m, int l, const LayerActs *a) {
+    const GPT2Config *c = &m->config;
+    const LayerSpec *ls = &c->layer[l];
+    const int C = c->channels, A = attn_width(ls);
+    const size_t N = ntok(m);
+    floatX *w = m->params;
+    cudaStream_t s = m->ctx->stream;
+    if (!attn_kind_is_sd(ls->kind)) {
+        matmul_forward(a->qkv, a->ln1, param(w, m, P_QKVW, l), param(w, m, P_QKVB, l), N, C, 3 * A, NULL, m->ctx);
+        return;
+    }
+    floatX *uv = actb(m, ACT_SDUV);
+    matmul_forward(uv, a->ln1, param(w, m, P_QKVW, l), param(w, m, P_QKVB, l), N, C, 2 * A, NULL, m->ctx);
+    sd_gpu_scatter_uv(a->qkv, uv, N, A, s);
+    sd_gpu_build_generator(a->sdl, param(w, m, P_SDSKEW, l), param(w, m, P_SDTHETA, l), ls->n_head, ls->head_size,
+                       c->sd_scalar_d, c->sd_d_sign, s);
+    sd_gpu_fold_forward(a->qkv, a->sdl, N, ls->n_head, ls->head_size, s);
+}
+
 static void attention_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
     const LayerSpec *ls = &m->config.layer[l];
     const int B = m->cur.B, T = m->cur.T;
+    qkv_forward(m, l, a);
     if (m->path[l] == ATT_PATH_CUDNN) {
         cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size, 1);
+    } else if (m->path[l] == ATT_PATH_LINEAR) {
+        linear_attention_forward(a->atty, actf(m, ACT_LIN_SCRATCH), a->qkv, B, T, ls->n_head, ls->head_size,
+                                 m->config.lin_prescale, m->ctx);
     } else {
         attention_own_forward(a->atty, a->att, actb(m, ACT_ATT_SCRATCH), a->qkv, B, T, ls->n_head,
                               ls->head_size, m->ctx);
+    }
+}
+
+/* res_out = a + b, then (with LayerNorms) normed = LN(res_out) with slot's weights of layer l. */
+static void residual_and_norm(GPT2GPU *m, floatX *res_out, const floatX *a, const floatX *b, floatX *normed,
+                              float *mean, float *rstd, int w_slot, int b_slot, int l) {
+    const size_t N = ntok(m);
+    const int C = m->config.channels;
+    cudaStream_t s = m->ctx->stream;
+    if (m->config.use_ln) {
+        fused_residual_layernorm_forward(res_out, normed, mean, rstd, a, b, param(m->params, m, w_slot, l),
+                                         param(m->params, m, b_slot, l), N, C, s);
+    } else {
+        residual_forward(res_out, a, b, N * (size_t)C, s);
     }
 }
 
@@ -303,18 +356,18 @@ void gpt2gpu_forward(GPT2GPU *m, const int *inputs, const int *targets, int B, i
     floatX *encoded = actb(m, ACT_ENCODED), *out = actb(m, ACT_OUT);
 
     encoder_forward(encoded, m->d_inputs, param(w, m, P_WTE, 0), param(w, m, P_WPE, 0), B, T, C, s);
-    LayerActs a0 = layer_acts(m, 0);
-    layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, encoded, param(w, m, P_LN1W, 0),
-                      param(w, m, P_LN1B, 0), N, C, s);
+    if (c->use_ln) {
+        const LayerActs a0 = layer_acts(m, 0);
+        layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, encoded, param(w, m, P_LN1W, 0),
+                          param(w, m, P_LN1B, 0), N, C, s);
+    }
     for (int l = 0; l < L; l++) {
         const int A = attn_width(&c->layer[l]);
         const LayerActs a = layer_acts(m, l);
         const floatX *residual = l == 0 ? encoded : layer_acts(m, l - 1).residual3;
-        matmul_forward(a.qkv, a.ln1, param(w, m, P_QKVW, l), param(w, m, P_QKVB, l), N, C, 3 * A, NULL, ctx);
         attention_forward_layer(m, l, &a);
         matmul_forward(out, a.atty, param(w, m, P_ATTPROJW, l), param(w, m, P_ATTPROJB, l), N, A, C, NULL, ctx);
-        fused_residual_layernorm_forward(a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, residual, out,
-                                         param(w, m, P_LN2W, l), param(w, m, P_LN2B, l), N, C, s);
+        residual_and_norm(m, a.residual2, residual, out, a.ln2, a.ln2_mean, a.ln2_rstd, P_LN2W, P_LN2B, l);
         if (m->opt.gelu_fusion >= 1) {
             matmul_forward(a.fch_gelu, a.ln2, param(w, m, P_FCW, l), param(w, m, P_FCB, l), N, C, 4 * C, a.fch, ctx);
         } else {
@@ -324,9 +377,8 @@ void gpt2gpu_forward(GPT2GPU *m, const int *inputs, const int *targets, int B, i
         matmul_forward(out, a.fch_gelu, param(w, m, P_FCPROJW, l), param(w, m, P_FCPROJB, l), N, 4 * C, C, NULL, ctx);
         if (l + 1 < L) {
             const LayerActs an = layer_acts(m, l + 1);
-            fused_residual_layernorm_forward(a.residual3, an.ln1, an.ln1_mean, an.ln1_rstd, a.residual2, out,
-                                             param(w, m, P_LN1W, l + 1), param(w, m, P_LN1B, l + 1), N, C, s);
-        } else {
+            residual_and_norm(m, a.residual3, a.residual2, out, an.ln1, an.ln1_mean, an.ln1_rstd, P_LN1W, P_LN1B, l + 1);
+        } else { /* ln_f is kept with -ln 0 too */
             fused_residual_layernorm_forward(a.residual3, actb(m, ACT_LNF), actf(m, ACT_LNF_MEAN),
                                              actf(m, ACT_LNF_RSTD), a.residual2, out,
                                              param(w, m, P_LNFW, 0), param(w, m, P_LNFB, 0), N, C, s);
@@ -384,9 +436,50 @@ static void attention_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floa
     const int B = m->cur.B, T = m->cur.T;
     if (m->path[l] == ATT_PATH_CUDNN) {
         cudnn_att_backward(m->cudnn, dqkv, datty, a->qkv, a->atty, a->stats, B, ls->n_head, T, ls->head_size);
+    } else if (m->path[l] == ATT_PATH_LINEAR) {
+        linear_attention_backward(dqkv, actf(m, ACT_LIN_SCRATCH), datty, a->qkv, B, T, ls->n_head, ls->head_size,
+                                  m->config.lin_prescale, m->ctx);
     } else {
         attention_own_backward(dqkv, actb(m, ACT_DATT), actb(m, ACT_ATT_SCRATCH), datty, a->qkv, a->att,
                                B, T, ls->n_head, ls->head_size, m->ctx);
+    }
+}
+
+/* From dqkv (N, 3A) to dx = dln (overwritten) and the projection's parameter gradients; S-D
+ * layers first fold dQ, dK', dV back to d(U | V), dL and the packed S, theta gradients. */
+static void qkv_backward(GPT2GPU *m, int l, const LayerActs *a, floatX *dln, const floatX *dqkv) {
+    const GPT2Config *c = &m->config;
+    const LayerSpec *ls = &c->layer[l];
+    const int C = c->channels, A = attn_width(ls), h = ls->n_head, d = ls->head_size;
+    const size_t N = ntok(m);
+    floatX *w = m->params, *g = m->grads;
+    float *scratch = m->colsum_scratch;
+    if (!attn_kind_is_sd(ls->kind)) {
+        matmul_backward(dln, param(g, m, P_QKVW, l), param(g, m, P_QKVB, l), scratch, dqkv, a->ln1,
+                        param(w, m, P_QKVW, l), N, C, 3 * A, NULL, m->ctx);
+        return;
+    }
+    floatX *duv = actb(m, ACT_SDUV);
+    float *dL = actf(m, ACT_SDDL);
+    sd_gpu_fold_backward(duv, dL, dqkv, a->qkv, a->sdl, N, h, d, m->ctx);
+    sd_gpu_params_backward(param(g, m, P_SDSKEW, l), param(g, m, P_SDTHETA, l), dL, param(w, m, P_SDTHETA, l), h, d,
+                       c->sd_scalar_d, c->sd_d_sign, m->ctx->stream);
+    /* one GEMM for both halves: dx = dU W_U + dV W_V, dW = d(U | V)^T x, db = column sums */
+    matmul_backward(dln, param(g, m, P_QKVW, l), param(g, m, P_QKVB, l), scratch, duv, a->ln1,
+                    param(w, m, P_QKVW, l), N, C, 2 * A, NULL, m->ctx);
+}
+
+/* dresidual += the gradient through the LayerNorm of slots (w_slot, b_slot) of layer l, whose
+ * input was x; with -ln 0 straight through (CPU: norm_backward_into). */
+static void norm_backward(GPT2GPU *m, floatX *dresidual, const floatX *dnormed, const floatX *x, int w_slot,
+                          int b_slot, int l, const float *mean, const float *rstd) {
+    const size_t N = ntok(m);
+    const int C = m->config.channels;
+    if (m->config.use_ln) {
+        layernorm_backward(dresidual, param(m->grads, m, w_slot, l), param(m->grads, m, b_slot, l), m->colsum_scratch,
+                           dnormed, x, param(m->params, m, w_slot, l), mean, rstd, N, C, m->ctx->stream);
+    } else {
+        residual_accumulate(dresidual, dnormed, N * (size_t)C, m->ctx->stream);
     }
 }
 
@@ -401,6 +494,7 @@ void gpt2gpu_backward(GPT2GPU *m, int last_micro_step) {
     floatX *dresidual = actb(m, ACT_DRESIDUAL), *dbig = actb(m, ACT_DBIG), *dsmall = actb(m, ACT_DSMALL);
     float *scratch = m->colsum_scratch;
     const int reduce = last_micro_step && m->mg->nproc > 1;
+    const int relayernorm = m->opt.recompute >= 2 && c->use_ln;
 
     /* classifier: dlogits are in the logits buffer (fused_classifier in the forward) */
     matmul_backward(dsmall, param(g, m, P_WTE, 0), NULL, scratch, actb(m, ACT_LOGITS), actb(m, ACT_LNF),
@@ -420,28 +514,25 @@ void gpt2gpu_backward(GPT2GPU *m, int last_micro_step) {
                         a.fch_gelu, param(w, m, P_FCPROJW, l), N, 4 * C, C,
                         m->opt.gelu_fusion >= 2 ? a.fch : NULL, ctx);
         if (m->opt.gelu_fusion < 2) gelu_backward_inplace(dfch, a.fch, N * 4 * C, s);
-        if (m->opt.recompute >= 2) {
+        if (relayernorm) {
             layernorm_apply(a.ln2, a.residual2, a.ln2_mean, a.ln2_rstd, param(w, m, P_LN2W, l),
                             param(w, m, P_LN2B, l), N, C, s);
         }
         floatX *dln = dsmall;
         matmul_backward(dln, param(g, m, P_FCW, l), param(g, m, P_FCB, l), scratch, dfch, a.ln2,
                         param(w, m, P_FCW, l), N, C, 4 * C, NULL, ctx);
-        layernorm_backward(dresidual, param(g, m, P_LN2W, l), param(g, m, P_LN2B, l), scratch, dln,
-                           a.residual2, param(w, m, P_LN2W, l), a.ln2_mean, a.ln2_rstd, N, C, s);
+        norm_backward(m, dresidual, dln, a.residual2, P_LN2W, P_LN2B, l, a.ln2_mean, a.ln2_rstd);
         /* attention */
         floatX *datty = dsmall, *dqkv = dbig;
         matmul_backward(datty, param(g, m, P_ATTPROJW, l), param(g, m, P_ATTPROJB, l), scratch, dresidual,
                         a.atty, param(w, m, P_ATTPROJW, l), N, A, C, NULL, ctx);
         attention_backward_layer(m, l, &a, dqkv, datty);
-        if (m->opt.recompute >= 2) {
+        if (relayernorm) {
             layernorm_apply(a.ln1, residual, a.ln1_mean, a.ln1_rstd, param(w, m, P_LN1W, l),
                             param(w, m, P_LN1B, l), N, C, s);
         }
-        matmul_backward(dln, param(g, m, P_QKVW, l), param(g, m, P_QKVB, l), scratch, dqkv, a.ln1,
-                        param(w, m, P_QKVW, l), N, C, 3 * A, NULL, ctx);
-        layernorm_backward(dresidual, param(g, m, P_LN1W, l), param(g, m, P_LN1B, l), scratch, dln,
-                           residual, param(w, m, P_LN1W, l), a.ln1_mean, a.ln1_rstd, N, C, s);
+        qkv_backward(m, l, &a, dln, dqkv);
+        norm_backward(m, dresidual, dln, residual, P_LN1W, P_LN1B, l, a.ln1_mean, a.ln1_rstd);
         /* this layer's gradients are final: reduce them while the next layer's backward runs */
         if (reduce) multi_gpu_reduce_grads(m->mg, m->grads, m->shard.seg, m->layer_seg[l], m->n_layer_seg[l], s);
     }
@@ -483,7 +574,7 @@ void gpt2gpu_update(GPT2GPU *m, float lr, float beta1, float beta2, float eps, f
     int i = 0;
     for (int slot = 0; slot < NUM_PARAM_SLOTS; slot++) {
         a.seed = model_rng_u32(&m->rng_state); /* one seed per tensor slot, every update */
-        a.weight_decay = slot_has_weight_decay(slot, 0) ? weight_decay : 0.0f; /* no S-D slots here */
+        a.weight_decay = slot_has_weight_decay(slot, m->opt.decay_sd_skew) ? weight_decay : 0.0f;
         for (; i < m->shard.nseg && m->shard.seg[i].slot == slot; i++) {
             const ShardSeg *g = &m->shard.seg[i];
             adamw_update(m->params, m->master, m->grads, m->m, m->v, g->global_off, g->shard_off,

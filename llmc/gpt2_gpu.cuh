@@ -4,7 +4,9 @@
  * The CPU model (llmc/gpt2_cpu.h) is the reference this mirrors, layer by layer; the differences
  * are the GPU's: bf16 parameters, gradients and activations with fp32 master weights (-w 1),
  * fp32 LayerNorm statistics and losses; cuBLASLt matmuls; attention per layer on cuDNN or the own
- * kernels (gpu_host.h attn_select_paths); optional recompute (-r) and GELU fusion (-ge);
+ * kernels (gpu_host.h attn_select_paths), S-D layers through the fold K' = U L^T (llmc/sd_gpu.cu)
+ * into either, linear layers on the chunked scan (llmc/linear_attention.cu); blocks with or
+ * without ln_1/ln_2 (-ln 0); optional recompute (-r) and GELU fusion (-ge);
  * ZeRO-0/1 optimizer state (gpu_host.h ShardPlan) with gradient reduction overlapped with the
  * backward (multi_gpu.h).
  *
@@ -34,6 +36,7 @@ typedef struct {
     int recompute;      /* -r: 0 none, 1 GELU, 2 GELU + LayerNorm */
     int gelu_fusion;    /* -ge: 0 none, 1 forward epilogue, 2 forward + backward epilogues */
     int master_weights; /* -w */
+    int decay_sd_skew;  /* -sd_decay_s: AdamW also decays the packed S-D skew parameters */
 } GPT2GPUOptions;
 
 typedef struct {
@@ -42,7 +45,7 @@ typedef struct {
     GPT2GPUOptions opt;
     AttPath path[LLMC_MAX_LAYERS];
     ShardPlan shard;
-    /* segment indices for the reductions: the 12 per-layer tensors of each layer, then the rest */
+    /* segment indices for the reductions: the per-layer tensors of each layer, then the rest */
     int layer_seg[LLMC_MAX_LAYERS][NUM_PARAM_SLOTS];
     int n_layer_seg[LLMC_MAX_LAYERS];
     int tail_seg[NUM_PARAM_SLOTS];

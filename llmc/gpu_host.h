@@ -3,14 +3,19 @@
  * are unit-tested on a machine without a GPU (test/test_gpu_host.c).
  *
  * Defines:
- *   AttPath, AttnRequest, AttnEnv   the two attention implementations and what the machine offers
+ *   AttPath, AttnRequest, AttnEnv   the attention implementations (cuDNN, own softmax kernels,
+ *                              linear scan) and what the machine offers
  *   cudnn_sdpa_supports        can cuDNN's flash attention run a causal bf16 head of size d here?
  *                              (FORMATS.md 15.2 support matrix, 15.3 version pitfalls)
- *   attn_select_paths          one path per layer for -attn auto|cudnn|own, or a one-line error
+ *   attn_select_paths          one path per layer for -attn auto|cudnn|own, or a one-line error;
+ *                              softmax layers (mha, sd) by head size, linear layers (lin, sdlin)
+ *                              always on the linear scan
  *   attn_print_paths           the start-up table of paths, one line per run of equal layers
  *   ActPlan / act_plan_init    every activation and scratch buffer of the GPU model, sized from the
  *                              layer table (sum of h_l for per-layer attention state, max h_l for
- *                              scratch), with per-layer prefix offsets, all in 64-bit
+ *                              scratch; S-D generators per layer, the S-D and linear scratch by
+ *                              the widest such layer; no LayerNorm buffers with -ln 0), with
+ *                              per-layer prefix offsets, all in 64-bit
  *   ShardPlan / shard_plan_init  ZeRO-0/1 optimizer segments per (tensor, layer), llm.c's state-file
  *                              order (FORMATS.md 8, 14)
  *   gpu_peak_bf16_tflops / train_flops_per_token   the MFU of llm.c's step line (FORMATS.md 12),
@@ -33,19 +38,17 @@
 #include <string.h>
 
 #include "config.h"
+#include "gpu_shared.h" /* LLMC_HD */
+#include "linear_scan.h"
 #include "param_layout.h"
 #include "utils.h"
 
-#if defined(__CUDACC__)
-#define LLMC_HD __host__ __device__
-#else
-#define LLMC_HD
-#endif
-
 /* ----------------------------------------------------------------------------------------------
  * Attention paths (FORMATS.md 15). */
-typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1 } AttPath;
-static const char *const ATT_PATH_NAMES[2] = {"own", "cudnn"};
+/* own and cudnn are softmax paths (mha and sd layers; an sd layer hands them U | U L^T | V);
+ * linear is the chunked ELU+1 scan of lin and sdlin layers (llmc/linear_attention.cu). */
+typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1, ATT_PATH_LINEAR = 2 } AttPath;
+static const char *const ATT_PATH_NAMES[3] = {"own", "cudnn", "linear"};
 
 typedef enum { ATTN_REQ_AUTO = 0, ATTN_REQ_CUDNN = 1, ATTN_REQ_OWN = 2 } AttnRequest;
 
@@ -110,27 +113,33 @@ static inline int cudnn_sdpa_supports(const AttnEnv *env, int d, int training, c
 }
 
 /*
- * One path per layer. auto: cuDNN where it can serve the layer, own kernels elsewhere. cudnn: every
- * layer on cuDNN, else a one-line error naming the first layer it cannot serve. own: every layer
- * on the own kernels (they take any d and any T). Returns 1, or 0 with the message in err.
+ * One path per layer. Linear layers (lin, sdlin) always take the linear scan: -attn chooses among
+ * softmax implementations only. Softmax layers (mha, sd): auto: cuDNN where it can serve the head
+ * size, own kernels elsewhere; cudnn: every softmax layer on cuDNN, else a one-line error naming
+ * the first layer it cannot serve; own: every softmax layer on the own kernels (any d, any T).
+ * Returns 1, or 0 with the message in err.
  */
 static inline int attn_select_paths(const GPT2Config *c, AttnRequest req, const AttnEnv *env,
                                     int training, AttPath *out, char *err, size_t cap) {
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
         char why[256];
-        if (ls->kind != ATTN_MHA) {
-            snprintf(err, cap, "layer %d: attention kind '%s' is not implemented by the GPU trainer "
-                     "(only mha)", l, ATTN_KIND_NAMES[ls->kind]);
+        if (ls->kind < 0 || ls->kind >= ATTN_NUM_KINDS) {
+            snprintf(err, cap, "layer %d: unknown attention kind %d", l, ls->kind);
             return 0;
+        }
+        if (attn_kind_is_linear(ls->kind)) {
+            out[l] = ATT_PATH_LINEAR;
+            continue;
         }
         const int ok = cudnn_sdpa_supports(env, ls->head_size, training, why, sizeof(why));
         if (req == ATTN_REQ_OWN) {
             out[l] = ATT_PATH_OWN;
         } else if (req == ATTN_REQ_CUDNN) {
             if (!ok) {
-                snprintf(err, cap, "-attn cudnn: layer %d (%d heads x %d): %s; use -attn auto or "
-                         "-attn own", l, ls->n_head, ls->head_size, why);
+                snprintf(err, cap, "-attn cudnn: layer %d (%d heads x %d%s%s): %s; use -attn auto or "
+                         "-attn own", l, ls->n_head, ls->head_size, ls->kind == ATTN_MHA ? "" : ", ",
+                         ls->kind == ATTN_MHA ? "" : ATTN_KIND_NAMES[ls->kind], why);
                 return 0;
             }
             out[l] = ATT_PATH_CUDNN;
@@ -141,18 +150,21 @@ static inline int attn_select_paths(const GPT2Config *c, AttnRequest req, const 
     return 1;
 }
 
-/* "attention: layers 0-1: 3 heads x 256 -> cudnn" per run of layers with equal (h, d, path). */
+/* "attention: layers 0-1:   3 heads x 256 mha   -> cudnn" per run of layers with equal
+ * (h, d, kind, path). */
 static inline void attn_print_paths(const GPT2Config *c, const AttPath *path, FILE *out) {
     int start = 0;
     for (int l = 1; l <= c->num_layers; l++) {
         if (l < c->num_layers && path[l] == path[start] &&
             c->layer[l].n_head == c->layer[start].n_head &&
-            c->layer[l].head_size == c->layer[start].head_size)
+            c->layer[l].head_size == c->layer[start].head_size &&
+            c->layer[l].kind == c->layer[start].kind)
             continue;
         if (l - 1 == start) fprintf(out, "attention: layer  %2d   ", start);
         else fprintf(out, "attention: layers %2d-%-2d", start, l - 1);
-        fprintf(out, ": %3d heads x %3d -> %s\n", c->layer[start].n_head,
-                c->layer[start].head_size, ATT_PATH_NAMES[path[start]]);
+        fprintf(out, ": %3d heads x %3d %-5s -> %s\n", c->layer[start].n_head,
+                c->layer[start].head_size, ATTN_KIND_NAMES[c->layer[start].kind],
+                ATT_PATH_NAMES[path[start]]);
         start = l;
     }
 }
@@ -186,6 +198,7 @@ typedef enum {
     ACT_DSMALL,      /* (B, T, max(C, A_max)): d ln, d atty */
     ACT_ATT_SCRATCH, /* own path: 7 x (B, T, A_own_max): q k v, dO, dq dk dv in (B, h, T, d) */
     ACT_DATT,        /* own path: max over own layers of (B, h_l, T, T): d att, d preatt */
+    ACT_SDUV,        /* S-D layers: (B, T, 2 A_sd_max): the U | V projection, then d(U | V) */
     /* fp32 arena */
     ACT_LN1_MEAN,    /* L x (B, T) */
     ACT_LN1_RSTD,
@@ -194,6 +207,11 @@ typedef enum {
     ACT_LNF_MEAN,    /* (B, T) */
     ACT_LNF_RSTD,
     ACT_STATS,       /* per cuDNN-path layer (B, h_l, T): logsumexp of each softmax row */
+    ACT_SDL,         /* per S-D layer (h_l, d_l, d_l): the generators L, built in the forward */
+    ACT_SDDL,        /* S-D: max over S-D layers of h_l d_l^2: dL of the layer in the backward */
+    ACT_LIN_SCRATCH, /* linear layers: lin_scratch_floats(B T, h, d) of the widest such layer */
+    /* last, always: the loss accumulator is addressed through the allocation plan while smaller
+     * evaluation shapes lay out their own tensors, which then all end before it */
     ACT_LOSSES,      /* (B, T) per-token losses, accumulated over micro-steps */
     NUM_ACTS
 } ActTensor;
@@ -202,8 +220,9 @@ typedef enum {
 
 static const char *const ACT_NAMES[NUM_ACTS] = {
     "encoded", "ln1", "qkv", "atty", "att", "residual2", "ln2", "fch", "fch_gelu", "residual3",
-    "lnf", "logits", "out", "dresidual", "dbig", "dsmall", "att_scratch", "datt",
-    "ln1_mean", "ln1_rstd", "ln2_mean", "ln2_rstd", "lnf_mean", "lnf_rstd", "stats", "losses"};
+    "lnf", "logits", "out", "dresidual", "dbig", "dsmall", "att_scratch", "datt", "sduv",
+    "ln1_mean", "ln1_rstd", "ln2_mean", "ln2_rstd", "lnf_mean", "lnf_rstd", "stats", "sdl", "sddl",
+    "lin_scratch", "losses"};
 
 typedef struct {
     int B, T, recompute;
@@ -214,13 +233,14 @@ typedef struct {
     size_t atty_off[LLMC_MAX_LAYERS + 1];
     size_t att_off[LLMC_MAX_LAYERS + 1];   /* own-path layers only (others: empty block) */
     size_t stats_off[LLMC_MAX_LAYERS + 1]; /* cuDNN-path layers only */
-    int A_max, A_own_max;
+    size_t sdl_off[LLMC_MAX_LAYERS + 1];   /* S-D layers only */
+    int A_max, A_own_max, A_sd_max;
     size_t bf16_total, f32_total; /* arena sizes in elements */
 } ActPlan;
 
 static inline int act_is_f32(int t) { return t >= ACT_FIRST_F32; }
 
-/* Elements per token-row of a full-model per-layer tensor block, as a size_t product. */
+/* Sizes every tensor for (B, T), the layer table (widths, kinds, -ln 0) and the attention paths. */
 static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, int recompute,
                                  const AttPath *path) {
     memset(p, 0, sizeof(*p));
@@ -229,19 +249,27 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
     p->recompute = recompute;
     const size_t N = (size_t)B * (size_t)T, C = (size_t)c->channels, L = (size_t)c->num_layers;
     const size_t Vp = (size_t)c->padded_vocab_size;
-    size_t qkv = 0, atty = 0, att = 0, stats = 0, datt = 0;
-    int A_max = 0, A_own_max = 0;
+    size_t qkv = 0, atty = 0, att = 0, stats = 0, datt = 0, sdl = 0, sddl = 0, lin = 0;
+    int A_max = 0, A_own_max = 0, A_sd_max = 0;
     for (int l = 0; l < c->num_layers; l++) {
-        const size_t h = (size_t)c->layer[l].n_head;
-        const int A = attn_width(&c->layer[l]);
+        const size_t h = (size_t)c->layer[l].n_head, d = (size_t)c->layer[l].head_size;
+        const int A = attn_width(&c->layer[l]), kind = c->layer[l].kind;
         A_max = LLMC_MAX(A_max, A);
         p->qkv_off[l] = qkv;
         p->atty_off[l] = atty;
         p->att_off[l] = att;
         p->stats_off[l] = stats;
-        qkv += act_round_up(N * 3 * (size_t)A);
+        p->sdl_off[l] = sdl;
+        qkv += act_round_up(N * 3 * (size_t)A); /* S-D layers too: U | U L^T | V */
         atty += act_round_up(N * (size_t)A);
-        if (path[l] == ATT_PATH_OWN) {
+        if (attn_kind_is_sd(kind)) {
+            sdl += act_round_up(h * d * d);
+            sddl = LLMC_MAX(sddl, h * d * d);
+            A_sd_max = LLMC_MAX(A_sd_max, A);
+        }
+        if (path[l] == ATT_PATH_LINEAR) {
+            lin = LLMC_MAX(lin, lin_scratch_floats(N, (int)h, (int)d));
+        } else if (path[l] == ATT_PATH_OWN) {
             const size_t block = (size_t)B * h * (size_t)T * (size_t)T;
             att += act_round_up(block);
             datt = LLMC_MAX(datt, block);
@@ -254,17 +282,21 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
     p->atty_off[L] = atty;
     p->att_off[L] = att;
     p->stats_off[L] = stats;
+    p->sdl_off[L] = sdl;
     p->A_max = A_max;
     p->A_own_max = A_own_max;
+    p->A_sd_max = A_sd_max;
+    /* -ln 0: the sub-blocks read the residual stream itself; no ln1/ln2 tensors or statistics */
+    const size_t ln = c->use_ln ? 1 : 0;
     const size_t ln_layers = recompute >= 2 ? 1 : L;
     const size_t gelu_layers = recompute >= 1 ? 1 : L;
     p->n[ACT_ENCODED] = N * C;
-    p->n[ACT_LN1] = ln_layers * N * C;
+    p->n[ACT_LN1] = ln * ln_layers * N * C;
     p->n[ACT_QKV] = qkv;
     p->n[ACT_ATTY] = atty;
     p->n[ACT_ATT] = att;
     p->n[ACT_RESIDUAL2] = L * N * C;
-    p->n[ACT_LN2] = ln_layers * N * C;
+    p->n[ACT_LN2] = ln * ln_layers * N * C;
     p->n[ACT_FCH] = L * N * 4 * C;
     p->n[ACT_FCH_GELU] = gelu_layers * N * 4 * C;
     p->n[ACT_RESIDUAL3] = L * N * C;
@@ -276,14 +308,18 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
     p->n[ACT_DSMALL] = N * LLMC_MAX(C, (size_t)A_max);
     p->n[ACT_ATT_SCRATCH] = 7 * N * (size_t)A_own_max;
     p->n[ACT_DATT] = datt;
-    p->n[ACT_LN1_MEAN] = L * N;
-    p->n[ACT_LN1_RSTD] = L * N;
-    p->n[ACT_LN2_MEAN] = L * N;
-    p->n[ACT_LN2_RSTD] = L * N;
+    p->n[ACT_SDUV] = N * 2 * (size_t)A_sd_max;
+    p->n[ACT_LN1_MEAN] = ln * L * N;
+    p->n[ACT_LN1_RSTD] = ln * L * N;
+    p->n[ACT_LN2_MEAN] = ln * L * N;
+    p->n[ACT_LN2_RSTD] = ln * L * N;
     p->n[ACT_LNF_MEAN] = N;
     p->n[ACT_LNF_RSTD] = N;
     p->n[ACT_STATS] = stats;
     p->n[ACT_LOSSES] = N;
+    p->n[ACT_SDL] = sdl;
+    p->n[ACT_SDDL] = sddl;
+    p->n[ACT_LIN_SCRATCH] = lin;
     size_t bf = 0, f32 = 0;
     for (int t = 0; t < NUM_ACTS; t++) {
         size_t *arena = act_is_f32(t) ? &f32 : &bf;
@@ -361,13 +397,22 @@ static inline int shard_plan_init(ShardPlan *s, const ParamLayout *pl, const GPT
 }
 
 /* ----------------------------------------------------------------------------------------------
- * MFU (FORMATS.md 12): FLOPs per trained token = 6 N + 6 T sum_l A_l, which is llm.c's
- * 6 N + 6 L C T when every layer has A_l = C (Prism). N counts every parameter, padded wte rows
- * included. The bf16 dense peak comes from the device name; -1 when the GPU is not in the table. */
+ * MFU (FORMATS.md 12): FLOPs per trained token = 6 N + sum_l f_l, where N counts every parameter
+ * (padded wte rows included) and f_l is the attention's own work, forward + backward (3x the
+ * forward): softmax layers 6 T A_l (llm.c's 6 L C T when every A_l = C: the causal half of
+ * 4 T A_l forward, times 3); linear layers 12 A_l d_l (forward 2 A d for the state update k~^T v
+ * and 2 A d for q~ P, per token; METHODS.md 3.12); S-D layers add 6 A_l d_l for the fold
+ * (2 A d forward). The bf16 dense peak comes from the device name; -1 when the GPU is not in
+ * the table. */
 static inline double train_flops_per_token(const GPT2Config *c, size_t num_params, int T) {
     double attn = 0.0;
-    for (int l = 0; l < c->num_layers; l++) attn += (double)attn_width(&c->layer[l]);
-    return 6.0 * (double)num_params + 6.0 * (double)T * attn;
+    for (int l = 0; l < c->num_layers; l++) {
+        const LayerSpec *ls = &c->layer[l];
+        const double A = (double)attn_width(ls), d = (double)ls->head_size;
+        attn += attn_kind_is_linear(ls->kind) ? 12.0 * A * d : 6.0 * (double)T * A;
+        if (attn_kind_is_sd(ls->kind)) attn += 6.0 * A * d;
+    }
+    return 6.0 * (double)num_params + attn;
 }
 
 typedef struct {

@@ -377,6 +377,26 @@ void gelu_backward_inplace(floatX *d, const floatX *inp, size_t n, cudaStream_t 
 }
 
 /* ----------------------------------------------------------------------------------------------
+ * Residual adds without a LayerNorm (-ln 0). residual_forward may run in place (out == a). */
+__global__ void residual_add_kernel(floatX *out, const floatX *a, const floatX *b, size_t n) {
+    const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    const Pack128<floatX> pa = load128(a + i), pb = load128(b + i);
+    Pack128<floatX> o;
+    for (int k = 0; k < 8; k++) o.v[k] = to_bf(bf(pa.v[k]) + bf(pb.v[k]));
+    store128(out + i, o);
+}
+
+void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t stream) {
+    residual_add_kernel<<<(unsigned)ceil_div(n / 8, 256), 256, 0, stream>>>(out, a, b, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void residual_accumulate(floatX *d, const floatX *x, size_t n, cudaStream_t stream) {
+    residual_forward(d, d, x, n, stream);
+}
+
+/* ----------------------------------------------------------------------------------------------
  * Fused classifier: one 512-thread block per row. The running (max, sum of exp) pairs are merged
  * with a commutative rule, so every lane of the butterfly ends with the same value. */
 struct SoftmaxAcc {

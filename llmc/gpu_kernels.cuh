@@ -11,6 +11,8 @@
  *   layernorm_forward / fused_residual_layernorm_forward / layernorm_apply (recompute)
  *   layernorm_backward                     dinp += ..., dw += ..., db += ... (deterministic)
  *   gelu_forward / gelu_backward_inplace   tanh approximation, as the CPU model
+ *   residual_forward / residual_accumulate out = a + b; d += x (the blocks of -ln 0, where no
+ *                                          LayerNorm kernel does the residual add)
  *   bias_backward                          db += column sums of dout, for any width: it always
  *                                          accumulates (llm.c overwrote it on wide layers,
  *                                          FORMATS.md 18 #1)
@@ -47,6 +49,9 @@ void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *scratch, co
                         size_t N, int C, cudaStream_t stream);
 
 void gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t stream);
+/* out = a + b and d += x over n elements (n % 8 == 0), each rounded once to bf16. */
+void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t stream);
+void residual_accumulate(floatX *d, const floatX *x, size_t n, cudaStream_t stream);
 /* d <- d * gelu'(inp) */
 void gelu_backward_inplace(floatX *d, const floatX *inp, size_t n, cudaStream_t stream);
 

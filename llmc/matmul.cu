@@ -23,6 +23,7 @@ void gpu_ctx_init(GpuCtx *ctx, int device) {
     ctx->sm = prop.major * 10 + prop.minor;
     ctx->sm_count = prop.multiProcessorCount;
     ctx->total_mem = prop.totalGlobalMem;
+    ctx->smem_optin = prop.sharedMemPerBlockOptin;
     snprintf(ctx->name, sizeof(ctx->name), "%s", prop.name);
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&ctx->blas));

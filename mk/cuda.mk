@@ -68,7 +68,8 @@ mg_ldflags = $(if $(filter mpi,$(1)),$(NCCL_LDFLAGS) $(MPI_LDFLAGS),$(if $(filte
 cudnn_ldflags = $(if $(filter cudnn,$(1)),$(CUDNN_LDFLAGS),)
 
 GPU_HEADERS = $(HEADERS) $(wildcard llmc/*.cuh) llmc/cudnn_att.h llmc/multi_gpu.h
-GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/gpt2_gpu.cu
+GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/sd_gpu.cu \
+                  llmc/linear_attention.cu llmc/gpt2_gpu.cu
 GPU_OBJDIR = build/cuda
 
 # Device objects, once per arch set: build/cuda/sm80_90/<name>.o
@@ -87,7 +88,8 @@ $(eval $(call gpu_objects,$(GPU_ARCHS)))
 ifneq ($(call archtag,$(GPU_ARCHS)),$(call archtag,$(GPU_CHECK_ARCHS)))
 $(eval $(call gpu_objects,$(GPU_CHECK_ARCHS)))
 endif
-model_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,gpu_kernels.o matmul.o attention_own.o gpt2_gpu.o)
+model_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,gpu_kernels.o matmul.o attention_own.o sd_gpu.o \
+               linear_attention.o gpt2_gpu.o)
 
 # Host-only objects, arch-independent: the cuDNN frontend code (slow to compile: once) and the
 # three multi-GPU variants
@@ -145,8 +147,11 @@ $(CHECK_DIR)/test_gpt2cu_cudnn_mpi: $(GPU_OBJDIR)/$(CHECK_TAG)/test_gpt2.o $(cal
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,mpi)
 
-# dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path
+# dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path, and the
+# checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
+dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
+dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)
 define dev_attention
 $(2)/attention_own: dev/cuda/attention_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_attn_objs,$(1))
 	@mkdir -p $(2)
@@ -155,10 +160,17 @@ $(2)/attention_cudnn: dev/cuda/attention_check.cu dev/cuda/attention_ref.h $(GPU
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) -DCHECK_CUDNN $(call gencode,$(1)) $$< $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o \
 	  -o $$@ -lcublas -lcublasLt $(CUDNN_LDFLAGS)
+$(2)/sd_fold_check: dev/cuda/sd_fold_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_sd_objs,$(1))
+	@mkdir -p $(2)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_sd_objs,$(1)) -o $$@ $(GPU_LIBS)
+$(2)/linear_attention_check: dev/cuda/linear_attention_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_lin_objs,$(1))
+	@mkdir -p $(2)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_lin_objs,$(1)) -o $$@ $(GPU_LIBS)
 endef
 $(eval $(call dev_attention,$(GPU_ARCHS),dev/cuda))
 $(eval $(call dev_attention,$(GPU_CHECK_ARCHS),$(CHECK_DIR)))
-CHECK_BINS += $(CHECK_DIR)/attention_own $(CHECK_DIR)/attention_cudnn
+CHECK_BINS += $(CHECK_DIR)/attention_own $(CHECK_DIR)/attention_cudnn $(CHECK_DIR)/sd_fold_check \
+              $(CHECK_DIR)/linear_attention_check
 
 build/gpu_compile_check: $(CHECK_BINS)
 	@printf '%s\n' $(CHECK_BINS) > $@
@@ -170,9 +182,11 @@ gpu_config:
 	@echo "CUDNN_FRONTEND_PATH=$(CUDNN_FRONTEND_PATH)"
 	@echo "multi-GPU: $(MG_VARIANT) (NCCL_HOME=$(NCCL_HOME) have=$(HAVE_NCCL); OPENMPI_DIR=$(OPENMPI_DIR) have=$(HAVE_MPI))"
 
-TEST_BINS += build/test_gpu_host build/gpu_compile_check
+# test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU
+TEST_BINS += build/test_gpu_host build/test_gpu_emul build/gpu_compile_check
 
 .PHONY: clean_gpu
 clean: clean_gpu
 clean_gpu:
-	rm -f train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn
+	rm -f train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/sd_fold_check \
+	  dev/cuda/linear_attention_check

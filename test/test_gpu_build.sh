@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/test_gpu_build.sh: the GPU binaries that `make test` builds (build/gpu_compile_check lists
 # them: train_gpt2cu for {cuDNN, no cuDNN} x {NCCL + MPI, single GPU}, test_gpt2cu, the dev/cuda
-# attention checks), checked without running any GPU code:
+# attention, S-D fold and linear-attention checks), checked without running any GPU code:
 #   - every binary holds SASS for sm_80 and sm_90 and PTX for compute_90 (read from the fatbins
 #     of its .nv_fatbin section; no cuobjdump needed);
 #   - the libraries each variant links: libcudnn + libnvrtc only with cuDNN, libnccl + libmpi
@@ -58,7 +58,8 @@ while read -r bin; do
   esac
   case $name in
     *_mpi) has libnccl && has libmpi && pass "$name links NCCL and MPI" || fail "$name: libnccl/libmpi missing" ;;
-    *_single|attention_*) has libnccl || has libmpi && fail "$name links NCCL/MPI" || pass "$name: no NCCL, no MPI" ;;
+    *_single|attention_*|sd_fold_check|linear_attention_check)
+      has libnccl || has libmpi && fail "$name links NCCL/MPI" || pass "$name: no NCCL, no MPI" ;;
   esac
   has libnvidia-ml && fail "$name links NVML" || pass "$name: NVML not linked"
 done < "$list"
@@ -82,7 +83,9 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   for v in cudnn_mpi stub_single; do
     expect_error "$v without a GPU" "^error: .*CUDA" $d/train_gpt2cu_$v -e tiny -b 2 -t 32
   done
-  expect_error "attention_own without a GPU" "^error: .*CUDA" $d/attention_own -time 0
+  for p in attention_own sd_fold_check linear_attention_check; do
+    expect_error "$p without a GPU" "^error: .*CUDA" $d/$p -time 0
+  done
 else
   pass "a GPU is present: the GPU checks are dev/gpu_check.sh's"
 fi

@@ -10,7 +10,10 @@
  *   - the MFU table (H100, H200) and FLOPs per token;
  *   - encoder backward buckets;
  *   - stochastic rounding to bf16 (unbiased, with a biased negative control);
- *   - the bf16 checkpoint writer against the shared reader.
+ *   - the bf16 checkpoint writer against the shared reader;
+ *   - the layer kinds (S-D, linear, -ln 0): path per kind, buffer sizes per kind, FLOPs, the
+ *     model built from the command line (options, table, checkpoint rules) and its init, which
+ *     must equal the CPU trainer's bit for bit, ZeRO shards of the S-D tensors, v105 flags.
  * Exact checks unless a tolerance is stated next to it.
  */
 #include <math.h>
@@ -20,6 +23,7 @@
 
 #include "../llmc/config.h"
 #include "../llmc/gpu_host.h"
+#include "../llmc/gpu_model_init.h"
 #include "../llmc/param_layout.h"
 #include "../prism/schedule.h"
 #include "harness.h"
@@ -95,10 +99,10 @@ static void test_path_selection(void) {
     ok = !attn_select_paths(&odd, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && strstr(err, "head size 12");
     CHECK(ok, "forced cuDNN with d = 12: %s", err);
     GPT2Config sd = model_of("tiny", NULL);
-    sd.layer[2].kind = ATTN_SD;
+    sd.layer[2].kind = 7;
     ok = !attn_select_paths(&sd, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && strstr(err, "layer 2") &&
-         strstr(err, "'sd'");
-    CHECK(ok, "an S-D layer is refused by the GPU trainer: %s", err);
+         strstr(err, "unknown attention kind 7");
+    CHECK(ok, "an unknown kind is refused: %s", err);
     AttnRequest r;
     CHECK(attn_request_from_name("own", &r) && r == ATTN_REQ_OWN && !attn_request_from_name("flash", &r),
           "-attn names");
@@ -340,6 +344,225 @@ static void test_bf16_checkpoint(void) {
     remove(path);
 }
 
+
+/* ----------------------------------------------------------------------------------------------
+ * Layer kinds: S-D (sd), linear (lin), S-D + linear (sdlin), -ln 0 */
+static void test_kind_paths(void) {
+    const GPT2Config kinds = model_of("tiny", "4:sd 4:sdlin 4:lin 4"); /* all head size 16 */
+    const GPT2Config odd = model_of("tiny", "2x20:sd 2x20:lin 4x12:sdlin 4x16");
+    const AttnEnv h200 = {90, 1, 91900}, nocudnn = {90, 0, 0};
+    AttPath p[LLMC_MAX_LAYERS];
+    char err[512];
+    int ok = attn_select_paths(&kinds, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_CUDNN &&
+             p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_CUDNN;
+    CHECK(ok, "auto on H200: sd and mha on cuDNN (d 16), sdlin and lin on the linear scan");
+    ok = attn_select_paths(&kinds, ATTN_REQ_OWN, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN &&
+         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_OWN;
+    CHECK(ok, "-attn own: softmax layers (sd, mha) own, linear layers stay linear");
+    ok = attn_select_paths(&kinds, ATTN_REQ_AUTO, &nocudnn, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN;
+    CHECK(ok, "no cuDNN: an S-D layer uses the own softmax kernels");
+    ok = attn_select_paths(&odd, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN &&
+         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_CUDNN;
+    CHECK(ok, "explicit sizes: sd d 20 -> own, lin d 20 and sdlin d 12 -> linear, mha d 16 -> cuDNN");
+    ok = !attn_select_paths(&odd, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && strstr(err, "layer 0") &&
+         strstr(err, "sd") && strstr(err, "head size 20") && strchr(err, '\n') == NULL;
+    CHECK(ok, "-attn cudnn with an S-D layer of d 20: one line naming layer 0: %s", err);
+    const GPT2Config linonly = model_of("tiny", "2x20:lin 4x12:sdlin 4x16 4x16");
+    CHECK(attn_select_paths(&linonly, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_LINEAR &&
+              p[2] == ATT_PATH_CUDNN,
+          "-attn cudnn does not apply to linear layers (d 20, 12 accepted)");
+    CHECK(strcmp(ATT_PATH_NAMES[ATT_PATH_LINEAR], "linear") == 0, "path names");
+}
+
+static void test_kind_plan(void) {
+    const int B = 3, T = 7; /* N = 21: odd sizes everywhere */
+    const size_t N = (size_t)B * T, C = 64;
+    const GPT2Config c = model_of("tiny", "2x24:sd 2x24:sdlin 4x8:lin 4x16"); /* A = 48, 48, 32, 64 */
+    AttPath path[LLMC_MAX_LAYERS];
+    char err[256];
+    const AttnEnv h200 = {90, 1, 91900};
+    CHECK(attn_select_paths(&c, ATTN_REQ_AUTO, &h200, 1, path, err, sizeof(err)), "paths for the mixed table");
+    ActPlan p;
+    act_plan_init(&p, &c, B, T, 0, path);
+    CHECK(p.A_sd_max == 48 && p.n[ACT_SDUV] == N * 2 * 48, "S-D scratch: B T x 2 A_sd_max = %zu", p.n[ACT_SDUV]);
+    CHECK(p.sdl_off[1] - p.sdl_off[0] == act_round_up(2 * 24 * 24) && p.sdl_off[2] - p.sdl_off[1] == act_round_up(2 * 24 * 24) &&
+              p.sdl_off[2] == p.sdl_off[4] && p.n[ACT_SDL] == p.sdl_off[4],
+          "generators L: h d^2 per S-D layer (sd and sdlin), nothing for lin/mha");
+    CHECK(p.n[ACT_SDDL] == 2 * 24 * 24, "dL scratch: max h d^2 = %zu", p.n[ACT_SDDL]);
+    CHECK(p.n[ACT_LIN_SCRATCH] == lin_scratch_floats(N, 2, 24) && lin_scratch_floats(N, 2, 24) == 5 * N * 48 + 2 * N * 2,
+          "linear scratch: the widest linear layer (sdlin 2x24): 5 N A + 2 N h = %zu", p.n[ACT_LIN_SCRATCH]);
+    CHECK(p.att_off[3] == 0 && p.att_off[4] == p.n[ACT_ATT] && p.stats_off[3] == act_round_up((size_t)B * 2 * T) &&
+              p.n[ACT_STATS] == act_round_up((size_t)B * 2 * T) + act_round_up((size_t)B * 4 * T),
+          "linear layers have no probabilities or softmax statistics (layer 0 sd d 24 and layer 3 on cuDNN)");
+    CHECK(p.qkv_off[1] == act_round_up(N * 3 * 48) && p.qkv_off[4] - p.qkv_off[3] == act_round_up(N * 3 * 64),
+          "qkv blocks are 3 A wide for every kind (S-D: U | U L^T | V)");
+    int ok = 1;
+    for (int t = 0; t < NUM_ACTS; t++) ok &= p.off[t] % ACT_ALIGN == 0;
+    for (int l = 0; l <= 4; l++) ok &= p.sdl_off[l] % ACT_ALIGN == 0;
+    CHECK(ok, "new tensors aligned");
+    CHECK(strcmp(ACT_NAMES[ACT_SDUV], "sduv") == 0 && strcmp(ACT_NAMES[ACT_LIN_SCRATCH], "lin_scratch") == 0 &&
+              act_is_f32(ACT_SDL) && act_is_f32(ACT_LIN_SCRATCH) && !act_is_f32(ACT_SDUV),
+          "names and arenas of the new tensors");
+    /* an evaluation shape's tensors end before the allocation plan's loss accumulator, which
+     * gpt2gpu_forward addresses through the allocation plan for every shape */
+    ActPlan small;
+    act_plan_init(&small, &c, 1, 2, 0, path);
+    ok = ACT_LOSSES == NUM_ACTS - 1;
+    for (int t = ACT_FIRST_F32; t < ACT_LOSSES; t++) ok &= small.off[t] + small.n[t] <= p.off[ACT_LOSSES];
+    CHECK(ok, "fp32 tensors of a (1, 2) forward end before the (3, 7) plan's losses at %zu", p.off[ACT_LOSSES]);
+    /* -ln 0 */
+    GPT2Config noln = c;
+    noln.use_ln = 0;
+    ActPlan q;
+    act_plan_init(&q, &noln, B, T, 0, path);
+    CHECK(q.n[ACT_LN1] == 0 && q.n[ACT_LN2] == 0 && q.n[ACT_LN1_MEAN] == 0 && q.n[ACT_LN2_RSTD] == 0 &&
+              q.n[ACT_LNF_MEAN] == N && q.n[ACT_LNF] == N * C,
+          "-ln 0: no ln1/ln2 tensors or statistics; ln_f kept");
+    CHECK(act_plan_bytes(&q) < act_plan_bytes(&p), "-ln 0 needs less memory (%zu < %zu bytes)", act_plan_bytes(&q),
+          act_plan_bytes(&p));
+    act_plan_init(&q, &noln, B, T, 2, path);
+    CHECK(q.n[ACT_LN1] == 0 && q.n[ACT_FCH_GELU] == N * 4 * C, "-ln 0 with -r 2: still no LayerNorm buffers");
+    /* a uniform mha model is unchanged by the new tensors */
+    const GPT2Config uni = model_of("tiny", NULL);
+    attn_select_paths(&uni, ATTN_REQ_AUTO, &h200, 1, path, err, sizeof(err));
+    act_plan_init(&q, &uni, B, T, 0, path);
+    CHECK(q.n[ACT_SDUV] == 0 && q.n[ACT_SDL] == 0 && q.n[ACT_SDDL] == 0 && q.n[ACT_LIN_SCRATCH] == 0,
+          "mha model: the S-D and linear tensors are empty");
+}
+
+static void test_kind_flops(void) {
+    const GPT2Config lin = model_of("d12", "12:lin*12"), sd = model_of("d12", "12:sd*12");
+    const GPT2Config sdlin = model_of("d12", "12:sdlin*12");
+    const double n = 1e8;
+    CHECK(train_flops_per_token(&lin, (size_t)n, 1024) == 6.0 * n + 12.0 * 12 * 768 * 64,
+          "linear layers: 12 A d per token (no T term)");
+    CHECK(train_flops_per_token(&sd, (size_t)n, 1024) == 6.0 * n + 12.0 * (6.0 * 1024 * 768 + 6.0 * 768 * 64),
+          "S-D layers: 6 T A + 6 A d for the fold");
+    CHECK(train_flops_per_token(&sdlin, (size_t)n, 1024) == 6.0 * n + 12.0 * (12.0 * 768 * 64 + 6.0 * 768 * 64),
+          "sdlin: linear + fold");
+}
+
+/* argv -> TrainArgs (the trainer's parser) */
+static void parse(TrainArgs *a, int *given, const char *const *argv, int argc) {
+    train_args_parse(a, argc, (char **)argv, TRAINER_GPU, given);
+}
+
+static void test_model_from_args(void) {
+    const char *table = "build/tmp_gpu_host_kinds.txt";
+    FILE *f = xfopen(table, "w");
+    fprintf(f, "4:sd 4:sdlin 4x24:lin 4\n");
+    xfclose(f, table);
+    TrainArgs a;
+    int given[ARG_TABLE_LEN];
+    const char *argv[] = {"x", "-e", "tiny", "-prism", table, "-ln", "0", "-sd_scalar_d", "1", "-sd_sign", "1",
+                          "-sd_init_s", "0.5", "-sd_init_theta", "0.3", "-sd_init_u", "0.25", "-lin_prescale", "1",
+                          "-seed", "7"};
+    parse(&a, given, argv, 21);
+    GPT2Config c;
+    char err[1024];
+    int ok = gpu_model_config(&a, given, a.init, 0, 0, &c, err, sizeof(err));
+    CHECK(ok && !c.use_ln && c.sd_scalar_d == 1 && c.sd_d_sign == 1 && c.sd_init_s == 0.5f && c.sd_init_theta == 0.3f &&
+              c.sd_init_u == 0.25f && c.lin_prescale == 1 && c.layer[0].kind == ATTN_SD && c.layer[1].kind == ATTN_SDLIN &&
+              c.layer[2].kind == ATTN_LIN && c.layer[2].head_size == 24 && c.layer[2].n_head == 4 &&
+              c.layer[3].kind == ATTN_MHA,
+          "descriptor + model options + kinds table -> config (%s)", ok ? "ok" : err);
+    /* the CPU trainer's way (train_gpt2.c build_model): the same fields set on the descriptor */
+    GPT2Config cpu;
+    char msg[256];
+    config_from_descriptor("tiny", &cpu, msg, sizeof(msg));
+    cpu.use_ln = 0;
+    cpu.sd_scalar_d = 1;
+    cpu.sd_d_sign = 1;
+    cpu.sd_init_s = 0.5f;
+    cpu.sd_init_theta = 0.3f;
+    cpu.sd_init_u = 0.25f;
+    cpu.lin_prescale = 1;
+    PrismSchedule *s = (PrismSchedule *)xmalloc(sizeof(PrismSchedule));
+    prism_schedule_load(table, &cpu, 0, s);
+    prism_schedule_apply(s, &cpu);
+    free(s);
+    CHECK(memcmp(&cpu, &c, sizeof(c)) == 0, "the GPU trainer's config equals the CPU trainer's byte for byte");
+    GPT2 m;
+    gpt2_build_from_config(&m, &cpu, 7);
+    float *p = gpu_init_params(&c, 7);
+    CHECK(memcmp(p, m.params, m.layout.total * sizeof(float)) == 0 && m.layout.slot_size[P_LN1W] == 0 &&
+              m.layout.slot_size[P_SDTHETA] == 2 * 4 && m.layout.slot_size[P_SDSKEW] == 2 * 4 * 120,
+          "init from the descriptor: bit-identical to gpt2_build_from_config (%zu parameters; no ln1, one theta "
+          "per S-D head, 2 x 4 x 120 packed S)", m.layout.total);
+    float *p8 = gpu_init_params(&c, 8);
+    CHECK(memcmp(p, p8, m.layout.total * sizeof(float)) != 0, "control: another seed gives other weights");
+    free(p);
+    free(p8);
+    gpt2_free(&m);
+    /* a checkpoint -e: model options are errors unless resuming; -prism always */
+    const char *argv2[] = {"x", "-e", "model.bin", "-ln", "0"};
+    /* the option list mirrors the CPU trainer's (train_gpt2.c MODEL_OPTION_FLAGS) */
+    int listed = 1;
+    const char *cpu_flags[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s", "-sd_init_theta", "-sd_init_u",
+                               "-lin_prescale"};
+    for (int i = 0; i < 7; i++) listed &= i < GPU_N_MODEL_OPTION_FLAGS && strcmp(GPU_MODEL_OPTION_FLAGS[i], cpu_flags[i]) == 0;
+    CHECK(listed && GPU_N_MODEL_OPTION_FLAGS == 7, "the model-option flags are the CPU trainer's seven");
+    parse(&a, given, argv2, 5);
+    ok = !gpu_model_config(&a, given, a.init, 1, 0, &c, err, sizeof(err)) &&
+         strncmp(err, "-ln: the checkpoint model.bin carries its own model options", 59) == 0 && !strchr(err, '\n');
+    CHECK(ok, "checkpoint + -ln: %s", err);
+    CHECK(gpu_model_config(&a, given, a.init, 1, 1, &c, err, sizeof(err)), "... allowed when resuming (the checkpoint wins)");
+    const char *argv3[] = {"x", "-e", "model.bin", "-prism", table};
+    parse(&a, given, argv3, 5);
+    ok = !gpu_model_config(&a, given, a.init, 1, 0, &c, err, sizeof(err)) && strstr(err, "carries its own layer table");
+    CHECK(ok, "checkpoint + -prism: %s", err);
+    const char *argv4[] = {"x", "-e", "tiny", "-prism", "build/no_such_table.txt"};
+    parse(&a, given, argv4, 5);
+    ok = !gpu_model_config(&a, given, a.init, 0, 0, &c, err, sizeof(err)) && strstr(err, "no_such_table");
+    CHECK(ok, "a missing table is an error naming it: %s", err);
+    remove(table);
+}
+
+static void test_kind_checkpoint_and_shards(void) {
+    GPT2Config c = model_of("tiny", "4:sd 4:sdlin 4x24:lin 4");
+    c.use_ln = 0;
+    c.sd_scalar_d = 1;
+    c.sd_d_sign = 1;
+    c.lin_prescale = 1;
+    ParamLayout pl;
+    param_layout_init(&pl, &c);
+    const char *path = "build/tmp_gpu_host_sd.bin";
+    uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
+    uint64_t st = 5;
+    for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16((float)model_rng_u32(&st) / 4294967296.0f - 0.5f);
+    checkpoint_write_bf16(path, &c, w);
+    GPT2Config back;
+    int is_bf16 = 0;
+    checkpoint_read_header(path, &back, &is_bf16);
+    float *f = (float *)xmalloc(pl.total * sizeof(float));
+    checkpoint_read_fp32(path, &back, is_bf16, f);
+    int same = 1;
+    for (size_t i = 0; i < pl.total; i++) same &= f32_to_bf16(f[i]) == w[i];
+    FILE *fh = xfopen(path, "rb");
+    int32_t h[256];
+    xfread(h, 4, 256, fh, path, "header");
+    xfclose(fh, path);
+    CHECK(is_bf16 && same && h[1] == 105 && h[9] == 15 && h[18] == ATTN_SD && h[21] == ATTN_SDLIN && h[23] == 24 &&
+              !back.use_ln && back.sd_scalar_d && back.sd_d_sign == 1 && back.lin_prescale,
+          "S-D/linear/-ln 0 model: v105, flags %d (no LN | scalar D | +D | prescale), table and bits read back", h[9]);
+    remove(path);
+    free(w);
+    free(f);
+    GPT2Config z = model_of("tiny", "4:sd*2 4:sdlin 4:lin");
+    check_shards(&z, 1, 2, "tiny S-D + linear");
+    check_shards(&z, 0, 3, "tiny S-D + linear");
+    param_layout_init(&pl, &z);
+    ShardPlan *s = (ShardPlan *)xmalloc(sizeof(ShardPlan));
+    char err[256];
+    int ok = !shard_plan_init(s, &pl, &z, 1, 5, 0, err, sizeof(err)) && strstr(err, "-z 1");
+    CHECK(ok, "ZeRO-1 over 5 ranks: an indivisible tensor is named: %s", err);
+    ok = shard_plan_init(s, &pl, &z, 0, 1, 0, err, sizeof(err));
+    int slots16 = 0;
+    for (int i = 0; ok && i < s->nseg; i++) slots16 += s->seg[i].slot == P_SDSKEW || s->seg[i].slot == P_SDTHETA;
+    CHECK(ok && slots16 == 6, "the optimizer updates sdskew and sdtheta of the 3 S-D layers (6 segments)");
+    free(s);
+}
+
 int main(void) {
     test_cudnn_support();
     test_path_selection();
@@ -349,5 +572,10 @@ int main(void) {
     test_buckets();
     test_stochastic_rounding();
     test_bf16_checkpoint();
+    test_kind_paths();
+    test_kind_plan();
+    test_kind_flops();
+    test_model_from_args();
+    test_kind_checkpoint_and_shards();
     return test_finish();
 }

@@ -1,6 +1,6 @@
 /*
- * dev/cuda/attention_ref.h: what the standalone attention checks share (attention_own.cu,
- * attention_cudnn.cu): random bf16 inputs, the fp32 CPU reference of causal attention forward and
+ * dev/cuda/attention_ref.h: what the standalone GPU checks share (attention_check.cu, sd_fold_check.cu,
+ * linear_attention_check.cu): random bf16 inputs, the fp32 CPU reference of causal attention forward and
  * backward on the (B, T, 3, h, d) layout, error metrics, poisoning, timing, the case list.
  *
  * Reference (METHODS.md 2.2): logits s_tj = q_t . k_j / sqrt(d) for j <= t, P = softmax, o = P v;
@@ -32,20 +32,20 @@
 static const int HEAD_SIZES[] = {8, 16, 32, 64, 128, 256, 12, 20};
 #define N_HEAD_SIZES 8
 
-static void dev_check(cudaError_t e, const char *what) {
+static inline void dev_check(cudaError_t e, const char *what) {
     if (e != cudaSuccess) {
         fprintf(stderr, "error: %s: %s\n", what, cudaGetErrorString(e));
         exit(1);
     }
 }
 
-static uint16_t host_bf16(float f) {
+static inline uint16_t host_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-static float host_f32(uint16_t b) {
+static inline float host_f32(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
     float f;
     memcpy(&f, &u, 4);
@@ -53,14 +53,14 @@ static float host_f32(uint16_t b) {
 }
 
 /* xorshift: reproducible inputs, uniform in [-1, 1) */
-static float rand_unit(uint64_t *s) {
+static inline float rand_unit(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
     return (float)((*s >> 40) / 8388608.0 - 1.0);
 }
 
-static void fill_random_bf16(uint16_t *x, size_t n, uint64_t seed) {
+static inline void fill_random_bf16(uint16_t *x, size_t n, uint64_t seed) {
     uint64_t s = seed * 2654435761ull + 1;
     for (size_t i = 0; i < n; i++) x[i] = host_bf16(rand_unit(&s));
 }
@@ -69,7 +69,7 @@ static void fill_random_bf16(uint16_t *x, size_t n, uint64_t seed) {
  * lse (B, h, T) the logsumexp of each scaled row (cuDNN's stats); lse and dqkv may be NULL.
  * causal = 0 gives the unmasked control; the head grouping (h, d) is a parameter, so the
  * regrouped control is the same call with (2h, d/2). */
-static void ref_attention(float *out, float *lse, float *dqkv, const float *qkv, const float *dout, int B,
+static inline void ref_attention(float *out, float *lse, float *dqkv, const float *qkv, const float *dout, int B,
                           int T, int h, int d, int causal, float scale) {
     const size_t A = (size_t)h * d, A3 = 3 * A;
     double *p = (double *)malloc((size_t)T * sizeof(double)), *dp = (double *)malloc((size_t)T * sizeof(double));
@@ -130,7 +130,7 @@ static void ref_attention(float *out, float *lse, float *dqkv, const float *qkv,
 }
 
 /* max |a - b| / max |b| over n values; NaN anywhere in a (an unwritten poisoned value) gives +inf */
-static double rel_error(const uint16_t *a_bf16, const float *b, size_t n) {
+static inline double rel_error(const uint16_t *a_bf16, const float *b, size_t n) {
     double e = 0.0, m = 0.0;
     for (size_t i = 0; i < n; i++) {
         const float a = host_f32(a_bf16[i]);
@@ -141,7 +141,7 @@ static double rel_error(const uint16_t *a_bf16, const float *b, size_t n) {
     return m > 0 ? e / m : e;
 }
 
-static double rel_error_f(const float *a, const float *b, size_t n) {
+static inline double rel_error_f(const float *a, const float *b, size_t n) {
     double e = 0.0, m = 0.0;
     for (size_t i = 0; i < n; i++) {
         e = fmax(e, fabs((double)a[i] - b[i]));
@@ -150,20 +150,20 @@ static double rel_error_f(const float *a, const float *b, size_t n) {
     return m > 0 ? e / m : e;
 }
 
-static size_t count_nan_bf16(const uint16_t *x, size_t n) {
+static inline size_t count_nan_bf16(const uint16_t *x, size_t n) {
     size_t c = 0;
     for (size_t i = 0; i < n; i++) c += (x[i] & 0x7f80u) == 0x7f80u && (x[i] & 0x7fu) != 0;
     return c;
 }
 
 /* 0xffff is a bf16 NaN: whatever a kernel fails to write stays NaN and is counted */
-static void poison(void *dev, size_t bytes) { dev_check(cudaMemset(dev, 0xff, bytes), "cudaMemset (poison)"); }
+static inline void poison(void *dev, size_t bytes) { dev_check(cudaMemset(dev, 0xff, bytes), "cudaMemset (poison)"); }
 
 typedef struct {
     int passed, failed;
 } Tally;
 
-static void report(Tally *t, int ok, const char *fmt, ...) {
+static inline void report(Tally *t, int ok, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     printf("%s ", ok ? "PASS" : "FAIL");

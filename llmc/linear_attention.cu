@@ -1,0 +1,150 @@
+/*
+ * llmc/linear_attention.cu: the kernels of the GPU's ELU+1 linear attention (interface and
+ * buffers in llmc/linear_attention.cuh). The arithmetic lives in llmc/linear_scan.h, shared with
+ * the CPU emulation test (test/test_gpu_emul.c); this file launches it:
+ *   split    (B T, 3A) bf16 -> q~, k~, v as (B, h, T, d) fp32, one thread per element
+ *   scan     one block per (sequence b h + k, output tile), 256 threads, sequential over chunks
+ *   dout     one thread per (sequence, t): dn, dg (a d-long dot product in fixed order)
+ *   merge    (B, h, T, d) fp32 -> bf16 columns of (B T, width), times c phi' for dq, dk
+ * The scan's shared memory exceeds the 48 KiB default for large d; the launcher opts in per call
+ * (cudaFuncSetAttribute is a host-side attribute, not stream work).
+ */
+#include <math.h>
+
+#include "linear_attention.cuh"
+#include "linear_scan.h"
+#include "utils.h"
+
+static unsigned grid_for(size_t n) {
+    const size_t blocks = ceil_div(n, 256);
+    return (unsigned)(blocks < ((size_t)1 << 20) ? blocks : ((size_t)1 << 20));
+}
+
+__global__ void lin_split_kernel(float *qf, float *kf, float *vf, const uint16_t *qkv, int B, int T, int h, int d,
+                                 float c) {
+    const size_t total = (size_t)B * T * h * d;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x)
+        lin_split_element(qf, kf, vf, qkv, e, T, h, d, c);
+}
+
+__global__ void lin_dout_kernel(float *dn, float *dg, const uint16_t *dout, const float *o, const float *Z, int B,
+                                int T, int h, int d) {
+    const size_t rows = (size_t)B * h * T;
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x)
+        lin_dout_row(dn, dg, dout, o, Z, r, T, h, d);
+}
+
+__global__ void lin_merge_kernel(uint16_t *dst, size_t ld, size_t col0, const float *src, const float *phi, float c,
+                                 int B, int T, int h, int d) {
+    const size_t total = (size_t)B * T * h * d;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x)
+        lin_merge_element(dst, ld, col0, src, phi, c, e, T, h, d);
+}
+
+__global__ void __launch_bounds__(LINSCAN_THREADS) lin_scan_kernel(LinScanArgs a) {
+    extern __shared__ float sm[];
+    lin_scan_block(&a, blockIdx.x, (int)blockIdx.y, (int)threadIdx.x, (int)blockDim.x, sm);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+typedef struct {
+    int B, T, h, d;
+    float c;
+    LinScanShape shape;
+    float *qf, *kf, *vf, *dn, *out, *Z, *dg; /* views of the scratch */
+} LinLayer;
+
+static LinLayer lin_layer(float *scratch, int B, int T, int h, int d, int prescale, const GpuCtx *ctx) {
+    LinLayer L;
+    L.B = B;
+    L.T = T;
+    L.h = h;
+    L.d = d;
+    L.c = prescale ? powf((float)d, -0.25f) : 1.0f; /* the CPU reference's expression */
+    if (!lin_scan_choose(d, ctx->smem_optin, &L.shape)) {
+        llmc_die("linear attention: head size %d does not fit this GPU's shared memory (%zu bytes)", d, ctx->smem_optin);
+    }
+    const size_t n = (size_t)B * T * h * d, rows = (size_t)B * T * h;
+    L.qf = scratch;
+    L.kf = scratch + n;
+    L.vf = scratch + 2 * n;
+    L.dn = scratch + 3 * n;
+    L.out = scratch + 4 * n;
+    L.Z = scratch + 5 * n;
+    L.dg = L.Z + rows;
+    return L;
+}
+
+static void scan(const LinLayer *L, const float *X, const float *K, const float *Y, const float *xs, float xs_c,
+                 const float *ks, float ks_c, float *den, int reverse, cudaStream_t stream) {
+    LinScanArgs a;
+    a.X = X;
+    a.K = K;
+    a.Y = Y;
+    a.xs = xs;
+    a.ks = ks;
+    a.xs_c = xs_c;
+    a.ks_c = ks_c;
+    a.out = L->out;
+    a.den = den;
+    a.T = L->T;
+    a.dx = L->d;
+    a.dy = L->d;
+    a.CH = L->shape.CH;
+    a.TY = L->shape.TY;
+    a.reverse = reverse;
+    CUDA_CHECK(cudaFuncSetAttribute(lin_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)L->shape.smem_bytes));
+    const dim3 grid((unsigned)((size_t)L->B * L->h), (unsigned)ceil_div((size_t)L->d, (size_t)L->shape.TY));
+    lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+}
+
+static void split(const LinLayer *L, const floatX *qkv, cudaStream_t stream) {
+    const size_t n = (size_t)L->B * L->T * L->h * L->d;
+    lin_split_kernel<<<grid_for(n), 256, 0, stream>>>(L->qf, L->kf, L->vf, reinterpret_cast<const uint16_t *>(qkv),
+                                                     L->B, L->T, L->h, L->d, L->c);
+    CUDA_CHECK_LAUNCH();
+}
+
+static void merge(const LinLayer *L, floatX *dst, size_t ld, size_t col0, const float *phi, cudaStream_t stream) {
+    const size_t n = (size_t)L->B * L->T * L->h * L->d;
+    lin_merge_kernel<<<grid_for(n), 256, 0, stream>>>(reinterpret_cast<uint16_t *>(dst), ld, col0, L->out, phi, L->c,
+                                                     L->B, L->T, L->h, L->d);
+    CUDA_CHECK_LAUNCH();
+}
+
+int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
+    LinScanShape s;
+    if (d >= 1 && lin_scan_choose(d, ctx->smem_optin, &s)) return 1;
+    snprintf(why, cap, "head size %d: the linear-attention scan needs %zu bytes of shared memory per block; this "
+             "GPU allows %zu", d, lin_scan_smem_floats(d, 8, d < 8 ? d : 8) * sizeof(float), ctx->smem_optin);
+    return 0;
+}
+
+void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, int B, int T, int h, int d,
+                              int prescale, const GpuCtx *ctx) {
+    const LinLayer L = lin_layer(scratch, B, T, h, d, prescale, ctx);
+    cudaStream_t s = ctx->stream;
+    split(&L, qkv, s);
+    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, s);
+    merge(&L, out, (size_t)h * d, 0, NULL, s);
+}
+
+void linear_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, int B,
+                               int T, int h, int d, int prescale, const GpuCtx *ctx) {
+    const LinLayer L = lin_layer(scratch, B, T, h, d, prescale, ctx);
+    cudaStream_t s = ctx->stream;
+    const size_t A = (size_t)h * d, rows = (size_t)B * h * T;
+    split(&L, qkv, s);
+    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, s); /* o and Z in fp32 again */
+    lin_dout_kernel<<<grid_for(rows), 256, 0, s>>>(L.dn, L.dg, reinterpret_cast<const uint16_t *>(dout), L.out, L.Z,
+                                                   B, T, h, d);
+    CUDA_CHECK_LAUNCH();
+    scan(&L, L.dn, L.vf, L.kf, L.dg, 0.0f, NULL, 1.0f, NULL, 0, s); /* dq~ */
+    merge(&L, dqkv, 3 * A, 0, L.qf, s);
+    scan(&L, L.vf, L.dn, L.qf, NULL, 1.0f, L.dg, 0.0f, NULL, 1, s); /* dk~ */
+    merge(&L, dqkv, 3 * A, A, L.kf, s);
+    scan(&L, L.kf, L.qf, L.dn, NULL, 0.0f, NULL, 0.0f, NULL, 1, s); /* dv */
+    merge(&L, dqkv, 3 * A, 2 * A, NULL, s);
+}
