@@ -25,6 +25,7 @@
 #include <omp.h>
 #endif
 
+#include "llmc/cli.h"
 #include "llmc/config.h"
 #include "llmc/evalloader.h"
 #include "llmc/gpt2_cpu.h"
@@ -56,24 +57,16 @@ typedef struct {
     int n, B, T;           /* -n -b -t */
 } EvalArgs;
 
-typedef struct {
-    const char *flag;
-    int is_int;
-    size_t offset;
-    int min;
-    const char *help;
-} EvalFlag;
-
-static const EvalFlag FLAGS[] = {
-    {"-e", 0, offsetof(EvalArgs, model), 0, "model: a .bin checkpoint, or a descriptor (random init, seed 42)"},
-    {"-tasks", 0, offsetof(EvalArgs, tasks), 0,
-     "'all' or a comma list of hellaswag,piqa,arc_easy,winogrande,lambada or eval-file paths"},
-    {"-n", 1, offsetof(EvalArgs, n), 0, "score only the first N examples of each task (0: all)"},
-    {"-b", 1, offsetof(EvalArgs, B), 1, "batch rows B; an example takes one row per option"},
-    {"-t", 1, offsetof(EvalArgs, T), 1, "sequence length T, at most the model's maxT (0: maxT, capped at 1024)"},
-    {"-dir", 0, offsetof(EvalArgs, dir), 0, "where the task files live: <dir>/<task>/<task>_<split>.bin"},
-    {"-json", 0, offsetof(EvalArgs, json), 0, "also write the results as JSON to this file"},
-    {"-scores", 0, offsetof(EvalArgs, scores), 0, "also write every option's loss to this TSV file"},
+static const CliOpt FLAGS[] = {
+    CLI_STR(EvalArgs, "-e", model, NULL, 0, "model: a .bin checkpoint, or a descriptor (random init, seed 42)"),
+    CLI_STR(EvalArgs, "-tasks", tasks, NULL, 0,
+            "'all' or a comma list of hellaswag,piqa,arc_easy,winogrande,lambada or eval-file paths"),
+    CLI_INT(EvalArgs, "-n", n, 0, INT32_MAX, 0, "score only the first N examples of each task (0: all)"),
+    CLI_INT(EvalArgs, "-b", B, 1, INT32_MAX, 0, "batch rows B; an example takes one row per option"),
+    CLI_INT(EvalArgs, "-t", T, 0, INT32_MAX, 0, "sequence length T, at most the model's maxT (0: maxT, capped at 1024)"),
+    CLI_STR(EvalArgs, "-dir", dir, NULL, 0, "where the task files live: <dir>/<task>/<task>_<split>.bin"),
+    CLI_STR(EvalArgs, "-json", json, NULL, 0, "also write the results as JSON to this file"),
+    CLI_STR(EvalArgs, "-scores", scores, NULL, 0, "also write every option's loss to this TSV file"),
 };
 #define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
 
@@ -84,53 +77,19 @@ static void eval_args_defaults(EvalArgs *a) {
     a->B = 8; /* two HellaSwag examples per forward; the scores do not depend on B */
 }
 
-static void eval_args_help(const char *prog) {
-    EvalArgs d;
-    eval_args_defaults(&d);
-    printf("usage: %s -e MODEL [-flag value ...]   (--help: this text)\n", prog);
-    printf("Zero-shot accuracy on HellaSwag, PIQA, ARC-Easy, WinoGrande, LAMBADA (doc/evals.md).\n");
-    printf("options:\n");
-    for (int i = 0; i < NUM_FLAGS; i++) {
-        const char *p = (const char *)&d + FLAGS[i].offset;
-        char def[64];
-        if (FLAGS[i].is_int) snprintf(def, sizeof(def), "%d", *(const int *)p);
-        else snprintf(def, sizeof(def), "%s", p[0] ? p : "\"\"");
-        printf("  %-8s %s (default %s)\n", FLAGS[i].flag, FLAGS[i].help, def);
-    }
-    printf("task files: ");
-    for (int i = 0; i < NUM_KNOWN_TASKS; i++) printf("%s%s (%s)", i ? ", " : "", KNOWN_TASKS[i].file, KNOWN_TASKS[i].writer);
-    printf("\n");
-}
-
 static void eval_args_parse(EvalArgs *a, int argc, char **argv) {
     eval_args_defaults(a);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            eval_args_help(argv[0]);
-            exit(0);
-        }
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: %s -e MODEL [-flag value ...]   (--help: this text)\n", argv[0]);
+        printf("Zero-shot accuracy on HellaSwag, PIQA, ARC-Easy, WinoGrande, LAMBADA (doc/evals.md).\n");
+        printf("options:\n");
+        cli_print_options(FLAGS, NUM_FLAGS, a, -1, stdout);
+        printf("task files: ");
+        for (int i = 0; i < NUM_KNOWN_TASKS; i++) printf("%s%s (%s)", i ? ", " : "", KNOWN_TASKS[i].file, KNOWN_TASKS[i].writer);
+        printf("\n");
+        exit(0);
     }
-    for (int i = 1; i < argc; i += 2) {
-        const EvalFlag *f = NULL;
-        for (int k = 0; k < NUM_FLAGS; k++)
-            if (strcmp(argv[i], FLAGS[k].flag) == 0) f = &FLAGS[k];
-        if (f == NULL) llmc_die("unknown flag '%s' (see %s --help)", argv[i], argv[0]);
-        if (i + 1 >= argc) llmc_die("flag %s needs a value (see %s --help)", argv[i], argv[0]);
-        const char *val = argv[i + 1];
-        char *dst = (char *)a + f->offset;
-        if (f->is_int) {
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(val, &end, 10);
-            if (errno != 0 || end == val || *end != '\0' || v < f->min || v > INT32_MAX) {
-                llmc_die("%s '%s': expected an integer >= %d (%s)", f->flag, val, f->min, f->help);
-            }
-            *(int *)dst = (int)v;
-        } else {
-            if (strlen(val) >= PATH_CAP) llmc_die("%s: value longer than %d characters", f->flag, PATH_CAP - 1);
-            strcpy(dst, val);
-        }
-    }
+    cli_parse(FLAGS, NUM_FLAGS, a, argc, argv, NULL, NULL, 0);
     if (a->model[0] == '\0') llmc_die("-e: a model is required (a .bin checkpoint; see %s --help)", argv[0]);
     if (a->tasks[0] == '\0') llmc_die("-tasks: expected 'all' or a comma list of tasks");
 }

@@ -25,6 +25,7 @@
 #include "llmc/evalloader.h"
 #include "llmc/gpt2_cpu.h"
 #include "llmc/logger.h"
+#include "llmc/model_init.h"
 #include "llmc/outlier.h"
 #include "llmc/schedulers.h"
 #include "llmc/state.h"
@@ -55,45 +56,22 @@ typedef struct {
 /* ----------------------------------------------------------------------------------------------
  * Set-up */
 
-/* The model options a descriptor takes from the command line; a checkpoint has its own. */
-static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
-                                                 "-sd_init_theta", "-sd_init_u", "-lin_prescale"};
-
 /* The model the run starts from: a checkpoint, or a descriptor plus an optional layer table
- * (Prism schedule, attention kinds) and model options. A resumed run repeats its original
- * command line, so its model flags are not errors there: the checkpoint's values win. */
+ * (Prism schedule, attention kinds) and model options (llmc/model_init.h, shared with the GPU
+ * trainer). A resumed run repeats its original command line, so its model flags are not errors
+ * there: the checkpoint's values win. */
 static void build_model(Run *r, const char *init_path, int resuming) {
     const TrainArgs *a = &r->args;
-    if (!config_is_descriptor_like(init_path)) {
-        if (a->prism[0] != '\0') {
-            llmc_die("-prism %s: the checkpoint %s carries its own layer table; -prism applies to "
-                     "a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
-        }
-        for (size_t i = 0; i < sizeof(MODEL_OPTION_FLAGS) / sizeof(MODEL_OPTION_FLAGS[0]); i++) {
-            if (train_args_given(r->given, MODEL_OPTION_FLAGS[i]) && !resuming) {
-                llmc_die("%s: the checkpoint %s carries its own model options; %s applies to a "
-                         "descriptor -e", MODEL_OPTION_FLAGS[i], init_path, MODEL_OPTION_FLAGS[i]);
-            }
-        }
+    const int is_file = !config_is_descriptor_like(init_path);
+    GPT2Config c;
+    char err[2048];
+    if (!model_config_from_args(a, r->given, init_path, is_file, resuming, &c, err, sizeof(err))) {
+        llmc_die("%s", err);
+    }
+    if (is_file) {
         gpt2_build_from_checkpoint(&r->model, init_path);
         printf("loaded %s\n", init_path);
         return;
-    }
-    GPT2Config c;
-    char msg[8192];
-    if (!config_from_descriptor(init_path, &c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
-    c.use_ln = a->ln;
-    c.sd_scalar_d = a->sd_scalar_d;
-    c.sd_d_sign = a->sd_sign;
-    c.sd_init_s = a->sd_init_s;
-    c.sd_init_theta = a->sd_init_theta;
-    c.sd_init_u = a->sd_init_u;
-    c.lin_prescale = a->lin_prescale;
-    if (a->prism[0] != '\0') {
-        PrismSchedule s;
-        if (!prism_schedule_load(a->prism, &c, a->prism_unchecked, &s)) llmc_die("%s", s.error);
-        for (int i = 0; i < s.n_warnings; i++) llmc_warn("%s", s.warning[i]);
-        prism_schedule_apply(&s, &c);
     }
     gpt2_build_from_config(&r->model, &c, (uint32_t)a->seed);
     printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);

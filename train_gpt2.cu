@@ -27,7 +27,7 @@
 #include "llmc/evalloader.h"
 #include "llmc/gpt2_gpu.cuh"
 #include "llmc/gpu_host.h"
-#include "llmc/gpu_model_init.h" /* model options, layer table and the torch-identical init */
+#include "llmc/model_init.h" /* model options, layer table and the torch-identical init */
 #include "llmc/linear_attention.cuh"
 #include "llmc/logger.h"
 #include "llmc/multi_gpu.h"
@@ -68,12 +68,12 @@ static int is_rank0(const Run *r) { return r->mg.rank == 0; }
 
 /* The starting parameters in fp32 on the host: a checkpoint (v3/v5/v103/v105, bf16 widened) or
  * GPT-2's init from the descriptor, the model options and the layer table, drawn exactly as
- * train_gpt2.py and the CPU trainer draw it (llmc/gpu_model_init.h). */
+ * train_gpt2.py and the CPU trainer draw it (llmc/model_init.h). */
 static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Config *c) {
     const TrainArgs *a = &r->args;
     const int is_file = !config_is_descriptor_like(init_path);
     char err[8192];
-    if (!gpu_model_config(a, r->given, init_path, is_file, resuming, c, err, sizeof(err))) llmc_die("%s", err);
+    if (!model_config_from_args(a, r->given, init_path, is_file, resuming, c, err, sizeof(err))) llmc_die("%s", err);
     if (is_file) {
         int is_bf16 = 0;
         checkpoint_read_header(init_path, c, &is_bf16);
@@ -84,7 +84,7 @@ static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Conf
         if (is_rank0(r)) printf("loaded %s (%s)\n", init_path, is_bf16 ? "bf16" : "fp32");
         return p;
     }
-    float *params = gpu_init_params(c, (uint32_t)a->seed);
+    float *params = model_init_params_host(c, (uint32_t)a->seed);
     if (is_rank0(r)) printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
     return params;
 }

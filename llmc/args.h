@@ -3,9 +3,10 @@
  *
  * Defines:
  *   TrainArgs           every option, with llm.c's defaults
- *   ARG_TABLE           one row per flag: name, type, field, range or choices, scope, help. The
- *                       parser, the range checks and --help are all generated from it, so the help
- *                       text cannot drift from what the parser does (llm.c's help did).
+ *   ARG_TABLE           one row per flag (llmc/cli.h): name, type, field, range or choices, scope
+ *                       (all / GPU only), help. The parser, the range checks and --help are all
+ *                       generated from it, so the help text cannot drift from what the parser does
+ *                       (llm.c's help did).
  *   train_args_parse    parse argv (flag value pairs); --help prints the table and exits 0;
  *                       any bad flag or value is one error line and exit 1
  *   train_args_check    checks that involve several flags
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "utils.h"
 
 #define ARG_STR_CAP 1024
@@ -88,25 +90,13 @@ typedef struct {
     char attn[16];                 /* -attn: auto, cudnn or own attention per layer */
 } TrainArgs;
 
-typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
-typedef enum { SCOPE_ALL = 0, SCOPE_GPU = 1 } ArgScope;
+typedef enum { SCOPE_ALL = 0, SCOPE_GPU = 1 } ArgScope; /* the CliOpt group of a flag */
 typedef enum { TRAINER_CPU = 0, TRAINER_GPU = 1 } TrainerKind;
+typedef CliOpt ArgSpec;
 
-typedef struct {
-    const char *flag;
-    ArgType type;
-    size_t offset;
-    size_t cap;        /* strings: buffer size */
-    double min, max;   /* numbers: inclusive range */
-    const char *choices; /* strings: "a|b|c", or NULL for free text */
-    ArgScope scope;
-    const char *help;
-} ArgSpec;
-
-#define A_INT(f, field, lo, hi, sc, h) {f, ARG_INT, offsetof(TrainArgs, field), 0, lo, hi, NULL, sc, h}
-#define A_FLT(f, field, lo, hi, sc, h) {f, ARG_FLOAT, offsetof(TrainArgs, field), 0, lo, hi, NULL, sc, h}
-#define A_STR(f, field, ch, sc, h) \
-    {f, ARG_STRING, offsetof(TrainArgs, field), sizeof(((TrainArgs *)0)->field), 0, 0, ch, sc, h}
+#define A_INT(f, field, lo, hi, sc, h) CLI_INT(TrainArgs, f, field, lo, hi, sc, h)
+#define A_FLT(f, field, lo, hi, sc, h) CLI_FLT(TrainArgs, f, field, lo, hi, sc, h)
+#define A_STR(f, field, ch, sc, h) CLI_STR(TrainArgs, f, field, ch, sc, h)
 
 static const ArgSpec ARG_TABLE[] = {
     A_STR("-i", train_pattern, NULL, SCOPE_ALL, "train token shards (glob pattern)"),
@@ -198,103 +188,27 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     strcpy(a->attn, "auto");
 }
 
-static inline void arg_value_text_(const ArgSpec *s, const TrainArgs *a, char *buf, size_t cap) {
-    const char *base = (const char *)a + s->offset;
-    if (s->type == ARG_INT) snprintf(buf, cap, "%d", *(const int *)base);
-    else if (s->type == ARG_FLOAT) snprintf(buf, cap, "%g", (double)*(const float *)base);
-    else snprintf(buf, cap, "%s", base[0] ? base : "\"\"");
-}
-
 static inline void train_args_help(const char *prog, TrainerKind who, FILE *out) {
     TrainArgs d;
     train_args_defaults(&d, who);
     fprintf(out, "usage: %s [-flag value ...]   (every flag takes exactly one value; --help: this text)\n", prog);
-    for (int pass = 0; pass < 2; pass++) {
-        fprintf(out, pass == 0 ? "options:\n" : "GPU trainer options%s:\n",
-                pass == 1 && who == TRAINER_CPU ? " (accepted and ignored by the CPU trainer)" : "");
-        for (int i = 0; i < ARG_TABLE_LEN; i++) {
-            const ArgSpec *s = &ARG_TABLE[i];
-            if ((int)s->scope != pass) continue;
-            char def[ARG_STR_CAP + 8], range[96] = "";
-            arg_value_text_(s, &d, def, sizeof(def));
-            if (s->type == ARG_STRING && s->choices) snprintf(range, sizeof(range), " {%s}", s->choices);
-            else if (s->type == ARG_INT && s->max == 1 && s->min == 0) snprintf(range, sizeof(range), " {0|1}");
-            fprintf(out, "  %-17s %s%s (default %s)\n", s->flag, s->help, range, def);
-        }
-    }
-}
-
-static inline int parse_int_strict(const char *s, long long *out) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') return 0;
-    *out = v;
-    return 1;
-}
-
-static inline int parse_double_strict(const char *s, double *out) {
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || v != v) return 0;
-    *out = v;
-    return 1;
+    fprintf(out, "options:\n");
+    cli_print_options(ARG_TABLE, ARG_TABLE_LEN, &d, SCOPE_ALL, out);
+    fprintf(out, "GPU trainer options%s:\n", who == TRAINER_CPU ? " (accepted and ignored by the CPU trainer)" : "");
+    cli_print_options(ARG_TABLE, ARG_TABLE_LEN, &d, SCOPE_GPU, out);
 }
 
 /* given[i] is set for every ARG_TABLE row that appeared on the command line. */
 static inline void train_args_parse(TrainArgs *a, int argc, char **argv, TrainerKind who, int *given) {
     train_args_defaults(a, who);
-    for (int i = 0; i < ARG_TABLE_LEN; i++) given[i] = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-help") == 0) {
-            train_args_help(argv[0], who, stdout);
-            exit(0);
-        }
+    if (cli_wants_help(argc, argv)) {
+        train_args_help(argv[0], who, stdout);
+        exit(0);
     }
-    for (int i = 1; i < argc; i += 2) {
-        const char *flag = argv[i];
-        int k = -1;
-        for (int j = 0; j < ARG_TABLE_LEN; j++)
-            if (strcmp(flag, ARG_TABLE[j].flag) == 0) k = j;
-        if (k < 0) llmc_die("unknown flag '%s' (see %s --help)", flag, argv[0]);
-        if (i + 1 >= argc) llmc_die("flag %s needs a value (see %s --help)", flag, argv[0]);
-        const ArgSpec *s = &ARG_TABLE[k];
-        const char *val = argv[i + 1];
-        char *dst = (char *)a + s->offset;
-        if (s->type == ARG_INT) {
-            long long v = 0;
-            if (!parse_int_strict(val, &v) || v < (long long)s->min || v > (long long)s->max) {
-                llmc_die("%s '%s': expected an integer in [%.0f, %.0f] (%s)", flag, val, s->min,
-                         s->max, s->help);
-            }
-            *(int *)dst = (int)v;
-        } else if (s->type == ARG_FLOAT) {
-            double v = 0.0;
-            if (!parse_double_strict(val, &v) || v < s->min || v > s->max) {
-                llmc_die("%s '%s': expected a number in [%g, %g] (%s)", flag, val, s->min, s->max,
-                         s->help);
-            }
-            *(float *)dst = (float)v;
-        } else {
-            if (strlen(val) + 1 > s->cap) llmc_die("%s: value longer than %zu characters", flag, s->cap - 1);
-            if (s->choices != NULL) {
-                int ok = 0;
-                const char *p = s->choices;
-                size_t n = strlen(val);
-                while (*p) {
-                    const char *bar = strchr(p, '|');
-                    size_t len = bar ? (size_t)(bar - p) : strlen(p);
-                    if (len == n && strncmp(p, val, n) == 0) ok = 1;
-                    p += len + (bar ? 1 : 0);
-                }
-                if (!ok) llmc_die("%s '%s': expected one of {%s}", flag, val, s->choices);
-            }
-            strcpy(dst, val);
-        }
-        given[k] = 1;
-        if (s->scope == SCOPE_GPU && who == TRAINER_CPU) {
-            llmc_warn("%s is a GPU trainer flag; the CPU trainer ignores it", flag);
+    cli_parse(ARG_TABLE, ARG_TABLE_LEN, a, argc, argv, given, NULL, 0);
+    for (int i = 0; i < ARG_TABLE_LEN; i++) {
+        if (given[i] && ARG_TABLE[i].group == SCOPE_GPU && who == TRAINER_CPU) {
+            llmc_warn("%s is a GPU trainer flag; the CPU trainer ignores it", ARG_TABLE[i].flag);
         }
     }
 }
@@ -336,9 +250,9 @@ static inline void train_args_print(const TrainArgs *a, TrainerKind who, FILE *o
     fprintf(out, "+-------------------+--------------------------------------------------------+\n");
     for (int i = 0; i < ARG_TABLE_LEN; i++) {
         const ArgSpec *s = &ARG_TABLE[i];
-        if (s->scope == SCOPE_GPU && who == TRAINER_CPU) continue;
+        if (s->group == SCOPE_GPU && who == TRAINER_CPU) continue;
         char val[ARG_STR_CAP + 8];
-        arg_value_text_(s, a, val, sizeof(val));
+        cli_value_text(s, a, val, sizeof(val));
         fprintf(out, "| %-17s | %-54s |\n", s->flag, val);
     }
     fprintf(out, "+-------------------+--------------------------------------------------------+\n");

@@ -27,6 +27,7 @@
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
+#include "../llmc/cli.h"
 #include "../llmc/gpt2_cpu.h"
 #include "../llmc/utils.h"
 #include "attn_stats.h"
@@ -48,17 +49,9 @@ typedef struct {
     int linear;           /* -lin */
 } Options;
 
-typedef struct {
-    const char *flag;
-    int is_int;
-    size_t offset;
-    int min, max; /* ints: inclusive range */
-    const char *help;
-} OptSpec;
-
-#define O_STR(f, field, h) {f, 0, offsetof(Options, field), 0, 0, h}
-#define O_INT(f, field, lo, hi, h) {f, 1, offsetof(Options, field), lo, hi, h}
-static const OptSpec OPTS[] = {
+#define O_STR(f, field, h) CLI_STR(Options, f, field, NULL, 0, h)
+#define O_INT(f, field, lo, hi, h) CLI_INT(Options, f, field, lo, hi, 0, h)
+static const CliOpt OPTS[] = {
     O_STR("-e", model, "model checkpoint (.bin, version 3/5/103/105) [required]"),
     O_STR("-e2", model2, "second checkpoint: also report Delta = e minus e2 on the same tokens"),
     O_STR("-j", val, "val token shards (glob; llm.c val order)"),
@@ -80,50 +73,16 @@ static void options_defaults(Options *o) {
     o->batches = 16;
 }
 
-static void print_help(const char *prog) {
-    Options d;
-    options_defaults(&d);
-    printf("usage: %s -e model.bin [-e2 other.bin] [-flag value ...]   (--help: this text)\n", prog);
-    printf("per-layer attention distance D, position-normalized D, sink mass, D without the sink,\n"
-           "median distance and entropy (METHODS.md 2.7; doc/attention_distance.md)\n");
-    for (int i = 0; i < NUM_OPTS; i++) {
-        const OptSpec *s = &OPTS[i];
-        const char *base = (const char *)&d + s->offset;
-        char def[OPT_CAP + 8];
-        if (s->is_int) snprintf(def, sizeof(def), "%d", *(const int *)base);
-        else snprintf(def, sizeof(def), "%s", base[0] ? base : "none");
-        printf("  %-7s %s (default %s)\n", s->flag, s->help, def);
-    }
-}
-
 static void parse_options(Options *o, int argc, char **argv) {
     options_defaults(o);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-help") == 0) {
-            print_help(argv[0]);
-            exit(0);
-        }
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: %s -e model.bin [-e2 other.bin] [-flag value ...]   (--help: this text)\n", argv[0]);
+        printf("per-layer attention distance D, position-normalized D, sink mass, D without the sink,\n"
+               "median distance and entropy (METHODS.md 2.7; doc/attention_distance.md)\n");
+        cli_print_options(OPTS, NUM_OPTS, o, -1, stdout);
+        exit(0);
     }
-    for (int i = 1; i < argc; i += 2) {
-        const OptSpec *s = NULL;
-        for (int k = 0; k < NUM_OPTS; k++)
-            if (strcmp(argv[i], OPTS[k].flag) == 0) s = &OPTS[k];
-        if (s == NULL) llmc_die("%s: unknown flag (see %s --help)", argv[i], argv[0]);
-        if (i + 1 >= argc) llmc_die("%s: expected a value after the flag", argv[i]);
-        const char *val = argv[i + 1];
-        char *dst = (char *)o + s->offset;
-        if (s->is_int) {
-            char *end = NULL;
-            long v = strtol(val, &end, 10);
-            if (end == val || *end != '\0' || v < s->min || v > s->max) {
-                llmc_die("%s '%s': expected an integer in [%d, %d]", s->flag, val, s->min, s->max);
-            }
-            *(int *)dst = (int)v;
-        } else {
-            if (strlen(val) >= OPT_CAP) llmc_die("%s: value longer than %d characters", s->flag, OPT_CAP - 1);
-            strcpy(dst, val);
-        }
-    }
+    cli_parse(OPTS, NUM_OPTS, o, argc, argv, NULL, NULL, 0);
     if (o->model[0] == '\0') llmc_die("-e: expected a model checkpoint (see %s --help)", argv[0]);
 }
 

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../llmc/cli.h"
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/param_layout.h"
@@ -39,91 +40,36 @@ typedef struct {
     char json[OPT_CAP];  /* -json */
     char png[OPT_CAP];   /* -png */
     int per_head;        /* -heads */
-    double eps;          /* -eps */
+    float eps;           /* -eps */
 } Options;
 
-typedef enum { OPT_STR, OPT_INT, OPT_DBL } OptType;
-
-typedef struct {
-    const char *flag;
-    OptType type;
-    size_t offset;
-    double min, max; /* numbers: inclusive range */
-    const char *help;
-} OptSpec;
-
-static const OptSpec OPTS[] = {
-    {"-e", OPT_STR, offsetof(Options, model), 0, 0, "model checkpoint (or give it as the first argument)"},
-    {"-heads", OPT_INT, offsetof(Options, per_head), 0, 1, "1: per-head rows in the table (CSV/JSON always have them)"},
-    {"-csv", OPT_STR, offsetof(Options, csv), 0, 0, "write one row per head here (CSV)"},
-    {"-json", OPT_STR, offsetof(Options, json), 0, 0, "write the layer summaries and every head here (JSON)"},
-    {"-png", OPT_STR, offsetof(Options, png), 0, 0, "plot the cascade (rank over depth) here, via sd_attention/plot_cascade.py"},
-    {"-eps", OPT_DBL, offsetof(Options, eps), 0.0, 1.0, "unstable head: alpha > eps * rho (METHODS.md 3.3)"},
+static const CliOpt OPTS[] = {
+    CLI_STR(Options, "-e", model, NULL, 0, "model checkpoint (or give it as the first argument)"),
+    CLI_INT(Options, "-heads", per_head, 0, 1, 0, "1: per-head rows in the table (CSV/JSON always have them)"),
+    CLI_STR(Options, "-csv", csv, NULL, 0, "write one row per head here (CSV)"),
+    CLI_STR(Options, "-json", json, NULL, 0, "write the layer summaries and every head here (JSON)"),
+    CLI_STR(Options, "-png", png, NULL, 0, "plot the cascade (rank over depth) here, via sd_attention/plot_cascade.py"),
+    CLI_FLT(Options, "-eps", eps, 0.0, 1.0, 0, "unstable head: alpha > eps * rho (METHODS.md 3.3)"),
 };
 #define NUM_OPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 
 static void options_defaults(Options *o) {
     memset(o, 0, sizeof(*o));
-    o->eps = SPEC_DEFAULT_EPS;
-}
-
-static void print_help(const char *prog) {
-    Options d;
-    options_defaults(&d);
-    printf("usage: %s model.bin [-flag value ...]   (--help: this text)\n", prog);
-    printf("routing/filtering split, effective rank, spectral abscissa of every attention head\n"
-           "(METHODS.md 3.2-3.10; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
-    for (int i = 0; i < NUM_OPTS; i++) {
-        const OptSpec *s = &OPTS[i];
-        const char *base = (const char *)&d + s->offset;
-        char def[OPT_CAP + 8];
-        if (s->type == OPT_INT) snprintf(def, sizeof(def), "%d", *(const int *)base);
-        else if (s->type == OPT_DBL) snprintf(def, sizeof(def), "%g", *(const double *)base);
-        else snprintf(def, sizeof(def), "%s", base[0] ? base : "none");
-        printf("  %-7s %s (default %s)\n", s->flag, s->help, def);
-    }
-}
-
-static void set_option(Options *o, const OptSpec *s, const char *val) {
-    char *dst = (char *)o + s->offset;
-    char *end = NULL;
-    if (s->type == OPT_STR) {
-        if (strlen(val) >= OPT_CAP) llmc_die("%s: value longer than %d characters", s->flag, OPT_CAP - 1);
-        strcpy(dst, val);
-    } else if (s->type == OPT_INT) {
-        long v = strtol(val, &end, 10);
-        if (end == val || *end != '\0' || v < s->min || v > s->max)
-            llmc_die("%s '%s': expected an integer in [%g, %g]", s->flag, val, s->min, s->max);
-        *(int *)dst = (int)v;
-    } else {
-        double v = strtod(val, &end);
-        if (end == val || *end != '\0' || !(v >= s->min && v <= s->max))
-            llmc_die("%s '%s': expected a number in [%g, %g]", s->flag, val, s->min, s->max);
-        *(double *)dst = v;
-    }
+    o->eps = (float)SPEC_DEFAULT_EPS;
 }
 
 static void parse_options(Options *o, int argc, char **argv) {
     options_defaults(o);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-help") == 0) {
-            print_help(argv[0]);
-            exit(0);
-        }
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: %s model.bin [-flag value ...]   (--help: this text)\n", argv[0]);
+        printf("routing/filtering split, effective rank, spectral abscissa of every attention head\n"
+               "(METHODS.md 3.2-3.10; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
+        cli_print_options(OPTS, NUM_OPTS, o, -1, stdout);
+        exit(0);
     }
-    for (int i = 1; i < argc; i += 2) {
-        if (argv[i][0] != '-' && o->model[0] == '\0') { /* the checkpoint, anywhere once */
-            set_option(o, &OPTS[0], argv[i]);
-            i--;
-            continue;
-        }
-        const OptSpec *s = NULL;
-        for (int k = 0; k < NUM_OPTS; k++)
-            if (strcmp(argv[i], OPTS[k].flag) == 0) s = &OPTS[k];
-        if (s == NULL) llmc_die("%s: unknown flag (see %s --help)", argv[i], argv[0]);
-        if (i + 1 >= argc) llmc_die("%s: expected a value after the flag", argv[i]);
-        set_option(o, s, argv[i + 1]);
-    }
+    char positional[OPT_CAP] = "";
+    cli_parse(OPTS, NUM_OPTS, o, argc, argv, NULL, positional, sizeof(positional)); /* the checkpoint, anywhere once */
+    if (positional[0] != '\0') strcpy(o->model, positional);
     if (o->model[0] == '\0') llmc_die("model: expected a checkpoint as the first argument (see %s --help)", argv[0]);
 }
 

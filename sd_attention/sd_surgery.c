@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../llmc/cli.h"
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
@@ -32,7 +33,8 @@
 #define OPT_CAP 1024
 
 /* ----------------------------------------------------------------------------------------------
- * Command line: flag/value pairs; help generated from OPTS. `op` restricts a flag to one op. */
+ * Command line: flag/value pairs (llmc/cli.h); help generated from OPTS; a flag's group is the op
+ * it belongs to. */
 typedef struct {
     char model[OPT_CAP]; /* -e */
     char out[OPT_CAP];   /* -o */
@@ -49,31 +51,26 @@ typedef struct {
     int T;               /* -t; 0 the model's maxT */
 } Options;
 
-typedef struct {
-    const char *flag;
-    int is_int;
-    size_t offset, cap;
-    int min, max;
-    const char *op; /* NULL: any op */
-    const char *help;
-} OptSpec;
+/* The CliOpt group of a flag is the op it belongs to (0: every op). */
+enum { OP_ANY = 0, OP_LINEARIZE, OP_SCALAR_D, OP_SHRINK, NUM_OP_GROUPS };
+static const char *const OP_NAMES[NUM_OP_GROUPS] = {"", "linearize", "scalar_d", "shrink"};
 
-#define O_STR(f, field, op, h) {f, 0, offsetof(Options, field), sizeof(((Options *)0)->field), 0, 0, op, h}
-#define O_INT(f, field, lo, hi, op, h) {f, 1, offsetof(Options, field), 0, lo, hi, op, h}
-static const OptSpec OPTS[] = {
-    O_STR("-e", model, NULL, "input checkpoint (.bin, version 3/5/103/105) [required]"),
-    O_STR("-o", out, NULL, "output checkpoint NAME.bin; NAME.schedule.txt and NAME.report.json go next to it [required]"),
-    O_STR("-op", op, NULL, "linearize | scalar_d | shrink [required]"),
-    O_INT("-k", k, 1, LLMC_MAX_LAYERS, "linearize", "linearize layers 0..K-1 (mha -> lin, sd -> sdlin)"),
-    O_INT("-lin_prescale", lin_prescale, -1, 1, "linearize", "linear q/k prescale flag of the output (-1: keep the checkpoint's)"),
-    O_INT("-keep_layout", keep_layout, 0, 1, "scalar_d", "1: keep d equal thetas per head instead of the scalar-D layout"),
-    O_INT("-planes", planes, 1, 1 << 20, "shrink", "keep M rotation planes per S-D head (new head size 2M)"),
-    O_INT("-rank90", rank90, 0, 1, "shrink", "1: keep per layer the largest n90 of its heads (90% of the routing energy)"),
-    O_INT("-round8", round8, 0, 1, "shrink", "1: round the new head size up to a multiple of 8"),
-    O_STR("-j", val, NULL, "val token shards (glob): evaluate before and after (none: no evaluation)"),
-    O_INT("-m", batches, -1, 1 << 30, NULL, "val batches (-1: the whole val data)"),
-    O_INT("-b", B, 1, 1 << 20, NULL, "batch size of the evaluation"),
-    O_INT("-t", T, 0, 1 << 20, NULL, "sequence length of the evaluation (0: the model's maxT)"),
+#define O_STR(f, field, g, h) CLI_STR(Options, f, field, NULL, g, h)
+#define O_INT(f, field, lo, hi, g, h) CLI_INT(Options, f, field, lo, hi, g, h)
+static const CliOpt OPTS[] = {
+    O_STR("-e", model, OP_ANY, "input checkpoint (.bin, version 3/5/103/105) [required]"),
+    O_STR("-o", out, OP_ANY, "output checkpoint NAME.bin; NAME.schedule.txt and NAME.report.json go next to it [required]"),
+    O_STR("-op", op, OP_ANY, "linearize | scalar_d | shrink [required]"),
+    O_STR("-j", val, OP_ANY, "val token shards (glob): evaluate before and after (none: no evaluation)"),
+    O_INT("-m", batches, -1, 1 << 30, OP_ANY, "val batches (-1: the whole val data)"),
+    O_INT("-b", B, 1, 1 << 20, OP_ANY, "batch size of the evaluation"),
+    O_INT("-t", T, 0, 1 << 20, OP_ANY, "sequence length of the evaluation (0: the model's maxT)"),
+    O_INT("-k", k, 1, LLMC_MAX_LAYERS, OP_LINEARIZE, "linearize layers 0..K-1 (mha -> lin, sd -> sdlin)"),
+    O_INT("-lin_prescale", lin_prescale, -1, 1, OP_LINEARIZE, "linear q/k prescale flag of the output (-1: keep the checkpoint's)"),
+    O_INT("-keep_layout", keep_layout, 0, 1, OP_SCALAR_D, "1: keep d equal thetas per head instead of the scalar-D layout"),
+    O_INT("-planes", planes, 1, 1 << 20, OP_SHRINK, "keep M rotation planes per S-D head (new head size 2M)"),
+    O_INT("-rank90", rank90, 0, 1, OP_SHRINK, "1: keep per layer the largest n90 of its heads (90% of the routing energy)"),
+    O_INT("-round8", round8, 0, 1, OP_SHRINK, "1: round the new head size up to a multiple of 8"),
 };
 #define NUM_OPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 
@@ -84,28 +81,15 @@ static void options_defaults(Options *o) {
     o->B = 4;
 }
 
-static void print_help(const char *prog) {
-    Options d;
-    options_defaults(&d);
+static void print_help(const char *prog, const Options *d) {
     printf("usage: %s -e model.bin -o out.bin -op OP [-flag value ...]   (--help: this text)\n", prog);
     printf("surgery on a trained model (METHODS.md 3.13; doc/sd_tools.md): writes out.bin,\n"
            "out.schedule.txt and out.report.json; with -j, the val loss and perplexity before and after\n");
-    for (int i = 0; i < NUM_OPTS; i++) {
-        const OptSpec *s = &OPTS[i];
-        const char *base = (const char *)&d + s->offset;
-        char def[OPT_CAP + 8];
-        if (s->is_int) snprintf(def, sizeof(def), "%d", *(const int *)base);
-        else snprintf(def, sizeof(def), "%s", base[0] ? base : "none");
-        printf("  %-13s %s%s%s (default %s)\n", s->flag, s->op ? "[" : "", s->op ? s->op : "",
-               s->op ? "] " : "", def);
-        printf("  %-13s   %s\n", "", s->help);
+    for (int g = 0; g < NUM_OP_GROUPS; g++) {
+        if (g == OP_ANY) printf("every op:\n");
+        else printf("-op %s:\n", OP_NAMES[g]);
+        cli_print_options(OPTS, NUM_OPTS, d, g, stdout);
     }
-}
-
-static const OptSpec *find_opt(const char *flag) {
-    for (int k = 0; k < NUM_OPTS; k++)
-        if (strcmp(flag, OPTS[k].flag) == 0) return &OPTS[k];
-    return NULL;
 }
 
 static void check_combination(const Options *o, const int *given) {
@@ -114,8 +98,8 @@ static void check_combination(const Options *o, const int *given) {
     if (strcmp(o->op, "linearize") != 0 && strcmp(o->op, "scalar_d") != 0 && strcmp(o->op, "shrink") != 0)
         llmc_die("-op '%s': expected linearize, scalar_d or shrink", o->op);
     for (int i = 0; i < NUM_OPTS; i++)
-        if (given[i] && OPTS[i].op && strcmp(OPTS[i].op, o->op) != 0)
-            llmc_die("%s: applies to -op %s only, not -op %s", OPTS[i].flag, OPTS[i].op, o->op);
+        if (given[i] && OPTS[i].group != OP_ANY && strcmp(OP_NAMES[OPTS[i].group], o->op) != 0)
+            llmc_die("%s: applies to -op %s only, not -op %s", OPTS[i].flag, OP_NAMES[OPTS[i].group], o->op);
     if (strcmp(o->op, "linearize") == 0 && o->k == 0) llmc_die("-k: -op linearize needs the number of layers K >= 1");
     if (strcmp(o->op, "shrink") == 0 && (o->planes > 0) == (o->rank90 == 1))
         llmc_die("-planes/-rank90: -op shrink needs exactly one of -planes M or -rank90 1");
@@ -127,31 +111,12 @@ static void check_combination(const Options *o, const int *given) {
 
 static void parse_options(Options *o, int argc, char **argv) {
     options_defaults(o);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-help") == 0) {
-            print_help(argv[0]);
-            exit(0);
-        }
+    if (cli_wants_help(argc, argv)) {
+        print_help(argv[0], o);
+        exit(0);
     }
-    int given[NUM_OPTS] = {0};
-    for (int i = 1; i < argc; i += 2) {
-        const OptSpec *s = find_opt(argv[i]);
-        if (s == NULL) llmc_die("%s: unknown flag (see %s --help)", argv[i], argv[0]);
-        if (i + 1 >= argc) llmc_die("%s: expected a value after the flag", argv[i]);
-        const char *val = argv[i + 1];
-        char *dst = (char *)o + s->offset;
-        given[s - OPTS] = 1;
-        if (s->is_int) {
-            char *end = NULL;
-            long v = strtol(val, &end, 10);
-            if (end == val || *end != '\0' || v < s->min || v > s->max)
-                llmc_die("%s '%s': expected an integer in [%d, %d]", s->flag, val, s->min, s->max);
-            *(int *)dst = (int)v;
-        } else {
-            if (strlen(val) >= s->cap) llmc_die("%s: value longer than %zu characters", s->flag, s->cap - 1);
-            strcpy(dst, val);
-        }
-    }
+    int given[NUM_OPTS];
+    cli_parse(OPTS, NUM_OPTS, o, argc, argv, given, NULL, 0);
     check_combination(o, given);
 }
 

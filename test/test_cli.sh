@@ -22,8 +22,8 @@ check "--help lists every flag with its default (missing:$missing)" test -z "$mi
 check "--help shows the CPU default init gpt2_124M.bin" grep -q "default gpt2_124M.bin" <<<"$help"
 
 # flags and values
-expect_error "unknown flag" "unknown flag '-zz'.*--help" "${RUN[@]}" -zz 1
-expect_error "flag without a value" "flag -b needs a value" "${RUN[@]}" -b
+expect_error "unknown flag" "^error: -zz: unknown flag \(see .*--help\)" "${RUN[@]}" -zz 1
+expect_error "flag without a value" "^error: -b: expected a value after the flag" "${RUN[@]}" -b
 expect_error "non-integer value" "^error: -b 'abc': expected an integer" "${RUN[@]}" -b abc
 expect_error "integer with trailing junk" "^error: -x '10k': expected an integer" "${RUN[@]}" -x 10k
 expect_error "zero batch" "^error: -b '0': expected an integer in \[1," "${RUN[@]}" -b 0

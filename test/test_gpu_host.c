@@ -23,7 +23,7 @@
 
 #include "../llmc/config.h"
 #include "../llmc/gpu_host.h"
-#include "../llmc/gpu_model_init.h"
+#include "../llmc/model_init.h"
 #include "../llmc/param_layout.h"
 #include "../prism/schedule.h"
 #include "harness.h"
@@ -460,7 +460,7 @@ static void test_model_from_args(void) {
     parse(&a, given, argv, 21);
     GPT2Config c;
     char err[1024];
-    int ok = gpu_model_config(&a, given, a.init, 0, 0, &c, err, sizeof(err));
+    int ok = model_config_from_args(&a, given, a.init, 0, 0, &c, err, sizeof(err));
     CHECK(ok && !c.use_ln && c.sd_scalar_d == 1 && c.sd_d_sign == 1 && c.sd_init_s == 0.5f && c.sd_init_theta == 0.3f &&
               c.sd_init_u == 0.25f && c.lin_prescale == 1 && c.layer[0].kind == ATTN_SD && c.layer[1].kind == ATTN_SDLIN &&
               c.layer[2].kind == ATTN_LIN && c.layer[2].head_size == 24 && c.layer[2].n_head == 4 &&
@@ -484,12 +484,12 @@ static void test_model_from_args(void) {
     CHECK(memcmp(&cpu, &c, sizeof(c)) == 0, "the GPU trainer's config equals the CPU trainer's byte for byte");
     GPT2 m;
     gpt2_build_from_config(&m, &cpu, 7);
-    float *p = gpu_init_params(&c, 7);
+    float *p = model_init_params_host(&c, 7);
     CHECK(memcmp(p, m.params, m.layout.total * sizeof(float)) == 0 && m.layout.slot_size[P_LN1W] == 0 &&
               m.layout.slot_size[P_SDTHETA] == 2 * 4 && m.layout.slot_size[P_SDSKEW] == 2 * 4 * 120,
           "init from the descriptor: bit-identical to gpt2_build_from_config (%zu parameters; no ln1, one theta "
           "per S-D head, 2 x 4 x 120 packed S)", m.layout.total);
-    float *p8 = gpu_init_params(&c, 8);
+    float *p8 = model_init_params_host(&c, 8);
     CHECK(memcmp(p, p8, m.layout.total * sizeof(float)) != 0, "control: another seed gives other weights");
     free(p);
     free(p8);
@@ -500,20 +500,20 @@ static void test_model_from_args(void) {
     int listed = 1;
     const char *cpu_flags[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s", "-sd_init_theta", "-sd_init_u",
                                "-lin_prescale"};
-    for (int i = 0; i < 7; i++) listed &= i < GPU_N_MODEL_OPTION_FLAGS && strcmp(GPU_MODEL_OPTION_FLAGS[i], cpu_flags[i]) == 0;
-    CHECK(listed && GPU_N_MODEL_OPTION_FLAGS == 7, "the model-option flags are the CPU trainer's seven");
+    for (int i = 0; i < 7; i++) listed &= i < N_MODEL_OPTION_FLAGS && strcmp(MODEL_OPTION_FLAGS[i], cpu_flags[i]) == 0;
+    CHECK(listed && N_MODEL_OPTION_FLAGS == 7, "the model-option flags are the CPU trainer's seven");
     parse(&a, given, argv2, 5);
-    ok = !gpu_model_config(&a, given, a.init, 1, 0, &c, err, sizeof(err)) &&
+    ok = !model_config_from_args(&a, given, a.init, 1, 0, &c, err, sizeof(err)) &&
          strncmp(err, "-ln: the checkpoint model.bin carries its own model options", 59) == 0 && !strchr(err, '\n');
     CHECK(ok, "checkpoint + -ln: %s", err);
-    CHECK(gpu_model_config(&a, given, a.init, 1, 1, &c, err, sizeof(err)), "... allowed when resuming (the checkpoint wins)");
+    CHECK(model_config_from_args(&a, given, a.init, 1, 1, &c, err, sizeof(err)), "... allowed when resuming (the checkpoint wins)");
     const char *argv3[] = {"x", "-e", "model.bin", "-prism", table};
     parse(&a, given, argv3, 5);
-    ok = !gpu_model_config(&a, given, a.init, 1, 0, &c, err, sizeof(err)) && strstr(err, "carries its own layer table");
+    ok = !model_config_from_args(&a, given, a.init, 1, 0, &c, err, sizeof(err)) && strstr(err, "carries its own layer table");
     CHECK(ok, "checkpoint + -prism: %s", err);
     const char *argv4[] = {"x", "-e", "tiny", "-prism", "build/no_such_table.txt"};
     parse(&a, given, argv4, 5);
-    ok = !gpu_model_config(&a, given, a.init, 0, 0, &c, err, sizeof(err)) && strstr(err, "no_such_table");
+    ok = !model_config_from_args(&a, given, a.init, 0, 0, &c, err, sizeof(err)) && strstr(err, "no_such_table");
     CHECK(ok, "a missing table is an error naming it: %s", err);
     remove(table);
 }

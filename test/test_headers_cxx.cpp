@@ -3,6 +3,7 @@
  * train_gpt2.cu (nvcc, C++) includes them unchanged. A few calls exercise the code paths.
  */
 #include "../llmc/args.h"
+#include "../llmc/cli.h"
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"

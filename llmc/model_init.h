@@ -1,18 +1,18 @@
 /*
- * llmc/gpu_model_init.h: how the CUDA trainer gets its model from the command line, in plain C so
- * that test/test_gpu_host.c checks it on the CPU. The rules are the CPU trainer's (train_gpt2.c
- * build_model), so both trainers build the same model from the same flags:
+ * llmc/model_init.h: how a trainer gets its model from the command line, shared by train_gpt2.c
+ * and train_gpt2.cu so that both build the same model from the same flags (and unit-tested on the
+ * CPU by test/test_gpu_host.c):
  *
- *   gpu_model_config   a descriptor -e plus the model options (-ln, -sd_scalar_d, -sd_sign,
- *                      -sd_init_s, -sd_init_theta, -sd_init_u, -lin_prescale) and the layer table
- *                      (-prism);
- *                      with a checkpoint -e those options are an error unless the run resumes
- *                      (a resumed run repeats its command line; the checkpoint's values win)
- *   gpu_init_params    GPT-2's init drawn by gpt2_init_weights (llmc/gpt2_cpu.h) for that config:
- *                      exactly the CPU trainer's and train_gpt2.py's weights for the same seed
+ *   model_config_from_args   a descriptor -e plus the model options (-ln, -sd_scalar_d, -sd_sign,
+ *                            -sd_init_s, -sd_init_theta, -sd_init_u, -lin_prescale) and the layer
+ *                            table (-prism); with a checkpoint -e those options are an error unless
+ *                            the run resumes (a resumed run repeats its command line; the
+ *                            checkpoint's values win)
+ *   model_init_params_host   GPT-2's init drawn by gpt2_init_weights (llmc/gpt2_cpu.h) for that
+ *                            config into a host buffer: exactly train_gpt2.py's weights for the seed
  */
-#ifndef LLMC_GPU_MODEL_INIT_H
-#define LLMC_GPU_MODEL_INIT_H
+#ifndef LLMC_MODEL_INIT_H
+#define LLMC_MODEL_INIT_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -24,17 +24,17 @@
 #include "gpt2_cpu.h"
 #include "param_layout.h"
 
-/* The model options a descriptor takes from the command line (train_gpt2.c MODEL_OPTION_FLAGS). */
-static const char *const GPU_MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
+/* The model options a descriptor takes from the command line; a checkpoint has its own. */
+static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
                                                      "-sd_init_theta", "-sd_init_u", "-lin_prescale"};
-#define GPU_N_MODEL_OPTION_FLAGS 7
+#define N_MODEL_OPTION_FLAGS 7
 
 /*
  * For a checkpoint path (init_is_file): only checks the flags (the caller reads the file). For a
  * descriptor: fills c from it, the model options and the -prism table; warnings of the schedule
  * go to stderr. Returns 1, or 0 with a one-line message in err.
  */
-static inline int gpu_model_config(const TrainArgs *a, const int *given, const char *init_path,
+static inline int model_config_from_args(const TrainArgs *a, const int *given, const char *init_path,
                                    int init_is_file, int resuming, GPT2Config *c, char *err, size_t cap) {
     if (init_is_file) {
         if (a->prism[0] != '\0') {
@@ -42,10 +42,10 @@ static inline int gpu_model_config(const TrainArgs *a, const int *given, const c
                      "applies to a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
             return 0;
         }
-        for (int i = 0; i < GPU_N_MODEL_OPTION_FLAGS; i++) {
-            if (train_args_given(given, GPU_MODEL_OPTION_FLAGS[i]) && !resuming) {
+        for (int i = 0; i < N_MODEL_OPTION_FLAGS; i++) {
+            if (train_args_given(given, MODEL_OPTION_FLAGS[i]) && !resuming) {
                 snprintf(err, cap, "%s: the checkpoint %.400s carries its own model options; %s applies to "
-                         "a descriptor -e", GPU_MODEL_OPTION_FLAGS[i], init_path, GPU_MODEL_OPTION_FLAGS[i]);
+                         "a descriptor -e", MODEL_OPTION_FLAGS[i], init_path, MODEL_OPTION_FLAGS[i]);
                 return 0;
             }
         }
@@ -83,7 +83,7 @@ static inline int gpu_model_config(const TrainArgs *a, const int *given, const c
 
 /* layout.total fp32 parameters, GPT-2's init for c (gpt2_init_weights reads only the config,
  * the layout and the parameter buffer of the CPU model struct). */
-static inline float *gpu_init_params(const GPT2Config *c, uint32_t seed) {
+static inline float *model_init_params_host(const GPT2Config *c, uint32_t seed) {
     GPT2 *host_model = (GPT2 *)xcalloc(1, sizeof(GPT2));
     host_model->config = *c;
     param_layout_init(&host_model->layout, c);
@@ -94,4 +94,4 @@ static inline float *gpu_init_params(const GPT2Config *c, uint32_t seed) {
     return params;
 }
 
-#endif /* LLMC_GPU_MODEL_INIT_H */
+#endif /* LLMC_MODEL_INIT_H */
