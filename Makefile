@@ -79,7 +79,7 @@ train: train_gpt2 data
 	  -b 4 -t 128 -x 300 -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 8 -s 100 -g 64 \
 	  -n 300 -o out/shakespeare_prism
 
-test: $(ALL_BINS) $(TEST_BINS) data
+test: $(ALL_BINS) $(TEST_BINS) data evals
 	PYTHON=$(PYTHON) bash test/run_all.sh
 
 bench_cpu: train_gpt2 data

@@ -33,17 +33,8 @@
 
 #define PATH_CAP 4096
 
-/* The tasks -tasks knows by name; any other entry is taken as the path of an eval file. */
-static const struct {
-    const char *name, *file, *writer;
-} KNOWN_TASKS[] = {
-    {"hellaswag", "hellaswag/hellaswag_val.bin", "dev/data/hellaswag.py"},
-    {"piqa", "piqa/piqa_val.bin", "dev/data/piqa.py"},
-    {"arc_easy", "arc_easy/arc_easy_test.bin", "dev/data/arc_easy.py"},
-    {"winogrande", "winogrande/winogrande_val.bin", "dev/data/winogrande.py"},
-    {"lambada", "lambada/lambada_test.bin", "dev/data/lambada.py"},
-};
-#define NUM_KNOWN_TASKS ((int)(sizeof(KNOWN_TASKS) / sizeof(KNOWN_TASKS[0])))
+/* -tasks knows the tasks of llmc/evalloader.h (EVAL_TASKS) by name; any other entry is taken as
+ * the path of an eval file. */
 #define MAX_TASKS 32
 
 /* ----------------------------------------------------------------------------------------------
@@ -85,7 +76,7 @@ static void eval_args_parse(EvalArgs *a, int argc, char **argv) {
         printf("options:\n");
         cli_print_options(FLAGS, NUM_FLAGS, a, -1, stdout);
         printf("task files: ");
-        for (int i = 0; i < NUM_KNOWN_TASKS; i++) printf("%s%s (%s)", i ? ", " : "", KNOWN_TASKS[i].file, KNOWN_TASKS[i].writer);
+        for (int i = 0; i < NUM_EVAL_TASKS; i++) printf("%s%s (%s)", i ? ", " : "", EVAL_TASKS[i].file, EVAL_TASKS[i].writer);
         printf("\n");
         exit(0);
     }
@@ -103,11 +94,11 @@ typedef struct {
 } Task;
 
 static int resolve_one(const EvalArgs *a, const char *item, Task *t) {
-    for (int k = 0; k < NUM_KNOWN_TASKS; k++) {
-        if (strcmp(item, KNOWN_TASKS[k].name) == 0) {
+    for (int k = 0; k < NUM_EVAL_TASKS; k++) {
+        if (strcmp(item, EVAL_TASKS[k].name) == 0) {
             snprintf(t->name, sizeof(t->name), "%s", item);
-            path_join(t->path, sizeof(t->path), a->dir, KNOWN_TASKS[k].file);
-            t->writer = KNOWN_TASKS[k].writer;
+            path_join(t->path, sizeof(t->path), a->dir, EVAL_TASKS[k].file);
+            t->writer = EVAL_TASKS[k].writer;
             return 1;
         }
     }
@@ -123,8 +114,8 @@ static int resolve_one(const EvalArgs *a, const char *item, Task *t) {
 
 static int resolve_tasks(const EvalArgs *a, Task *tasks) {
     if (strcmp(a->tasks, "all") == 0) {
-        for (int k = 0; k < NUM_KNOWN_TASKS; k++) resolve_one(a, KNOWN_TASKS[k].name, &tasks[k]);
-        return NUM_KNOWN_TASKS;
+        for (int k = 0; k < NUM_EVAL_TASKS; k++) resolve_one(a, EVAL_TASKS[k].name, &tasks[k]);
+        return NUM_EVAL_TASKS;
     }
     char buf[PATH_CAP];
     snprintf(buf, sizeof(buf), "%s", a->tasks);

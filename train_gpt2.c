@@ -30,6 +30,7 @@
 #include "llmc/schedulers.h"
 #include "llmc/state.h"
 #include "llmc/tokenizer.h"
+#include "llmc/train_evals.h"
 #include "prism/schedule.h"
 
 /* Everything one training run owns. */
@@ -47,8 +48,7 @@ typedef struct {
     int start_step;    /* 0, or the step resumed from */
     int resumed;       /* 1 while in the iteration that was resumed into */
     int val_batches;   /* per evaluation */
-    EvalFile hellaswag; /* -h 1: llm.c's eval file, when present */
-    int hellaswag_n;    /* examples scored per eval; 0: no HellaSwag eval */
+    TrainEvals evals;   /* -h 1: the zero-shot evals run at every val step (-ht) */
     float *eval_losses; /* per-position losses of the HellaSwag forward (B*T) */
     uint64_t sample_rng;
 } Run;
@@ -75,32 +75,6 @@ static void build_model(Run *r, const char *init_path, int resuming) {
     }
     gpt2_build_from_config(&r->model, &c, (uint32_t)a->seed);
     printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
-}
-
-/* -h 1 (llm.c's in-training HellaSwag, FORMATS.md 6): the file at llm.c's fixed path, scored
- * with the training B and T; a missing file is one message and the run goes on without it. */
-#define HELLASWAG_PATH "dev/data/hellaswag/hellaswag_val.bin"
-static void hellaswag_setup(Run *r) {
-    const TrainArgs *a = &r->args;
-    r->hellaswag_n = 0;
-    if (!a->hellaswag) return;
-    if (!file_exists(HELLASWAG_PATH)) {
-        printf("HellaSwag: %s not found, skipping the HellaSwag eval (write it with: python "
-               "dev/data/hellaswag.py)\n", HELLASWAG_PATH);
-        return;
-    }
-    evalfile_load(&r->hellaswag, HELLASWAG_PATH, r->model.config.vocab_size);
-    const int n = a->hellaswag_max > 0 ? LLMC_MIN(a->hellaswag_max, r->hellaswag.num_examples)
-                                       : r->hellaswag.num_examples;
-    char why[256];
-    if (evalfile_check_shape(&r->hellaswag, n, a->B, a->T, why, sizeof(why)) >= 0) {
-        llmc_die("-h 1: %s: %s (scored with the training -b/-t; -hn N scores fewer examples)",
-                 HELLASWAG_PATH, why);
-    }
-    r->hellaswag_n = n;
-    r->eval_losses = (float *)xmalloc((size_t)a->B * a->T * sizeof(float));
-    printf("HellaSwag: %d of %d examples of %s at every val step\n", n, r->hellaswag.num_examples,
-           HELLASWAG_PATH);
 }
 
 static void setup(Run *r) {
@@ -155,7 +129,11 @@ static void setup(Run *r) {
     outlier_init(&r->loss_outliers);
     outlier_init(&r->norm_outliers);
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
-    hellaswag_setup(r);
+    if (a->hellaswag) {
+        /* llm.c's -h 1 (FORMATS.md 6), scored with the training B and T, plus the -ht tasks */
+        train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1, 1);
+        r->eval_losses = (float *)xmalloc((size_t)a->B * a->T * sizeof(float));
+    }
     r->sample_rng = 1337;
 
     r->start_step = 0;
@@ -201,7 +179,7 @@ static float evaluate(Run *r) {
 }
 
 /* eval_run's forward: the model's logits, then the losses at the scored positions. */
-static void hellaswag_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
+static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
                               int need_logits, const float **losses, const float **logits) {
     (void)need_logits;
     Run *r = (Run *)ctx;
@@ -211,15 +189,15 @@ static void hellaswag_forward(void *ctx, const int *inputs, const int *targets, 
     *logits = r->model.acts.logits;
 }
 
-/* acc_norm over the first hellaswag_n examples, printed and logged as llm.c does. */
-static void hellaswag_eval(Run *r, int step) {
-    EvalResults res;
-    eval_run(&r->hellaswag, r->hellaswag_n, r->args.B, r->args.T, r->model.config.vocab_size,
-             hellaswag_forward, r, &res);
-    const float acc = (float)res.correct_mean / r->hellaswag_n;
-    printf("HellaSwag: %d/%d = %f\n", res.correct_mean, r->hellaswag_n, acc);
-    logger_log_eval(&r->logger, step, acc);
-    eval_results_free(&res);
+/* Every -ht task: the headline accuracy (acc_norm for HellaSwag, as llm.c), printed and logged. */
+static void run_evals(Run *r, int step) {
+    for (int i = 0; i < r->evals.count; i++) {
+        const TrainEval *e = &r->evals.e[i];
+        EvalResults res;
+        eval_run(&e->file, e->n, r->args.B, r->args.T, r->model.config.vocab_size, eval_forward, r, &res);
+        train_eval_report(e, step, eval_headline_correct(&e->file, &res), &r->logger, 1);
+        eval_results_free(&res);
+    }
 }
 
 static uint32_t xorshift_u32(uint64_t *state) {
@@ -341,8 +319,8 @@ static void train(Run *r) {
             printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
         }
-        if (r->hellaswag_n > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
-            hellaswag_eval(r, step);
+        if (r->evals.count > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
+            run_evals(r, step);
         }
         if (a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
         if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
@@ -371,7 +349,7 @@ static void train(Run *r) {
 }
 
 static void teardown(Run *r) {
-    if (r->hellaswag_n > 0) evalfile_free(&r->hellaswag);
+    train_evals_free(&r->evals);
     free(r->eval_losses);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);

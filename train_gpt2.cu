@@ -24,6 +24,7 @@
 #include "llmc/checkpoint.h"
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
+#include "llmc/train_evals.h"
 #include "llmc/evalloader.h"
 #include "llmc/gpt2_gpu.cuh"
 #include "llmc/gpu_host.h"
@@ -52,9 +53,8 @@ typedef struct {
     LRSchedule lr_schedule;
     OutlierDetector loss_outliers, norm_outliers;
     int grad_accum, num_steps, start_step, resumed, val_batches;
-    EvalFile hellaswag;
-    int hellaswag_n;
-    int *eval_inputs, *eval_targets; /* (B, T) padded HellaSwag batch */
+    TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht; choice tasks) */
+    int *eval_inputs, *eval_targets; /* (B, T) padded eval batch */
     float *eval_losses_full, *eval_losses; /* (B, T) and the callback's (B', T') */
     uint64_t sample_rng;
     double flops_per_token, peak_tflops;
@@ -136,37 +136,18 @@ static void print_device(const Run *r) {
     printf("processes: %d (this is rank %d on local GPU %d)\n", r->mg.nproc, r->mg.rank, r->mg.local_device);
 }
 
-/* -h 1: llm.c's HellaSwag file at its fixed path, scored with the training B and T. */
-#define HELLASWAG_PATH "dev/data/hellaswag/hellaswag_val.bin"
-static void hellaswag_setup(Run *r) {
+/* -h 1 (llm.c's in-training HellaSwag, FORMATS.md 6, plus the -ht tasks): scored with the
+ * training B and T; greedy (last-word) files need logits the eval forward does not return. */
+static void evals_setup(Run *r) {
     const TrainArgs *a = &r->args;
-    r->hellaswag_n = 0;
     if (!a->hellaswag) return;
-    if (!file_exists(HELLASWAG_PATH)) {
-        if (is_rank0(r)) {
-            printf("HellaSwag: %s not found, skipping the HellaSwag eval (write it with: python "
-                   "dev/data/hellaswag.py)\n", HELLASWAG_PATH);
-        }
-        return;
-    }
-    evalfile_load(&r->hellaswag, HELLASWAG_PATH, r->model.config.vocab_size);
-    const int n = a->hellaswag_max > 0 ? LLMC_MIN(a->hellaswag_max, r->hellaswag.num_examples)
-                                       : r->hellaswag.num_examples;
-    char why[256];
-    if (evalfile_check_shape(&r->hellaswag, n, a->B, a->T, why, sizeof(why)) >= 0) {
-        llmc_die("-h 1: %s: %s (scored with the training -b/-t; -hn N scores fewer examples)",
-                 HELLASWAG_PATH, why);
-    }
-    r->hellaswag_n = n;
+    train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, r->model.config.vocab_size, 0,
+                      is_rank0(r));
     const size_t N = (size_t)a->B * a->T;
     r->eval_inputs = (int *)xmalloc(N * sizeof(int));
     r->eval_targets = (int *)xmalloc(N * sizeof(int));
     r->eval_losses_full = (float *)xmalloc(N * sizeof(float));
     r->eval_losses = (float *)xmalloc(N * sizeof(float));
-    if (is_rank0(r)) {
-        printf("HellaSwag: %d of %d examples of %s at every val step\n", n, r->hellaswag.num_examples,
-               HELLASWAG_PATH);
-    }
 }
 
 static void setup_batch(Run *r, int resume_step) {
@@ -273,7 +254,7 @@ static void setup(Run *r, int *argc, char ***argv) {
     outlier_init(&r->loss_outliers);
     outlier_init(&r->norm_outliers);
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
-    hellaswag_setup(r);
+    evals_setup(r);
     r->sample_rng = 1337;
     r->start_step = 0;
     r->resumed = 0;
@@ -311,7 +292,7 @@ static float evaluate(Run *r) {
 
 /* eval_run's forward: the packed (B', T') batch padded into the training (B, T) shape, so that
  * every evaluation uses the attention graphs prepared at start-up; losses back in (B', T'). */
-static void hellaswag_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
+static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
                               int need_logits, const float **losses, const float **logits) {
     Run *r = (Run *)ctx;
     const int BF = r->args.B, TF = r->args.T;
@@ -334,24 +315,25 @@ static void hellaswag_forward(void *ctx, const int *inputs, const int *targets, 
     *logits = NULL;
 }
 
-/* acc_norm over the first hellaswag_n examples; rank r scores the r-th contiguous block (llm.c). */
-static void hellaswag_eval(Run *r, int step) {
-    const int n = r->hellaswag_n, per = (n + r->mg.nproc - 1) / r->mg.nproc;
-    const int lo = LLMC_MIN(n, r->mg.rank * per), hi = LLMC_MIN(n, lo + per);
-    EvalResults res;
-    eval_results_init(&res, &r->hellaswag, n);
-    eval_run_range(&r->hellaswag, lo, hi, r->args.B, r->args.T, r->model.config.vocab_size,
-                   hellaswag_forward, r, &res);
-    float correct = (float)res.correct_mean; /* exact: counts stay far below 2^24 */
-    float *d = r->model.scalars + 2;
-    CUDA_CHECK(cudaMemcpy(d, &correct, sizeof(float), cudaMemcpyHostToDevice));
-    multi_gpu_allreduce_f32(&r->mg, d, 1, 0, r->ctx.stream);
-    CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
-    CUDA_CHECK(cudaMemcpy(&correct, d, sizeof(float), cudaMemcpyDeviceToHost));
-    const float acc = correct / (float)n;
-    if (is_rank0(r)) printf("HellaSwag: %d/%d = %f\n", (int)correct, n, acc);
-    logger_log_eval(&r->logger, step, acc);
-    eval_results_free(&res);
+/* Every -ht task: rank r scores the r-th contiguous block of examples (llm.c), the correct counts
+ * are summed over ranks; the headline accuracy (acc_norm for HellaSwag) is printed and logged. */
+static void run_evals(Run *r, int step) {
+    for (int t = 0; t < r->evals.count; t++) {
+        const TrainEval *e = &r->evals.e[t];
+        const int n = e->n, per = (n + r->mg.nproc - 1) / r->mg.nproc;
+        const int lo = LLMC_MIN(n, r->mg.rank * per), hi = LLMC_MIN(n, lo + per);
+        EvalResults res;
+        eval_results_init(&res, &e->file, n);
+        eval_run_range(&e->file, lo, hi, r->args.B, r->args.T, r->model.config.vocab_size, eval_forward, r, &res);
+        float correct = (float)eval_headline_correct(&e->file, &res); /* exact: counts stay far below 2^24 */
+        float *d = r->model.scalars + 2;
+        CUDA_CHECK(cudaMemcpy(d, &correct, sizeof(float), cudaMemcpyHostToDevice));
+        multi_gpu_allreduce_f32(&r->mg, d, 1, 0, r->ctx.stream);
+        CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
+        CUDA_CHECK(cudaMemcpy(&correct, d, sizeof(float), cudaMemcpyDeviceToHost));
+        train_eval_report(e, step, (int)correct, &r->logger, is_rank0(r));
+        eval_results_free(&res);
+    }
 }
 
 static uint32_t xorshift_u32(uint64_t *state) {
@@ -503,8 +485,8 @@ static void train(Run *r) {
             if (is_rank0(r)) printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
         }
-        if (r->hellaswag_n > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
-            hellaswag_eval(r, step);
+        if (r->evals.count > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
+            run_evals(r, step);
         }
         if (is_rank0(r) && a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
         if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
@@ -542,7 +524,7 @@ static void train(Run *r) {
 }
 
 static void teardown(Run *r) {
-    if (r->hellaswag_n > 0) evalfile_free(&r->hellaswag);
+    train_evals_free(&r->evals);
     free(r->eval_inputs);
     free(r->eval_targets);
     free(r->eval_losses_full);

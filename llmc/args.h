@@ -73,6 +73,7 @@ typedef struct {
     int gen_tokens;  /* -g */
     int hellaswag;   /* -h */
     int hellaswag_max; /* -hn */
+    char eval_tasks[256]; /* -ht */
     int overfit;     /* -a */
     /* GPU trainer only */
     int log_gpu_every;  /* -lg */
@@ -137,7 +138,8 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-s", sample_every, 0, INT_MAX, SCOPE_ALL, "generate a sample every N steps and at the end (0: off)"),
     A_INT("-g", gen_tokens, 1, INT_MAX, SCOPE_ALL, "tokens to generate per sample"),
     A_INT("-h", hellaswag, 0, 1, SCOPE_ALL, "1: HellaSwag eval at each val step (llm.c's -h; help is --help)"),
-    A_INT("-hn", hellaswag_max, 0, 65535, SCOPE_ALL, "-h 1 scores only the first N HellaSwag examples (0: all)"),
+    A_INT("-hn", hellaswag_max, 0, 65535, SCOPE_ALL, "-h 1 scores only the first N examples of each task (0: all)"),
+    A_STR("-ht", eval_tasks, NULL, SCOPE_ALL, "-h 1 tasks: a comma list of hellaswag, piqa, arc_easy, winogrande, lambada (dev/data/<task>/)"),
     A_INT("-a", overfit, 0, 1, SCOPE_ALL, "1: overfit a single val batch (debugging)"),
     A_INT("-lg", log_gpu_every, -1, INT_MAX, SCOPE_GPU, "log GPU state every N steps (-1: off)"),
     A_INT("-f", tf32, 0, 1, SCOPE_GPU, "1: allow TF32 matmuls (FP32 builds)"),
@@ -185,6 +187,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->num_processes = 1;
     a->gpus_per_node = 8;
     strcpy(a->init_method, "mpi");
+    strcpy(a->eval_tasks, "hellaswag");
     strcpy(a->attn, "auto");
 }
 

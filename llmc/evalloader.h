@@ -521,4 +521,33 @@ static inline int evalfile_uses_norm(const EvalFile *ef) {
     return 0;
 }
 
+/* The examples a task counts as correct in its headline number: acc_norm where the task uses it
+ * (llm.c's HellaSwag number), acc otherwise, last-word accuracy for greedy files. */
+static inline int eval_headline_correct(const EvalFile *ef, const EvalResults *res) {
+    return evalfile_uses_norm(ef) ? res->correct_mean : res->correct_sum;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The tasks the writers in dev/data produce, by name (eval_gpt2 -tasks, the trainers' -ht). */
+typedef struct {
+    const char *name;   /* hellaswag, piqa, ... */
+    const char *file;   /* relative to dev/data */
+    const char *writer; /* the script that writes it */
+} EvalTask;
+
+static const EvalTask EVAL_TASKS[] = {
+    {"hellaswag", "hellaswag/hellaswag_val.bin", "dev/data/hellaswag.py"},
+    {"piqa", "piqa/piqa_val.bin", "dev/data/piqa.py"},
+    {"arc_easy", "arc_easy/arc_easy_test.bin", "dev/data/arc_easy.py"},
+    {"winogrande", "winogrande/winogrande_val.bin", "dev/data/winogrande.py"},
+    {"lambada", "lambada/lambada_test.bin", "dev/data/lambada.py"},
+};
+#define NUM_EVAL_TASKS ((int)(sizeof(EVAL_TASKS) / sizeof(EVAL_TASKS[0])))
+
+static inline const EvalTask *eval_task_find(const char *name) {
+    for (int i = 0; i < NUM_EVAL_TASKS; i++)
+        if (strcmp(EVAL_TASKS[i].name, name) == 0) return &EVAL_TASKS[i];
+    return NULL;
+}
+
 #endif /* LLMC_EVALLOADER_H */

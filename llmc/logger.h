@@ -4,7 +4,8 @@
  *
  * Defines:
  *   Logger, logger_init (truncates unless resuming), logger_log_train ("s:%d trl:%.4f lr:%.6f
- *   norm:%.2f"), logger_log_val ("s:%d tel:%.4f"), logger_log_eval ("s:%d eval:%.4f"),
+ *   norm:%.2f"), logger_log_val ("s:%d tel:%.4f"), logger_log_eval ("s:%d eval:%.4f", HellaSwag),
+ *   logger_log_eval_task ("s:%d eval_<task>:%.4f", the other evals),
  *   logger_free. Without an output directory every call is a no-op. Lines are flushed at once so
  *   a crashed run keeps its log.
  */
@@ -47,6 +48,13 @@ static inline void logger_log_val(Logger *lg, int step, float loss) {
 static inline void logger_log_eval(Logger *lg, int step, float acc) {
     if (lg->f == NULL) return;
     fprintf(lg->f, "s:%d eval:%.4f\n", step, acc);
+    logger_line_(lg);
+}
+
+/* Other in-training evals: "s:%d eval_<task>:%.4f" (the HellaSwag line stays llm.c's "eval:"). */
+static inline void logger_log_eval_task(Logger *lg, int step, const char *task, float acc) {
+    if (lg->f == NULL) return;
+    fprintf(lg->f, "s:%d eval_%s:%.4f\n", step, task, acc);
     logger_line_(lg);
 }
 

@@ -8,6 +8,7 @@
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
 #include "../llmc/evalloader.h"
+#include "../llmc/train_evals.h"
 #include "../llmc/logger.h"
 #include "../llmc/outlier.h"
 #include "../llmc/param_layout.h"

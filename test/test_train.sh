@@ -5,7 +5,8 @@
 #     (to fp32 rounding: 1e-5 relative over 3 steps);
 #   - the loss falls when overfitting one batch;
 #   - the lr column follows -k/-u/-q (t = u is the first decay step, r = 0: still the peak);
-#     main.log lines have llm.c's format.
+#     main.log lines have llm.c's format;
+#   - -h 1 -ht: the zero-shot evals at the val steps (needs `make evals`).
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -33,4 +34,14 @@ check "main.log val line at the last step: s:3 tel:%.4f" grep -Eq '^s:3 tel:[0-9
 lrs=$(grep -E '^step ' "$d/lr.log" | awk -F'|' '{print $4}' | awk '{print $2}' | tr '\n' ' ')
 check "lr column for -k linear -u 2 -q 0.1 -l 1e-3 over 10 steps: $lrs" \
   test "$lrs" = "5.00e-04 1.00e-03 1.00e-03 8.88e-04 7.75e-04 6.63e-04 5.50e-04 4.38e-04 3.25e-04 2.12e-04 "
+# -h 1 with -ht: every listed task scored at the val steps, llm.c's "eval:" line for HellaSwag and
+# "eval_<task>:" for the others; an unknown task is one error line
+./train_gpt2 -e L2C64H2T256 -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 4 -t 256 -x 2 -v 2 -m 1 -s 0 \
+  -h 1 -hn 8 -ht hellaswag,piqa,lambada -o "$d/evals" > "$d/evals.log" 2>&1
+check "-h 1 -ht hellaswag,piqa,lambada prints the three results" \
+  bash -c "grep -q '^HellaSwag: [0-9]*/8 = ' '$d/evals.log' && grep -q '^piqa: [0-9]*/8 = ' '$d/evals.log' && grep -q '^lambada: [0-9]*/8 = ' '$d/evals.log'"
+check "main.log: s:2 eval: (HellaSwag, llm.c's line), eval_piqa:, eval_lambada:" \
+  bash -c "grep -Eq '^s:2 eval:[0-9.]+$' '$d/evals/main.log' && grep -Eq '^s:2 eval_piqa:[0-9.]+$' '$d/evals/main.log' && grep -Eq '^s:2 eval_lambada:[0-9.]+$' '$d/evals/main.log'"
+expect_error "-ht with an unknown task" "^error: -ht 'mmlu': unknown task" \
+  ./train_gpt2 -e L2C64H2T256 -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 4 -t 256 -x 1 -s 0 -h 1 -ht piqa,mmlu
 finish

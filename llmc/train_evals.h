@@ -1,0 +1,103 @@
+/*
+ * llmc/train_evals.h: the zero-shot evals a trainer runs at its val steps (-h 1, -ht, -hn),
+ * shared by train_gpt2.c and train_gpt2.cu (each supplies its own forward and, on the GPU, sums
+ * the counts over ranks).
+ *
+ * Defines:
+ *   TrainEval / TrainEvals   the loaded eval files and how many examples each scores
+ *   train_evals_setup        -ht "hellaswag,piqa,..." (names of llmc/evalloader.h EVAL_TASKS);
+ *                            a missing file is one message and the run goes on without it (as
+ *                            llm.c does for HellaSwag); a file the batch shape cannot hold, or a
+ *                            greedy file a trainer cannot score, is an error
+ *   train_eval_report        prints "HellaSwag: %d/%d = %f" (llm.c) or "<task>: ..." and logs
+ *                            "s:%d eval:%.4f" for HellaSwag (llm.c's line, which its plotting
+ *                            parses) or "s:%d eval_<task>:%.4f" for the others
+ *   train_evals_free
+ */
+#ifndef LLMC_TRAIN_EVALS_H
+#define LLMC_TRAIN_EVALS_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "evalloader.h"
+#include "logger.h"
+#include "utils.h"
+
+#define TRAIN_EVALS_MAX 8
+
+typedef struct {
+    const EvalTask *task;
+    EvalFile file; /* file.path: dev/data/<task file> */
+    int n; /* examples scored per eval */
+} TrainEval;
+
+typedef struct {
+    TrainEval e[TRAIN_EVALS_MAX];
+    int count;
+} TrainEvals;
+
+/* The name in messages: llm.c's "HellaSwag" for hellaswag, else the task name. */
+static inline const char *train_eval_display_name(const EvalTask *task) {
+    return strcmp(task->name, "hellaswag") == 0 ? "HellaSwag" : task->name;
+}
+
+/* tasks: comma list; max_n: -hn (0: all examples); allow_greedy: the trainer can score greedy
+ * (last-word) files, which need logits; verbose: print (rank 0). */
+static inline void train_evals_setup(TrainEvals *te, const char *tasks, int max_n, int B, int T, int V,
+                                     int allow_greedy, int verbose) {
+    memset(te, 0, sizeof(*te));
+    char list[512];
+    if (strlen(tasks) >= sizeof(list)) llmc_die("-ht: list longer than %zu characters", sizeof(list) - 1);
+    strcpy(list, tasks);
+    for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        const EvalTask *task = eval_task_find(name);
+        if (task == NULL) {
+            llmc_die("-ht '%s': unknown task (expected a comma list of hellaswag, piqa, arc_easy, winogrande, "
+                     "lambada)", name);
+        }
+        for (int i = 0; i < te->count; i++)
+            if (te->e[i].task == task) llmc_die("-ht: task '%s' listed twice", name);
+        if (te->count == TRAIN_EVALS_MAX) llmc_die("-ht: at most %d tasks", TRAIN_EVALS_MAX);
+        TrainEval *e = &te->e[te->count];
+        char path[512];
+        snprintf(path, sizeof(path), "dev/data/%s", task->file);
+        if (!file_exists(path)) {
+            if (verbose) {
+                printf("%s: %s not found, skipping it (write it with: python %s)\n", train_eval_display_name(task), path,
+                       task->writer);
+            }
+            continue;
+        }
+        evalfile_load(&e->file, path, V);
+        if (e->file.scoring == EVAL_SCORE_GREEDY && !allow_greedy) {
+            llmc_die("-ht %s: %s is scored by greedy decoding, which this trainer does not do in training "
+                     "(use eval_gpt2 on a checkpoint)", task->name, path);
+        }
+        e->n = max_n > 0 ? LLMC_MIN(max_n, e->file.num_examples) : e->file.num_examples;
+        char why[256];
+        if (evalfile_check_shape(&e->file, e->n, B, T, why, sizeof(why)) >= 0) {
+            llmc_die("-h 1: %s: %s (scored with the training -b/-t; -hn N scores fewer examples)", path, why);
+        }
+        e->task = task;
+        if (verbose) {
+            printf("%s: %d of %d examples of %s at every val step\n", train_eval_display_name(task), e->n,
+                   e->file.num_examples, path);
+        }
+        te->count++;
+    }
+}
+
+static inline void train_eval_report(const TrainEval *e, int step, int correct, Logger *lg, int print) {
+    const float acc = (float)correct / (float)e->n;
+    if (print) printf("%s: %d/%d = %f\n", train_eval_display_name(e->task), correct, e->n, acc);
+    if (strcmp(e->task->name, "hellaswag") == 0) logger_log_eval(lg, step, acc);
+    else logger_log_eval_task(lg, step, e->task->name, acc);
+}
+
+static inline void train_evals_free(TrainEvals *te) {
+    for (int i = 0; i < te->count; i++) evalfile_free(&te->e[i].file);
+    memset(te, 0, sizeof(*te));
+}
+
+#endif /* LLMC_TRAIN_EVALS_H */
