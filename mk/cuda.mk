@@ -190,3 +190,14 @@ clean: clean_gpu
 clean_gpu:
 	rm -f train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/sd_fold_check \
 	  dev/cuda/linear_attention_check
+
+# The cuDNN frontend headers for a machine without pip access (the lent GPU machine has no
+# network): copy them under build/ and carry build/cudnn_frontend there; dev/gpu_check.sh finds
+# them. `make gpu_frontend_copy`
+.PHONY: gpu_frontend_copy
+gpu_frontend_copy:
+	@test -n "$(CUDNN_FRONTEND_PATH)" -a -f "$(CUDNN_FRONTEND_PATH)/cudnn_frontend.h" || \
+	  { echo "error: cudnn_frontend.h not found (pip install nvidia-cudnn-frontend==1.32.0, or set CUDNN_FRONTEND_PATH)" >&2; exit 1; }
+	rm -rf build/cudnn_frontend && mkdir -p build/cudnn_frontend
+	cp -r "$(CUDNN_FRONTEND_PATH)" build/cudnn_frontend/include
+	@echo "copied $(CUDNN_FRONTEND_PATH) to build/cudnn_frontend/include ($$(du -sh build/cudnn_frontend | cut -f1))"
