@@ -327,10 +327,11 @@ static void run_evals(Run *r, int step) {
         eval_run_range(&e->file, lo, hi, r->args.B, r->args.T, r->model.config.vocab_size, eval_forward, r, &res);
         float correct = (float)eval_headline_correct(&e->file, &res); /* exact: counts stay far below 2^24 */
         float *d = r->model.scalars + 2;
-        CUDA_CHECK(cudaMemcpy(d, &correct, sizeof(float), cudaMemcpyHostToDevice));
+        /* through the trainer's stream: the NCCL stream waits on it, not on the legacy stream */
+        CUDA_CHECK(cudaMemcpyAsync(d, &correct, sizeof(float), cudaMemcpyHostToDevice, r->ctx.stream));
         multi_gpu_allreduce_f32(&r->mg, d, 1, 0, r->ctx.stream);
+        CUDA_CHECK(cudaMemcpyAsync(&correct, d, sizeof(float), cudaMemcpyDeviceToHost, r->ctx.stream));
         CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
-        CUDA_CHECK(cudaMemcpy(&correct, d, sizeof(float), cudaMemcpyDeviceToHost));
         train_eval_report(e, step, (int)correct, &r->logger, is_rank0(r));
         eval_results_free(&res);
     }

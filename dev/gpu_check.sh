@@ -2,8 +2,11 @@
 # dev/gpu_check.sh: everything the CUDA trainer needs checked on a GPU, in one run of < 8 minutes
 # (issue 3, item 7; doc/gpu.md records the results).
 #
-#   bash dev/gpu_check.sh            results in build/gpu_check/ (GPU_CHECK_OUT=dir to change;
-#                                    also copied to $OUT when that is set)
+#   bash dev/gpu_check.sh            results in build/gpu_check/ (GPU_CHECK_OUT=dir to change);
+#                                    with $OUT set (the lent machine's return folder, 8 files at
+#                                    most) $OUT/summary.txt grows line by line, so a run killed from
+#                                    outside still returns what it found, and the logs come back
+#                                    as one $OUT/gpu_check_logs.tar.gz (never the states or data)
 #
 # Steps, each under its own time limit inside a global budget (GPU_CHECK_BUDGET seconds, 470):
 #   1. versions: driver, GPU, CUDA (nvcc), cuDNN (header, library, PyTorch's), NCCL
@@ -13,9 +16,10 @@
 #   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn,
 #      sd_fold_check, linear_attention_check
 #   4. test_gpt2cu on PyTorch debug states (uniform, Prism, explicit head sizes, head sizes 20 and
-#      12 that only the own kernels serve; the layer kinds sd/sdlin/lin/mha, S-D without LayerNorm
-#      with prescale and decay on S, S-D with explicit sizes, scalar D and +D: test/test_gpt2.sh's
-#      cases kinds, sd_noln, sd_explicit), attention own and auto, plus -r 2 -ge 2
+#      12 that only the own kernels serve, with parameter tensors at 8-byte offsets; the layer
+#      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
+#      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
+#      attention own and auto, plus -r 2 -ge 2
 #   5. dev/cuda checks with timings: attention (both paths), the S-D fold and the linear attention,
 #      head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
@@ -34,7 +38,16 @@ PY=${PYTHON:-python3}
 PASSED=0
 FAILED=0
 
-log() { echo "$*" | tee -a "$SUMMARY"; }
+OUT_SUMMARY=
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then OUT_SUMMARY=$OUT/summary.txt; : > "$OUT_SUMMARY"; fi
+sumtee() { if [ -n "$OUT_SUMMARY" ]; then tee -a "$SUMMARY" "$OUT_SUMMARY"; else tee -a "$SUMMARY"; fi; }
+log() { echo "$*" | sumtee; }
+copy_logs_out() {  # on any exit: the logs as one archive (the summary is already there)
+  [ -n "$OUT_SUMMARY" ] || return 0
+  (cd "$OUTDIR" && tar -czf "$OUT/gpu_check_logs.tar.gz" $(ls *.log 2>/dev/null)) 2>/dev/null || true
+}
+trap copy_logs_out EXIT
+trap 'exit 143' TERM INT
 left() { echo $((DEADLINE - SECONDS)); }
 result() {  # ok(0|1) message
   if [ "$1" -eq 0 ]; then PASSED=$((PASSED + 1)); log "PASS $2"; else FAILED=$((FAILED + 1)); log "FAIL $2"; fi
@@ -62,7 +75,7 @@ run() {
 
 # ---------------------------------------------------------------------------------------------
 log "== 1. versions ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$SUMMARY"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | sumtee
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 log "nvcc: $($NVCC --version 2>&1 | tail -n 2 | tr '\n' ' ')"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
@@ -123,15 +136,21 @@ ST=$OUTDIR/states
 mkdir -p "$ST"
 printf '1 2 4*2\n' > "$ST/prism.txt"          # head sizes 64, 32, 16
 printf '1x96 2x48 4x16*2\n' > "$ST/explicit.txt"
-printf '2x20 4x12 4x16*2\n' > "$ST/odd.txt"     # 20 and 12: own kernels only
+# 20 and 12: own kernels only; 3 x 12 = 36 makes sum_l 3 A_l = 612 not a multiple of 8, so every
+# parameter tensor after qkvb is only 8-byte aligned (LayerNorm loads, unfused bias, cuBLASLt)
+printf '2x20 3x12 4x16*2\n' > "$ST/odd.txt"
 # the layer kinds: the same tables and options as test/test_gpt2.sh's cases
 printf '4:sd 4:sdlin 4:lin 4\n' > "$ST/kinds.txt"
 printf '4:sd*2 4:sdlin 4:lin\n' > "$ST/sd_noln.txt"
 printf '2x24:sd 2x24:sd 4x8:sdlin 4x16\n' > "$ST/sd_explicit.txt"
 VAL=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
 [ -f "$VAL" ] && VALARG="--data $VAL" || VALARG=
-state() {  # name, extra args
-  timeout 200 "$PY" train_gpt2.py --model tiny $2 --write_model "$ST/$1.bin" --debug_state "$ST/${1}_state.bin" \
+state() {  # name, extra args; never past the deadline (timeout 0 would mean no limit)
+  local l
+  l=$(left)
+  [ "$l" -gt 200 ] && l=200
+  [ "$l" -lt 1 ] && l=1
+  timeout "$l" "$PY" train_gpt2.py --model tiny $2 --write_model "$ST/$1.bin" --debug_state "$ST/${1}_state.bin" \
     > "$OUTDIR/state_$1.log" 2>&1
 }
 STATE_NAMES=(uniform prism explicit odd kinds sd_noln sd_explicit)
@@ -148,7 +167,7 @@ TARGETS=(train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/sd_fold_check 
 run build 240 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
 rc=$?
 result $rc "build: ${TARGETS[*]} (log $OUTDIR/build.log)"
-grep -E "warning|error" "$OUTDIR/build.log" | head -n 5 | tee -a "$SUMMARY"
+grep -E "warning|error" "$OUTDIR/build.log" | head -n 5 | sumtee
 if [ $rc -ne 0 ] && [ "$USE_CUDNN" = 1 ]; then
   log "retrying without cuDNN so that the own kernels still get checked"
   USE_CUDNN=0
@@ -173,7 +192,7 @@ tg() {  # state, attn, extra flags
   run "test_gpt2cu_$tag" 60 ./test_gpt2cu "$ST/$1.bin" "$ST/$1_state.bin" -attn "$2" $extra
   local rc=$?
   result $rc "test_gpt2cu $tag: $(summary_of "$OUTDIR/test_gpt2cu_$tag.log") (log test_gpt2cu_$tag.log)"
-  grep '^FAIL' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 5 | sed 's/^/    /' | tee -a "$SUMMARY"
+  grep '^FAIL' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 5 | sed 's/^/    /' | sumtee
 }
 tg uniform own
 tg uniform auto
@@ -194,12 +213,12 @@ for p in attention_own attention_cudnn sd_fold_check linear_attention_check; do
   run "$p" 120 "./dev/cuda/$p"
   rc=$?
   result $rc "$p: $(summary_of "$OUTDIR/$p.log")"
-  grep -E '^(FAIL|n/a)' "$OUTDIR/$p.log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  grep -E '^(FAIL|n/a)' "$OUTDIR/$p.log" | sed 's/^/    /' | sumtee
 done
 log "time per call (B 16, T 1024, C 768; sdfold: generator + K' forward, fold backward + dL + dS backward):"
 log "  path     d  heads  fwd ms  bwd ms"
 cat "$OUTDIR"/attention_*.log "$OUTDIR"/sd_fold_check.log "$OUTDIR"/linear_attention_check.log 2>/dev/null |
-  awk '/^TIME/{printf "  %-7s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | tee -a "$SUMMARY"
+  awk '/^TIME/{printf "  %-7s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | sumtee
 own64=$(awk '/^TIME path own d 64 /{print $13 + $15}' "$OUTDIR/attention_own.log" 2>/dev/null)
 cud64=$(awk '/^TIME path cudnn d 64 /{print $13 + $15}' "$OUTDIR/attention_cudnn.log" 2>/dev/null)
 lin64=$(awk '/^TIME path linear d 64 /{print $13 + $15}' "$OUTDIR/linear_attention_check.log" 2>/dev/null)
@@ -245,7 +264,7 @@ for B in ${GPU_CHECK_BATCHES:-16 64}; do
   [ "$utok" != "-" ] && [ "$ptok" != "-" ]
   result $? "throughput B $B ran (logs bench_*_B$B.log)"
 done
-grep -h "^attention:" "$OUTDIR"/bench_prism_B16.log 2>/dev/null | sed 's/^/    /' | tee -a "$SUMMARY"
+grep -h "^attention:" "$OUTDIR"/bench_prism_B16.log 2>/dev/null | sed 's/^/    /' | sumtee
 # the new layer kinds at B 16: every layer S-D without LayerNorm, every layer linear
 printf '12:sd*12\n' > "$OUTDIR/d12_sd.txt"
 printf '12:lin*12\n' > "$OUTDIR/d12_lin.txt"
@@ -263,5 +282,4 @@ done
 
 log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
 log "$PASSED passed, $FAILED failed"
-if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp -r "$OUTDIR" "$OUT/" 2>/dev/null; fi
 [ "$FAILED" -eq 0 ]

@@ -152,8 +152,9 @@ void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOp
     m->grads = (floatX *)dmalloc(P * sizeof(floatX), "gradients");
     m->m = (float *)dmalloc(S * sizeof(float), "AdamW m");
     m->v = (float *)dmalloc(S * sizeof(float), "AdamW v");
-    CUDA_CHECK(cudaMemset(m->m, 0, S * sizeof(float)));
-    CUDA_CHECK(cudaMemset(m->v, 0, S * sizeof(float)));
+    /* on the trainer's stream: a legacy-stream memset is not ordered with a non-blocking stream */
+    CUDA_CHECK(cudaMemsetAsync(m->m, 0, S * sizeof(float), ctx->stream));
+    CUDA_CHECK(cudaMemsetAsync(m->v, 0, S * sizeof(float), ctx->stream));
     if (opt->master_weights) m->master = (float *)dmalloc(S * sizeof(float), "master weights");
     m->acts_bf16 = (floatX *)dmalloc(m->alloc.bf16_total * sizeof(floatX), "bf16 activations");
     m->acts_f32 = (float *)dmalloc(m->alloc.f32_total * sizeof(float), "fp32 activations");
@@ -209,19 +210,23 @@ void gpt2gpu_set_params(GPT2GPU *m, const float *host_params) {
     gpt2gpu_set_params_bf16(m, bf);
     free(bf);
     if (m->master != NULL) {
-        CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
         /* masters keep the full fp32 values of an fp32 source (exact copies of a bf16 one) */
         for (int i = 0; i < m->shard.nseg; i++) {
             const ShardSeg *g = &m->shard.seg[i];
-            CUDA_CHECK(cudaMemcpy(m->master + g->shard_off, host_params + g->global_off,
-                                  g->count * sizeof(float), cudaMemcpyHostToDevice));
+            CUDA_CHECK(cudaMemcpyAsync(m->master + g->shard_off, host_params + g->global_off,
+                                       g->count * sizeof(float), cudaMemcpyHostToDevice, m->ctx->stream));
         }
+        CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
     }
 }
 
+/* Host-to-device copies go through the trainer's stream and wait for it: a plain cudaMemcpy from
+ * pageable memory runs on the legacy stream, which a non-blocking stream does not wait for, and
+ * may return before its last DMA lands; the next kernels on the stream could then read old data. */
 void gpt2gpu_set_params_bf16(GPT2GPU *m, const uint16_t *host) {
-    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream)); /* queued kernels may still read them */
-    CUDA_CHECK(cudaMemcpy(m->params, host, m->layout.total * sizeof(floatX), cudaMemcpyHostToDevice));
+    cudaStream_t s = m->ctx->stream; /* queued kernels that still read the parameters come first */
+    CUDA_CHECK(cudaMemcpyAsync(m->params, host, m->layout.total * sizeof(floatX), cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 void gpt2gpu_get_params_bf16(GPT2GPU *m, uint16_t *host) {
@@ -248,10 +253,11 @@ void gpt2gpu_get_opt_state(GPT2GPU *m, float *mm, float *vv, float *master) {
 
 void gpt2gpu_set_opt_state(GPT2GPU *m, const float *mm, const float *vv, const float *master) {
     const size_t S = m->shard.shard_total * sizeof(float);
-    CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
-    CUDA_CHECK(cudaMemcpy(m->m, mm, S, cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(m->v, vv, S, cudaMemcpyHostToDevice));
-    if (m->master != NULL && master != NULL) CUDA_CHECK(cudaMemcpy(m->master, master, S, cudaMemcpyHostToDevice));
+    cudaStream_t s = m->ctx->stream; /* as gpt2gpu_set_params_bf16 */
+    CUDA_CHECK(cudaMemcpyAsync(m->m, mm, S, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaMemcpyAsync(m->v, vv, S, cudaMemcpyHostToDevice, s));
+    if (m->master != NULL && master != NULL) CUDA_CHECK(cudaMemcpyAsync(m->master, master, S, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 /* ----------------------------------------------------------------------------------------------

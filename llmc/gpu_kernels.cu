@@ -16,6 +16,18 @@
 __device__ __forceinline__ float bf(floatX x) { return __bfloat162float(x); }
 __device__ __forceinline__ floatX to_bf(float x) { return __float2bfloat16_rn(x); }
 
+/* 8 LayerNorm parameters from the parameter buffer. Activations are always 16-byte aligned, but a
+ * parameter tensor is only when every slot before it has a multiple of 8 elements: a layer table
+ * with sum_l 3 A_l (or 2 A_l for S-D layers) not divisible by 8 shifts ln2w, ln2b, lnfw, lnfb
+ * (everything after qkvb) to 2-, 4- or 8-byte alignment, where a 16-byte load faults with
+ * "misaligned address". The test is uniform over the warp (c is a multiple of 8). */
+__device__ __forceinline__ Pack128<floatX> load128_param(const floatX *p) {
+    if (((uintptr_t)p & 15u) == 0) return load128(p);
+    Pack128<floatX> r;
+    for (int k = 0; k < 8; k++) r.v[k] = p[k];
+    return r;
+}
+
 /* ----------------------------------------------------------------------------------------------
  * Encoder */
 __global__ void encoder_forward_kernel(floatX *out, const int *tokens, const floatX *wte,
@@ -114,7 +126,7 @@ __device__ __forceinline__ void row_stats(const floatX *x, int C, int lane, floa
 __device__ __forceinline__ void row_normalize(floatX *out, const floatX *x, const floatX *w,
                                               const floatX *b, int C, int lane, float mu, float rs) {
     for (int c = lane * 8; c < C; c += 256) {
-        const Pack128<floatX> p = load128(x + c), pw = load128(w + c), pb = load128(b + c);
+        const Pack128<floatX> p = load128(x + c), pw = load128_param(w + c), pb = load128_param(b + c);
         Pack128<floatX> o;
         for (int k = 0; k < 8; k++) o.v[k] = to_bf(ln_out(bf(p.v[k]), mu, rs, bf(pw.v[k]), bf(pb.v[k])));
         store128(out + c, o);
@@ -166,7 +178,7 @@ __global__ void layernorm_apply_kernel(floatX *out, const floatX *inp, const flo
     if (i >= N * (size_t)C) return;
     const size_t row = i / (size_t)C;
     const int c = (int)(i % (size_t)C);
-    const Pack128<floatX> p = load128(inp + i), pw = load128(w + c), pb = load128(b + c);
+    const Pack128<floatX> p = load128(inp + i), pw = load128_param(w + c), pb = load128_param(b + c);
     Pack128<floatX> o;
     for (int k = 0; k < 8; k++) o.v[k] = to_bf(ln_out(bf(p.v[k]), mean[row], rstd[row], bf(pw.v[k]), bf(pb.v[k])));
     store128(out + i, o);
@@ -204,7 +216,7 @@ __global__ void layernorm_backward_dx_kernel(floatX *dinp, const floatX *dout, c
     const float mu = mean[row], rs = rstd[row];
     float gsum = 0.0f, gxsum = 0.0f;
     for (int c = lane * 8; c < C; c += 256) {
-        const Pack128<floatX> pd = load128(d + c), px = load128(x + c), pw = load128(w + c);
+        const Pack128<floatX> pd = load128(d + c), px = load128(x + c), pw = load128_param(w + c);
         for (int k = 0; k < 8; k++) {
             const float g = bf(pd.v[k]) * bf(pw.v[k]);
             gsum += g;
@@ -215,7 +227,7 @@ __global__ void layernorm_backward_dx_kernel(floatX *dinp, const floatX *dout, c
     gxsum = warp_sum(gxsum) / (float)C;
     floatX *o = dinp + row * C;
     for (int c = lane * 8; c < C; c += 256) {
-        const Pack128<floatX> pd = load128(d + c), px = load128(x + c), pw = load128(w + c);
+        const Pack128<floatX> pd = load128(d + c), px = load128(x + c), pw = load128_param(w + c);
         Pack128<floatX> po = load128(o + c);
         for (int k = 0; k < 8; k++) {
             const float xhat = (bf(px.v[k]) - mu) * rs;
@@ -394,6 +406,21 @@ void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, c
 
 void residual_accumulate(floatX *d, const floatX *x, size_t n, cudaStream_t stream) {
     residual_forward(d, d, x, n, stream);
+}
+
+/* out (N, OC) += bias, element by element: any OC, any bias alignment (matmul.cu's fallback for
+ * a bias that cuBLASLt's epilogue cannot take). */
+__global__ void add_bias_kernel(floatX *out, const floatX *bias, size_t N, int OC) {
+    const size_t total = N * (size_t)OC;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = to_bf(bf(out[i]) + bf(bias[i % (size_t)OC]));
+}
+
+void add_bias(floatX *out, const floatX *bias, size_t N, int OC, cudaStream_t stream) {
+    const size_t total = N * (size_t)OC;
+    if (total == 0) return;
+    add_bias_kernel<<<(unsigned)LLMC_MIN(ceil_div(total, 256), (size_t)1 << 20), 256, 0, stream>>>(out, bias, N, OC);
+    CUDA_CHECK_LAUNCH();
 }
 
 /* ----------------------------------------------------------------------------------------------

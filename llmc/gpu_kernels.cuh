@@ -13,6 +13,7 @@
  *   gelu_forward / gelu_backward_inplace   tanh approximation, as the CPU model
  *   residual_forward / residual_accumulate out = a + b; d += x (the blocks of -ln 0, where no
  *                                          LayerNorm kernel does the residual add)
+ *   add_bias                               out += bias per row (matmul_forward's unfused fallback)
  *   bias_backward                          db += column sums of dout, for any width: it always
  *                                          accumulates (llm.c overwrote it on wide layers,
  *                                          FORMATS.md 18 #1)
@@ -52,6 +53,8 @@ void gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t stream)
 /* out = a + b and d += x over n elements (n % 8 == 0), each rounded once to bf16. */
 void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t stream);
 void residual_accumulate(floatX *d, const floatX *x, size_t n, cudaStream_t stream);
+/* out (N, OC) += bias (broadcast over rows); any alignment (the unfused bias of matmul_forward) */
+void add_bias(floatX *out, const floatX *bias, size_t N, int OC, cudaStream_t stream);
 /* d <- d * gelu'(inp) */
 void gelu_backward_inplace(floatX *d, const floatX *inp, size_t n, cudaStream_t stream);
 

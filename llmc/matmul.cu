@@ -132,8 +132,25 @@ static void lt_matmul(const LtMatmul *mm, const GpuCtx *ctx) {
     cublasLtMatmulDescDestroy(desc);
 }
 
+/* The bias epilogue needs a 16-byte aligned bias: cuBLASLt's alignment preferences cover A, B, C,
+ * D only, so the heuristic may pick a kernel that assumes it, which then faults with "misaligned
+ * address" (a known cuBLASLt behaviour; PyTorch falls back to an unfused add the same way). Every
+ * bias is aligned unless a layer table with sum_l 3 A_l not divisible by 8 shifts the parameter
+ * tensors (explicit head sizes with h d % 8 != 0). Then: plain matmul, bias add, GELU kernel. */
+static void matmul_forward_unfused(floatX *out, const floatX *inp, const floatX *W, const floatX *bias,
+                                   size_t N, int IC, int OC, floatX *pre_gelu, const GpuCtx *ctx) {
+    floatX *y = pre_gelu != NULL ? pre_gelu : out;
+    matmul_forward(y, inp, W, NULL, N, IC, OC, NULL, ctx);
+    add_bias(y, bias, N, OC, ctx->stream);
+    if (pre_gelu != NULL) gelu_forward(out, pre_gelu, N * (size_t)OC, ctx->stream);
+}
+
 void matmul_forward(floatX *out, const floatX *inp, const floatX *W, const floatX *bias, size_t N,
                     int IC, int OC, floatX *pre_gelu, const GpuCtx *ctx) {
+    if (bias != NULL && ((uintptr_t)bias & 15u) != 0) {
+        matmul_forward_unfused(out, inp, W, bias, N, IC, OC, pre_gelu, ctx);
+        return;
+    }
     LtMatmul mm;
     memset(&mm, 0, sizeof(mm));
     mm.trans_a = true;

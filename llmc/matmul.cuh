@@ -3,7 +3,8 @@
  *
  * Row-major shapes, as nn.Linear: W is (OC, IC), y (N, OC) = x (N, IC) W^T + b.
  *   matmul_forward   bias fused in the epilogue; with pre_gelu != NULL (-ge >= 1) the epilogue
- *                    also applies GELU: out = gelu(x W^T + b) and pre_gelu = x W^T + b
+ *                    also applies GELU: out = gelu(x W^T + b) and pre_gelu = x W^T + b; a bias
+ *                    that is not 16-byte aligned is added by a separate kernel instead (matmul.cu)
  *   matmul_backward  dinp = dout W (overwritten), dW += dout^T x (accumulated: gradient
  *                    accumulation), db += column sums of dout (own deterministic kernel, never
  *                    cuBLASLt's overwriting BGRAD epilogue; FORMATS.md 18 #1). With

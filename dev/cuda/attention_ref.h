@@ -157,7 +157,12 @@ static inline size_t count_nan_bf16(const uint16_t *x, size_t n) {
 }
 
 /* 0xffff is a bf16 NaN: whatever a kernel fails to write stays NaN and is counted */
-static inline void poison(void *dev, size_t bytes) { dev_check(cudaMemset(dev, 0xff, bytes), "cudaMemset (poison)"); }
+/* cudaMemset runs on the legacy stream, which the kernels' non-blocking stream does not wait for
+ * (nor for the DMA of a preceding pageable cudaMemcpy): wait for the device before the call. */
+static inline void poison(void *dev, size_t bytes) {
+    dev_check(cudaMemset(dev, 0xff, bytes), "cudaMemset (poison)");
+    dev_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (poison)");
+}
 
 typedef struct {
     int passed, failed;

@@ -151,6 +151,7 @@ static void check_case(const GpuCtx *ctx, Tally *tl, int B, int T, int h, int d,
     poison(b.dL, nL * 4);
     dev_check(cudaMemset(b.dskew, 0, nskew * 2 + 2), "zero dskew");
     dev_check(cudaMemset(b.dtheta, 0, b.ntheta * 2), "zero dtheta");
+    dev_check(cudaDeviceSynchronize(), "zero dskew, dtheta"); /* legacy-stream memsets: see poison */
     backward(&b, ctx);
     dev_check(cudaStreamSynchronize(ctx->stream), "backward");
     uint16_t *duv = (uint16_t *)malloc(N * 2 * A * 2), *ds = (uint16_t *)malloc(nskew * 2 + 2);
