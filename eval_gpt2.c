@@ -11,328 +11,73 @@
  * batches of whole examples, and prints per task the examples scored, acc, acc_norm where the
  * task has per-option completions, and for greedy tasks (LAMBADA) the perplexity of the
  * continuation. -json writes the same numbers; -scores writes every option's loss, one per line.
+ * The flags, the loop and the report are llmc/eval_cli.h, shared with the GPU program
+ * eval_gpt2.cu; this file is the CPU back end.
  *
  * Scoring is llm.c's completion style (FORMATS.md 6): an option's loss is the cross-entropy of its
  * completion tokens given its context; acc_norm = argmin of the mean (llm.c's HellaSwag number),
  * acc = argmin of the sum.
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "llmc/cli.h"
-#include "llmc/config.h"
-#include "llmc/evalloader.h"
+#include "llmc/eval_cli.h"
 #include "llmc/gpt2_cpu.h"
 #include "llmc/utils.h"
 
-#define PATH_CAP 4096
-
-/* -tasks knows the tasks of llmc/evalloader.h (EVAL_TASKS) by name; any other entry is taken as
- * the path of an eval file. */
-#define MAX_TASKS 32
-
-/* ----------------------------------------------------------------------------------------------
- * Command line: one table drives the parser and --help. */
+/* The CPU back end: the fp32 model's logits, then the losses (and argmax) at the scored positions. */
 typedef struct {
-    char model[PATH_CAP];  /* -e */
-    char tasks[PATH_CAP];  /* -tasks */
-    char dir[PATH_CAP];    /* -dir */
-    char json[PATH_CAP];   /* -json */
-    char scores[PATH_CAP]; /* -scores */
-    int n, B, T;           /* -n -b -t */
-} EvalArgs;
-
-static const CliOpt FLAGS[] = {
-    CLI_STR(EvalArgs, "-e", model, NULL, 0, "model: a .bin checkpoint, or a descriptor (random init, seed 42)"),
-    CLI_STR(EvalArgs, "-tasks", tasks, NULL, 0,
-            "'all' or a comma list of hellaswag,piqa,arc_easy,winogrande,lambada or eval-file paths"),
-    CLI_INT(EvalArgs, "-n", n, 0, INT32_MAX, 0, "score only the first N examples of each task (0: all)"),
-    CLI_INT(EvalArgs, "-b", B, 1, INT32_MAX, 0, "batch rows B; an example takes one row per option"),
-    CLI_INT(EvalArgs, "-t", T, 0, INT32_MAX, 0, "sequence length T, at most the model's maxT (0: maxT, capped at 1024)"),
-    CLI_STR(EvalArgs, "-dir", dir, NULL, 0, "where the task files live: <dir>/<task>/<task>_<split>.bin"),
-    CLI_STR(EvalArgs, "-json", json, NULL, 0, "also write the results as JSON to this file"),
-    CLI_STR(EvalArgs, "-scores", scores, NULL, 0, "also write every option's loss to this TSV file"),
-};
-#define NUM_FLAGS ((int)(sizeof(FLAGS) / sizeof(FLAGS[0])))
-
-static void eval_args_defaults(EvalArgs *a) {
-    memset(a, 0, sizeof(*a));
-    strcpy(a->tasks, "all");
-    strcpy(a->dir, "dev/data");
-    a->B = 8; /* two HellaSwag examples per forward; the scores do not depend on B */
-}
-
-static void eval_args_parse(EvalArgs *a, int argc, char **argv) {
-    eval_args_defaults(a);
-    if (cli_wants_help(argc, argv)) {
-        printf("usage: %s -e MODEL [-flag value ...]   (--help: this text)\n", argv[0]);
-        printf("Zero-shot accuracy on HellaSwag, PIQA, ARC-Easy, WinoGrande, LAMBADA (doc/evals.md).\n");
-        printf("options:\n");
-        cli_print_options(FLAGS, NUM_FLAGS, a, -1, stdout);
-        printf("task files: ");
-        for (int i = 0; i < NUM_EVAL_TASKS; i++) printf("%s%s (%s)", i ? ", " : "", EVAL_TASKS[i].file, EVAL_TASKS[i].writer);
-        printf("\n");
-        exit(0);
-    }
-    cli_parse(FLAGS, NUM_FLAGS, a, argc, argv, NULL, NULL, 0);
-    if (a->model[0] == '\0') llmc_die("-e: a model is required (a .bin checkpoint; see %s --help)", argv[0]);
-    if (a->tasks[0] == '\0') llmc_die("-tasks: expected 'all' or a comma list of tasks");
-}
-
-/* ----------------------------------------------------------------------------------------------
- * Tasks: names to files */
-typedef struct {
-    char name[64];
-    char path[PATH_CAP];
-    const char *writer; /* NULL for a file given by path */
-} Task;
-
-static int resolve_one(const EvalArgs *a, const char *item, Task *t) {
-    for (int k = 0; k < NUM_EVAL_TASKS; k++) {
-        if (strcmp(item, EVAL_TASKS[k].name) == 0) {
-            snprintf(t->name, sizeof(t->name), "%s", item);
-            path_join(t->path, sizeof(t->path), a->dir, EVAL_TASKS[k].file);
-            t->writer = EVAL_TASKS[k].writer;
-            return 1;
-        }
-    }
-    size_t n = strlen(item);
-    if (strchr(item, '/') == NULL && !(n > 4 && strcmp(item + n - 4, ".bin") == 0)) return 0;
-    /* a file: named after its version-2 header name, else its file name */
-    const char *base = strrchr(item, '/') ? strrchr(item, '/') + 1 : item;
-    snprintf(t->name, sizeof(t->name), "%s", base);
-    snprintf(t->path, sizeof(t->path), "%s", item);
-    t->writer = NULL;
-    return 1;
-}
-
-static int resolve_tasks(const EvalArgs *a, Task *tasks) {
-    if (strcmp(a->tasks, "all") == 0) {
-        for (int k = 0; k < NUM_EVAL_TASKS; k++) resolve_one(a, EVAL_TASKS[k].name, &tasks[k]);
-        return NUM_EVAL_TASKS;
-    }
-    char buf[PATH_CAP];
-    snprintf(buf, sizeof(buf), "%s", a->tasks);
-    int n = 0;
-    for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        if (n == MAX_TASKS) llmc_die("-tasks: more than %d entries", MAX_TASKS);
-        if (!resolve_one(a, item, &tasks[n])) {
-            llmc_die("-tasks: '%s': expected all, hellaswag, piqa, arc_easy, winogrande, lambada or an eval-file "
-                     "path (.bin)", item);
-        }
-        n++;
-    }
-    if (n == 0) llmc_die("-tasks '%s': no task named", a->tasks);
-    return n;
-}
-
-/* Loads a task's file; a missing file names the writer that makes it. */
-static void load_task(const Task *t, int V, EvalFile *ef) {
-    if (!file_exists(t->path)) {
-        if (t->writer) llmc_die("%s: eval file not found (write it with: python %s)", t->path, t->writer);
-        llmc_die("%s: eval file not found", t->path);
-    }
-    evalfile_load(ef, t->path, V);
-}
-
-/* ----------------------------------------------------------------------------------------------
- * The CPU forward for eval_run: the model's logits, then the losses at the scored positions. */
-typedef struct {
-    GPT2 *model;
-    float *losses;
-    size_t cap;
+    GPT2 model;
+    float *losses; /* (B, T) */
+    int *argmax;   /* (B, T) */
 } CpuEval;
 
-static void cpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_logits,
-                             const float **losses, const float **logits) {
-    (void)need_logits;
+static void cpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                             const float **losses, const int **argmax) {
     CpuEval *ce = (CpuEval *)ctx;
-    GPT2 *m = ce->model;
+    GPT2 *m = &ce->model;
     gpt2_forward(m, inputs, NULL, B, T);
-    if ((size_t)B * T > ce->cap) {
-        free(ce->losses);
-        ce->cap = (size_t)B * T;
-        ce->losses = (float *)xmalloc(ce->cap * sizeof(float));
-    }
-    eval_losses_from_logits(m->acts.logits, targets, B * T, m->config.vocab_size, ce->losses);
+    eval_losses_from_logits(m->acts.logits, targets, B * T, m->config.vocab_size, ce->losses,
+                            need_argmax ? ce->argmax : NULL);
     *losses = ce->losses;
-    *logits = m->acts.logits;
+    *argmax = ce->argmax;
 }
 
-/* ----------------------------------------------------------------------------------------------
- * One task: score, time, report */
-typedef struct {
-    Task task;
-    int version, scoring, uses_norm, n;
-    double acc, acc_norm, ppl, seconds;
-} TaskReport;
-
-static void score_task(GPT2 *model, const EvalArgs *a, int T, const Task *t, FILE *scores, TaskReport *rep) {
-    const int V = model->config.vocab_size;
-    EvalFile ef;
-    load_task(t, V, &ef);
-    const int n = a->n > 0 ? LLMC_MIN(a->n, ef.num_examples) : ef.num_examples;
-    char why[256];
-    const int bad = evalfile_check_shape(&ef, n, a->B, T, why, sizeof(why));
-    if (bad >= 0) llmc_die("%s: %s", t->path, why);
-    memset(rep, 0, sizeof(*rep));
-    rep->task = *t;
-    if (t->writer == NULL && ef.name[0] != '\0') snprintf(rep->task.name, sizeof(rep->task.name), "%s", ef.name);
-    rep->version = ef.version;
-    rep->scoring = ef.scoring;
-    rep->uses_norm = evalfile_uses_norm(&ef);
-    rep->n = n;
-
-    CpuEval ce = {model, NULL, 0};
-    EvalResults res;
-    eval_results_init(&res, &ef, n);
-    const double t0 = wall_seconds();
-    double last_report = t0;
-    const int chunk = 64; /* progress every chunk once a task runs longer than 30 s */
-    for (int lo = 0; lo < n; lo += chunk) {
-        eval_run_range(&ef, lo, LLMC_MIN(n, lo + chunk), a->B, T, V, cpu_eval_forward, &ce, &res);
-        if (wall_seconds() - last_report > 30.0 && lo + chunk < n) {
-            last_report = wall_seconds();
-            printf("  %s: %d/%d examples, %.1f examples/s\n", rep->task.name, lo + chunk, n,
-                   (lo + chunk) / (last_report - t0));
-            fflush(stdout);
-        }
-    }
-    rep->seconds = wall_seconds() - t0;
-    rep->acc = (double)res.correct_sum / n;
-    rep->acc_norm = (double)res.correct_mean / n;
-    rep->ppl = ef.scoring == EVAL_SCORE_GREEDY ? exp(res.greedy_loss / n) : 0.0;
-    if (scores) {
-        for (int i = 0; i < n; i++) {
-            for (int r = 0; r < ef.ex[i].n_rows; r++) {
-                const EvalRowScore *s = &res.rows[res.row_offset[i] + r];
-                fprintf(scores, "%s\t%d\t%d\t%d\t%d\t%.9g\t%.9g\t%d\n", rep->task.name, i, r, res.label[i], s->n_tok,
-                        s->sum_loss, s->sum_loss / s->n_tok, s->all_argmax);
-            }
-        }
-    }
-    free(ce.losses);
-    eval_results_free(&res);
-    evalfile_free(&ef);
-}
-
-static void print_report(const TaskReport *r) {
-    char norm[32] = "-", ppl[32] = "-";
-    if (r->uses_norm) snprintf(norm, sizeof(norm), "%.4f", r->acc_norm);
-    if (r->scoring == EVAL_SCORE_GREEDY) snprintf(ppl, sizeof(ppl), "%.6g", r->ppl);
-    printf("| %-12s | %8d | %6.4f | %8s | %10s | %10.1f |\n", r->task.name, r->n, r->acc, norm, ppl,
-           r->n / (r->seconds > 0 ? r->seconds : 1e-9));
-    fflush(stdout);
-}
-
-/* A JSON string literal: quotes, backslashes and control characters escaped. */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-/* JSON: {"model":..., "B":..., "T":..., "tasks": {name: {...}}}; written to .tmp, then renamed. */
-static void write_json(const char *path, const EvalArgs *a, int T, const TaskReport *reps, int n) {
-    AtomicFile af;
-    atomic_open(&af, path);
-    FILE *f = af.f;
-    fprintf(f, "{\n  \"model\": ");
-    json_string(f, a->model);
-    fprintf(f, ",\n  \"B\": %d,\n  \"T\": %d,\n  \"tasks\": {\n", a->B, T);
-    for (int i = 0; i < n; i++) {
-        const TaskReport *r = &reps[i];
-        fprintf(f, "    ");
-        json_string(f, r->task.name);
-        fprintf(f, ": {\"file\": ");
-        json_string(f, r->task.path);
-        fprintf(f, ", \"version\": %d, \"scoring\": \"%s\", \"examples\": %d, \"acc\": %.6f", r->version,
-                r->scoring == EVAL_SCORE_GREEDY ? "greedy" : "choice", r->n, r->acc);
-        if (r->uses_norm) fprintf(f, ", \"acc_norm\": %.6f", r->acc_norm);
-        if (r->scoring == EVAL_SCORE_GREEDY) fprintf(f, ", \"ppl\": %.6f", r->ppl);
-        fprintf(f, ", \"seconds\": %.3f, \"examples_per_s\": %.3f}%s\n", r->seconds,
-                r->n / (r->seconds > 0 ? r->seconds : 1e-9), i + 1 < n ? "," : "");
-    }
-    fprintf(f, "  }\n}\n");
-    if (ferror(f)) llmc_die("%s: write failed", af.tmp);
-    atomic_commit(&af);
-}
-
-/* The model: a checkpoint, or a descriptor initialized at random (seed 42) for timing runs. */
-static void build_model(GPT2 *m, const char *spec) {
+static void cpu_eval_open(EvalModel *em, const char *spec, int B, int T_request) {
+    CpuEval *ce = (CpuEval *)xcalloc(1, sizeof(CpuEval));
     if (!config_is_descriptor_like(spec)) {
         if (!file_exists(spec)) llmc_die("-e %s: checkpoint not found", spec);
-        gpt2_build_from_checkpoint(m, spec);
-        return;
+        gpt2_build_from_checkpoint(&ce->model, spec);
+    } else {
+        GPT2Config c;
+        char msg[EVAL_PATH_CAP + 512];
+        if (!config_from_descriptor(spec, &c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
+        gpt2_build_from_config(&ce->model, &c, 42u);
     }
-    GPT2Config c;
-    char msg[PATH_CAP + 512];
-    if (!config_from_descriptor(spec, &c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
-    gpt2_build_from_config(m, &c, 42u);
+    em->config = ce->model.config;
+    em->num_params = ce->model.layout.total;
+    em->T = eval_choose_T(T_request, em->config.max_seq_len);
+    ce->losses = (float *)xmalloc((size_t)B * em->T * sizeof(float));
+    ce->argmax = (int *)xmalloc((size_t)B * em->T * sizeof(int));
+#ifdef _OPENMP
+    snprintf(em->where, sizeof(em->where), "CPU fp32, %d thread(s)", omp_get_max_threads());
+#else
+    snprintf(em->where, sizeof(em->where), "CPU fp32, 1 thread");
+#endif
+    em->forward = cpu_eval_forward;
+    em->ctx = ce;
 }
 
-int main(int argc, char **argv) {
-    EvalArgs a;
-    eval_args_parse(&a, argc, argv);
-    static Task tasks[MAX_TASKS];
-    const int ntasks = resolve_tasks(&a, tasks);
-    /* every file is checked before the model is built or anything is scored */
-    for (int i = 0; i < ntasks; i++) {
-        EvalFile ef;
-        load_task(&tasks[i], 0, &ef);
-        evalfile_free(&ef);
-    }
-    GPT2 model;
-    build_model(&model, a.model);
-    const int maxT = model.config.max_seq_len;
-    const int T = a.T > 0 ? a.T : LLMC_MIN(maxT, 1024);
-    if (T > maxT) llmc_die("-t %d exceeds the model's maxT = %d", T, maxT);
-#ifdef _OPENMP
-    const int threads = omp_get_max_threads();
-#else
-    const int threads = 1;
-#endif
-    printf("eval_gpt2: %s (%d layers, C %d, maxT %d, %zu parameters), B %d, T %d, %d thread(s)\n", a.model,
-           model.config.num_layers, model.config.channels, maxT, model.layout.total, a.B, T, threads);
-    FILE *scores = NULL;
-    AtomicFile scores_file;
-    if (a.scores[0]) {
-        atomic_open(&scores_file, a.scores);
-        scores = scores_file.f;
-        fprintf(scores, "task\texample\toption\tlabel\tn_tok\tsum_loss\tmean_loss\tall_argmax\n");
-    }
-    static TaskReport reps[MAX_TASKS];
-    printf("| task         | examples | acc    | acc_norm | ppl        | examples/s |\n");
-    printf("|--------------|----------|--------|----------|------------|------------|\n");
-    fflush(stdout);
-    double total_s = 0.0;
-    long long total_n = 0;
-    for (int i = 0; i < ntasks; i++) {
-        score_task(&model, &a, T, &tasks[i], scores, &reps[i]);
-        print_report(&reps[i]);
-        total_s += reps[i].seconds;
-        total_n += reps[i].n;
-    }
-    printf("%lld examples in %.1f s (%.1f examples/s)\n", total_n, total_s, total_n / (total_s > 0 ? total_s : 1e-9));
-    if (scores) {
-        atomic_commit(&scores_file);
-        printf("wrote %s\n", a.scores);
-    }
-    if (a.json[0]) {
-        write_json(a.json, &a, T, reps, ntasks);
-        printf("wrote %s\n", a.json);
-    }
-    gpt2_free(&model);
-    return 0;
+static void cpu_eval_close(EvalModel *em) {
+    CpuEval *ce = (CpuEval *)em->ctx;
+    gpt2_free(&ce->model);
+    free(ce->losses);
+    free(ce->argmax);
+    free(ce);
 }
+
+int main(int argc, char **argv) { return eval_main(argc, argv, "eval_gpt2", cpu_eval_open, cpu_eval_close); }

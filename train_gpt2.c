@@ -49,7 +49,8 @@ typedef struct {
     int resumed;       /* 1 while in the iteration that was resumed into */
     int val_batches;   /* per evaluation */
     TrainEvals evals;   /* -h 1: the zero-shot evals run at every val step (-ht) */
-    float *eval_losses; /* per-position losses of the HellaSwag forward (B*T) */
+    float *eval_losses; /* per-position losses of the eval forward (B*T) */
+    int *eval_argmax;   /* per-position argmax of the logits, for greedy (last-word) files (B*T) */
     uint64_t sample_rng;
 } Run;
 
@@ -131,8 +132,9 @@ static void setup(Run *r) {
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     if (a->hellaswag) {
         /* llm.c's -h 1 (FORMATS.md 6), scored with the training B and T, plus the -ht tasks */
-        train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1, 1);
+        train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1);
         r->eval_losses = (float *)xmalloc((size_t)a->B * a->T * sizeof(float));
+        r->eval_argmax = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
     }
     r->sample_rng = 1337;
 
@@ -178,15 +180,16 @@ static float evaluate(Run *r) {
     return (float)(sum / r->val_batches);
 }
 
-/* eval_run's forward: the model's logits, then the losses at the scored positions. */
+/* eval_run's forward: the model's logits, then the losses (and for greedy files the argmax) at
+ * the scored positions. */
 static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
-                              int need_logits, const float **losses, const float **logits) {
-    (void)need_logits;
+                         int need_argmax, const float **losses, const int **argmax) {
     Run *r = (Run *)ctx;
     gpt2_forward(&r->model, inputs, NULL, B, T);
-    eval_losses_from_logits(r->model.acts.logits, targets, B * T, r->model.config.vocab_size, r->eval_losses);
+    eval_losses_from_logits(r->model.acts.logits, targets, B * T, r->model.config.vocab_size, r->eval_losses,
+                            need_argmax ? r->eval_argmax : NULL);
     *losses = r->eval_losses;
-    *logits = r->model.acts.logits;
+    *argmax = r->eval_argmax;
 }
 
 /* Every -ht task: the headline accuracy (acc_norm for HellaSwag, as llm.c), printed and logged. */
@@ -351,6 +354,7 @@ static void train(Run *r) {
 static void teardown(Run *r) {
     train_evals_free(&r->evals);
     free(r->eval_losses);
+    free(r->eval_argmax);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
     dataloader_free(&r->train_loader);

@@ -53,9 +53,9 @@ typedef struct {
     LRSchedule lr_schedule;
     OutlierDetector loss_outliers, norm_outliers;
     int grad_accum, num_steps, start_step, resumed, val_batches;
-    TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht; choice tasks) */
-    int *eval_inputs, *eval_targets; /* (B, T) padded eval batch */
-    float *eval_losses_full, *eval_losses; /* (B, T) and the callback's (B', T') */
+    TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht) */
+    float *eval_losses; /* the eval callback's per-position losses (B', T') */
+    int *eval_argmax;   /* and argmax at the scored positions, for greedy (last-word) files */
     uint64_t sample_rng;
     double flops_per_token, peak_tflops;
     cudaEvent_t ev_start, ev_end;
@@ -76,11 +76,7 @@ static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Conf
     if (!model_config_from_args(a, r->given, init_path, is_file, resuming, c, err, sizeof(err))) llmc_die("%s", err);
     if (is_file) {
         int is_bf16 = 0;
-        checkpoint_read_header(init_path, c, &is_bf16);
-        ParamLayout pl;
-        param_layout_init(&pl, c);
-        float *p = (float *)xmalloc(pl.total * sizeof(float));
-        checkpoint_read_fp32(init_path, c, is_bf16, p);
+        float *p = checkpoint_load_fp32(init_path, c, &is_bf16);
         if (is_rank0(r)) printf("loaded %s (%s)\n", init_path, is_bf16 ? "bf16" : "fp32");
         return p;
     }
@@ -89,34 +85,8 @@ static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Conf
     return params;
 }
 
-/* What the GPU kernels assume about the shapes, checked once with a clear message. */
-static void check_model_for_gpu(const GPT2Config *c, int T) {
-    if (c->channels % 8 != 0) {
-        llmc_die("model: C = %d: the GPU trainer needs C to be a multiple of 8 (16-byte vector loads)", c->channels);
-    }
-    if (c->padded_vocab_size % 8 != 0) {
-        llmc_die("model: padded vocabulary %d: the GPU trainer needs a multiple of 8", c->padded_vocab_size);
-    }
-    if (T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", T, c->max_seq_len);
-}
-
 static void choose_attention(Run *r, const GPT2Config *c) {
-    AttnRequest req = ATTN_REQ_AUTO;
-    attn_request_from_name(r->args.attn, &req); /* the parser checked the choice */
-    AttnEnv env;
-    env.sm = r->ctx.sm;
-    env.cudnn_built = cudnn_att_built();
-    env.cudnn_version = cudnn_att_version();
-    char err[512];
-    if (!attn_select_paths(c, req, &env, 1, r->path, err, sizeof(err))) llmc_die("%s", err);
-    for (int l = 0; l < c->num_layers; l++) {
-        if (r->path[l] == ATT_PATH_LINEAR && !linear_attention_supported(c->layer[l].head_size, &r->ctx, err, sizeof(err))) {
-            llmc_die("layer %d (%s): %s", l, ATTN_KIND_NAMES[c->layer[l].kind], err);
-        }
-    }
-    int any_cudnn = 0;
-    for (int l = 0; l < c->num_layers; l++) any_cudnn |= r->path[l] == ATT_PATH_CUDNN;
-    r->cudnn = any_cudnn ? cudnn_att_create(r->ctx.stream) : NULL;
+    r->cudnn = gpt2gpu_choose_paths(c, r->args.attn, &r->ctx, r->path);
     if (is_rank0(r)) attn_print_paths(c, r->path, stdout);
 }
 
@@ -137,17 +107,15 @@ static void print_device(const Run *r) {
 }
 
 /* -h 1 (llm.c's in-training HellaSwag, FORMATS.md 6, plus the -ht tasks): scored with the
- * training B and T; greedy (last-word) files need logits the eval forward does not return. */
+ * training B and T. */
 static void evals_setup(Run *r) {
     const TrainArgs *a = &r->args;
     if (!a->hellaswag) return;
-    train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, r->model.config.vocab_size, 0,
+    train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, r->model.config.vocab_size,
                       is_rank0(r));
     const size_t N = (size_t)a->B * a->T;
-    r->eval_inputs = (int *)xmalloc(N * sizeof(int));
-    r->eval_targets = (int *)xmalloc(N * sizeof(int));
-    r->eval_losses_full = (float *)xmalloc(N * sizeof(float));
     r->eval_losses = (float *)xmalloc(N * sizeof(float));
+    r->eval_argmax = (int *)xmalloc(N * sizeof(int));
 }
 
 static void setup_batch(Run *r, int resume_step) {
@@ -232,7 +200,7 @@ static void setup(Run *r, int *argc, char ***argv) {
     }
     GPT2Config c;
     float *host_params = load_or_init(r, init_path, resume_step >= 0, &c);
-    check_model_for_gpu(&c, a->T);
+    gpt2gpu_check_shapes(&c, a->T);
     if (is_rank0(r)) config_print(&c, stdout);
     choose_attention(r, &c);
 
@@ -290,29 +258,14 @@ static float evaluate(Run *r) {
     return gpt2gpu_mean_loss(&r->model, (double)dl->B * dl->T * r->val_batches);
 }
 
-/* eval_run's forward: the packed (B', T') batch padded into the training (B, T) shape, so that
- * every evaluation uses the attention graphs prepared at start-up; losses back in (B', T'). */
-static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
-                              int need_logits, const float **losses, const float **logits) {
+/* eval_run's forward: gpt2gpu_eval_batch pads the batch into the training shape, so that every
+ * evaluation uses the attention graphs prepared at start-up. */
+static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                         const float **losses, const int **argmax) {
     Run *r = (Run *)ctx;
-    const int BF = r->args.B, TF = r->args.T;
-    if (need_logits) llmc_die("-h 1: greedy-scored eval files need logits; the GPU trainer scores choices only");
-    for (size_t i = 0; i < (size_t)BF * TF; i++) {
-        r->eval_inputs[i] = GPT2_EOT;
-        r->eval_targets[i] = -1;
-    }
-    for (int b = 0; b < B; b++) {
-        memcpy(r->eval_inputs + (size_t)b * TF, inputs + (size_t)b * T, (size_t)T * sizeof(int));
-        memcpy(r->eval_targets + (size_t)b * TF, targets + (size_t)b * T, (size_t)T * sizeof(int));
-    }
-    gpt2gpu_zero_losses(&r->model);
-    gpt2gpu_forward(&r->model, r->eval_inputs, r->eval_targets, BF, TF, FWD_EVAL, 0.0f);
-    gpt2gpu_read_losses(&r->model, r->eval_losses_full);
-    for (int b = 0; b < B; b++) {
-        memcpy(r->eval_losses + (size_t)b * T, r->eval_losses_full + (size_t)b * TF, (size_t)T * sizeof(float));
-    }
+    gpt2gpu_eval_batch(&r->model, inputs, targets, B, T, r->eval_losses, need_argmax ? r->eval_argmax : NULL);
     *losses = r->eval_losses;
-    *logits = NULL;
+    *argmax = r->eval_argmax;
 }
 
 /* Every -ht task: rank r scores the r-th contiguous block of examples (llm.c), the correct counts
@@ -526,10 +479,8 @@ static void train(Run *r) {
 
 static void teardown(Run *r) {
     train_evals_free(&r->evals);
-    free(r->eval_inputs);
-    free(r->eval_targets);
-    free(r->eval_losses_full);
     free(r->eval_losses);
+    free(r->eval_argmax);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
     dataloader_free(&r->train_loader);

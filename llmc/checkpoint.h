@@ -7,6 +7,7 @@
  *   checkpoint_header_decode   header -> GPT2Config, validating every field
  *   checkpoint_read_header     open + read + decode + check the file size
  *   checkpoint_read_fp32       read the parameters as fp32 (bf16 files are widened)
+ *   checkpoint_load_fp32       header + parameters into a new fp32 buffer (the GPU programs)
  *   checkpoint_write_fp32      write an fp32 checkpoint atomically (tmp + rename)
  *   bf16_to_f32 / f32_to_bf16  the bf16 <-> fp32 conversions (round to nearest even, as torch)
  *
@@ -191,6 +192,19 @@ static inline void checkpoint_read_fp32(const char *path, const GPT2Config *c, i
         free(buf);
     }
     xfclose(f, path);
+}
+
+/* Header and parameters: the config into c, the parameters as a malloc'd fp32 buffer
+ * (layout.total floats; the caller frees it); is_bf16 (may be NULL) says what the file held. */
+static inline float *checkpoint_load_fp32(const char *path, GPT2Config *c, int *is_bf16) {
+    int bf16 = 0;
+    checkpoint_read_header(path, c, &bf16);
+    ParamLayout layout;
+    param_layout_init(&layout, c);
+    float *params = (float *)xmalloc(layout.total * sizeof(float));
+    checkpoint_read_fp32(path, c, bf16, params);
+    if (is_bf16) *is_bf16 = bf16;
+    return params;
 }
 
 static inline void checkpoint_write_fp32(const char *path, const GPT2Config *c, const float *params) {

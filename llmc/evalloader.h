@@ -12,7 +12,7 @@
  *                             targets are -1 where nothing is scored
  *   EvalResults, eval_run(_range)  score examples through a forward callback: per-option
  *                             losses, predictions and the task totals (acc, acc_norm, greedy acc)
- *   eval_losses_from_logits   per-position losses for a forward callback that has logits
+ *   eval_losses_from_logits   per-position losses (and argmax) for a forward callback that has logits
  *   evalfile_uses_norm        whether the task has per-option completions (acc_norm reported)
  *
  * Scoring (FORMATS.md 6). A row holds its context and then its completion; position p predicts
@@ -419,9 +419,9 @@ static inline int eval_argmax(const float *z, int V) {
 }
 
 /* Per-row scores of a packed batch from the forward's per-position losses (B, T_used) and, for
- * greedy files, logits (B, T_used, V). */
-static inline void eval_batch_score(const EvalBatch *b, const EvalFile *ef, const float *losses, const float *logits,
-                                    int V, EvalResults *res) {
+ * greedy files, the argmax token of each scored position's logits (B, T_used). */
+static inline void eval_batch_score(const EvalBatch *b, const EvalFile *ef, const float *losses, const int *argmax,
+                                    EvalResults *res) {
     for (int row = 0; row < b->rows; row++) {
         const EvalExample *e = &ef->ex[b->row_example[row]];
         const uint16_t *ctx, *comp;
@@ -434,7 +434,7 @@ static inline void eval_batch_score(const EvalBatch *b, const EvalFile *ef, cons
         for (int j = 0; j < nk; j++) {
             const size_t pos = (size_t)row * b->T_used + (size_t)(nc - 1 + j);
             s->sum_loss += (double)losses[pos];
-            if (ef->scoring == EVAL_SCORE_GREEDY && eval_argmax(logits + pos * V, V) != comp[j]) s->all_argmax = 0;
+            if (ef->scoring == EVAL_SCORE_GREEDY && argmax[pos] != comp[j]) s->all_argmax = 0;
         }
     }
 }
@@ -462,27 +462,33 @@ static inline void eval_example_finish(const EvalFile *ef, int i, EvalResults *r
     res->correct_mean += pm == e->label;
 }
 
-/* The forward pass: tokens (B, T) in, per-position losses (B, T) and logits (B, T, V) out, all
- * row-major with row stride T. B and T may be below the batch capacity (the filled rows, the
- * longest row). Only positions with targets >= 0 are scored (a completion token follows); the
- * callback may leave the other losses unset, and the logits too unless need_logits is set. */
-typedef void (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, int need_logits,
-                              const float **losses, const float **logits);
+/* The forward pass: tokens (B, T) in, per-position losses (B, T) out and, when need_argmax is set
+ * (greedy files), the index of the largest logit at each position (B, T), all row-major with row
+ * stride T. B and T may be below the batch capacity (the filled rows, the longest row). Only
+ * positions with targets >= 0 are scored (a completion token follows); the callback may leave
+ * every other position unset. Argmax rather than logits, so that a GPU forward returns 4 bytes
+ * per scored position instead of a vocabulary row per position. */
+typedef void (*EvalForwardFn)(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                              const float **losses, const int **argmax);
 
 /* For a forward that yields logits (N, V): the loss log(sum_v exp z_v) - z_target at each scored
  * position (targets >= 0; 0 elsewhere), the max subtracted first and the sum in double, so the
- * value matches PyTorch's float32 cross_entropy to ~1e-6 relative. */
-static inline void eval_losses_from_logits(const float *logits, const int *targets, int N, int V, float *losses) {
+ * value matches PyTorch's float32 cross_entropy to ~1e-6 relative; with argmax non-NULL also the
+ * first index of the largest logit there (-1 elsewhere). */
+static inline void eval_losses_from_logits(const float *logits, const int *targets, int N, int V, float *losses,
+                                           int *argmax) {
 #pragma omp parallel for schedule(dynamic, 4)
     for (int i = 0; i < N; i++) {
         losses[i] = 0.0f;
+        if (argmax) argmax[i] = -1;
         if (targets[i] < 0) continue;
         const float *z = logits + (size_t)i * V;
-        float mx = z[0];
-        for (int v = 1; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        const int best = eval_argmax(z, V);
+        const float mx = z[best];
         double sum = 0.0;
         for (int v = 0; v < V; v++) sum += exp((double)(z[v] - mx));
         losses[i] = (float)(log(sum) + (double)mx - (double)z[targets[i]]);
+        if (argmax) argmax[i] = best;
     }
 }
 
@@ -495,10 +501,11 @@ static inline void eval_run_range(const EvalFile *ef, int lo, int hi, int B, int
     const int pad = LLMC_MIN(EVAL_PAD_TOKEN, V - 1);
     for (int first = lo; first < hi;) {
         const int count = eval_batch_pack(&b, ef, first, hi, pad);
-        const float *losses = NULL, *logits = NULL;
+        const float *losses = NULL;
+        const int *argmax = NULL;
         /* only the filled rows: a short last batch costs less */
-        fwd(ctx, b.inputs, b.targets, b.rows, b.T_used, ef->scoring == EVAL_SCORE_GREEDY, &losses, &logits);
-        eval_batch_score(&b, ef, losses, logits, V, res);
+        fwd(ctx, b.inputs, b.targets, b.rows, b.T_used, ef->scoring == EVAL_SCORE_GREEDY, &losses, &argmax);
+        eval_batch_score(&b, ef, losses, argmax, res);
         for (int i = first; i < first + count; i++) eval_example_finish(ef, i, res);
         first += count;
     }

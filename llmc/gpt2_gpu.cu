@@ -127,6 +127,38 @@ static void prepare_cudnn(GPT2GPU *m) {
     }
 }
 
+void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
+    if (c->channels % 8 != 0) {
+        llmc_die("model: C = %d: the GPU model needs C to be a multiple of 8 (16-byte vector loads)", c->channels);
+    }
+    if (c->padded_vocab_size % 8 != 0) {
+        llmc_die("model: padded vocabulary %d: the GPU model needs a multiple of 8", c->padded_vocab_size);
+    }
+    if (T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", T, c->max_seq_len);
+}
+
+CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, const GpuCtx *ctx, AttPath *path) {
+    AttnRequest req = ATTN_REQ_AUTO;
+    if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn or own", attn);
+    if (req == ATTN_REQ_CUDNN && !cudnn_att_built()) {
+        llmc_die("-attn cudnn: this binary was built without cuDNN (build with USE_CUDNN=1)");
+    }
+    AttnEnv env;
+    env.sm = ctx->sm;
+    env.cudnn_built = cudnn_att_built();
+    env.cudnn_version = cudnn_att_version();
+    char err[512];
+    if (!attn_select_paths(c, req, &env, 1, path, err, sizeof(err))) llmc_die("%s", err);
+    int any_cudnn = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        if (path[l] == ATT_PATH_LINEAR && !linear_attention_supported(c->layer[l].head_size, ctx, err, sizeof(err))) {
+            llmc_die("layer %d (%s): %s", l, ATTN_KIND_NAMES[c->layer[l].kind], err);
+        }
+        any_cudnn |= path[l] == ATT_PATH_CUDNN;
+    }
+    return any_cudnn ? cudnn_att_create(ctx->stream) : NULL;
+}
+
 void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOptions *opt,
                   const AttPath *path, int zero_stage, GpuCtx *ctx, CudnnAtt *cudnn, MultiGpu *mg) {
     memset(m, 0, sizeof(*m));
@@ -194,6 +226,10 @@ void gpt2gpu_free(GPT2GPU *m) {
     for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++)
         if (host[i]) CUDA_CHECK(cudaFreeHost(host[i]));
     free(m->h_count);
+    free(m->eval_inputs);
+    free(m->eval_targets);
+    free(m->eval_losses);
+    free(m->eval_row);
     CUDA_CHECK(cudaEventDestroy(m->upload_done));
     memset(m, 0, sizeof(*m));
 }
@@ -429,6 +465,51 @@ void gpt2gpu_logits_row(GPT2GPU *m, int b, int t, float *out) {
     cast_bf16_to_f32(d, actb(m, ACT_LOGITS) + row * Vp, (size_t)V, m->ctx->stream);
     CUDA_CHECK(cudaStreamSynchronize(m->ctx->stream));
     CUDA_CHECK(cudaMemcpy(out, d, (size_t)V * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+/* Evaluation batches (the trainer's -h 1 and eval_gpt2cu): the (B', T') batch is padded into the
+ * allocated (B, T) with EOT and unscored targets, so every batch runs on the attention graphs
+ * prepared at start-up; causal attention keeps the padding, which follows every scored position,
+ * out of the scores. The argmax is taken over the bf16 logits (first maximum on a tie), one
+ * vocabulary row copied per scored position: greedy files score one to a few tokens per example. */
+void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B, int T, float *losses,
+                        int *argmax) {
+    const int BF = m->B, TF = m->T, V = m->config.vocab_size;
+    if (B > BF || T > TF) llmc_die("eval batch (%d, %d) exceeds the allocated (%d, %d)", B, T, BF, TF);
+    const size_t NF = (size_t)BF * TF;
+    if (m->eval_inputs == NULL) {
+        m->eval_inputs = (int *)xmalloc(NF * sizeof(int));
+        m->eval_targets = (int *)xmalloc(NF * sizeof(int));
+        m->eval_losses = (float *)xmalloc(NF * sizeof(float));
+        m->eval_row = (float *)xmalloc((size_t)V * sizeof(float));
+    }
+    for (size_t i = 0; i < NF; i++) {
+        m->eval_inputs[i] = GPT2_EOT;
+        m->eval_targets[i] = -1;
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(m->eval_inputs + (size_t)b * TF, inputs + (size_t)b * T, (size_t)T * sizeof(int));
+        memcpy(m->eval_targets + (size_t)b * TF, targets + (size_t)b * T, (size_t)T * sizeof(int));
+    }
+    gpt2gpu_zero_losses(m);
+    gpt2gpu_forward(m, m->eval_inputs, m->eval_targets, BF, TF, FWD_EVAL, 0.0f);
+    gpt2gpu_read_losses(m, m->eval_losses);
+    for (int b = 0; b < B; b++) {
+        memcpy(losses + (size_t)b * T, m->eval_losses + (size_t)b * TF, (size_t)T * sizeof(float));
+    }
+    if (argmax == NULL) return;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) {
+            int *out = argmax + (size_t)b * T + t;
+            *out = -1;
+            if (targets[(size_t)b * T + t] < 0) continue;
+            gpt2gpu_logits_row(m, b, t, m->eval_row);
+            int best = 0;
+            for (int v = 1; v < V; v++)
+                if (m->eval_row[v] > m->eval_row[best]) best = v;
+            *out = best;
+        }
+    }
 }
 
 /* ----------------------------------------------------------------------------------------------

@@ -11,12 +11,14 @@
  * backward (multi_gpu.h).
  *
  *   GPT2GPU               everything the model owns on the device and the host staging buffers
+ *   gpt2gpu_check_shapes, gpt2gpu_choose_paths   shape limits; the attention path per layer
  *   gpt2gpu_init          sizes every buffer from the config, the training (B, T), the per-layer
  *                         attention paths and the shard plan; prepares the cuDNN graphs
  *   gpt2gpu_set_params    fp32 host parameters -> bf16 device parameters (+ fp32 masters)
  *   gpt2gpu_forward       tokens -> logits; with targets the per-token losses are accumulated;
  *                         FWD_TRAIN also turns the logits into dlogits for the backward
  *   gpt2gpu_backward      accumulates gradients; on the last micro-step reduces them over ranks
+ *   gpt2gpu_eval_batch    one zero-shot eval batch: losses (and argmax) at the scored positions
  *   gpt2gpu_grad_norm, gpt2gpu_update (AdamW + ZeRO-1 all-gather), gpt2gpu_mean_loss
  *   gpt2gpu_get_params_bf16, gpt2gpu_get_opt_state / gpt2gpu_set_opt_state   checkpoint I/O
  */
@@ -77,11 +79,23 @@ typedef struct {
     /* host staging (pinned) */
     int *h_inputs, *h_targets, *h_uniq, *h_start, *h_pos;
     int *h_count; /* vocab_size ints of scratch for encoder_buckets */
+    /* gpt2gpu_eval_batch's host scratch, allocated on first use: the padded (B, T) batch and its
+     * losses, one logits row */
+    int *eval_inputs, *eval_targets;
+    float *eval_losses, *eval_row;
     float *h_scalars;
     cudaEvent_t upload_done;
 
     uint64_t rng_state, rng_state_last_update;
 } GPT2GPU;
+
+/* What the kernels assume of the shapes (C and the padded vocabulary multiples of 8, T <= maxT),
+ * checked once with a one-line error. */
+void gpt2gpu_check_shapes(const GPT2Config *c, int T);
+/* The attention path of every layer for attn = "auto", "cudnn" or "own" on this GPU and build
+ * (gpu_host.h attn_select_paths) and the linear-attention limits; dies with one line naming the
+ * layer. Returns the cuDNN context when some layer runs on cuDNN, else NULL. */
+CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, const GpuCtx *ctx, AttPath *path);
 
 void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOptions *opt,
                   const AttPath *path, int zero_stage, GpuCtx *ctx, CudnnAtt *cudnn, MultiGpu *mg);
@@ -105,6 +119,11 @@ float gpt2gpu_mean_loss(GPT2GPU *m, double tokens);
 void gpt2gpu_read_losses(GPT2GPU *m, float *host);
 /* The logits row (B index b, position t) as floats (V values). */
 void gpt2gpu_logits_row(GPT2GPU *m, int b, int t, float *out);
+/* One zero-shot eval batch (llmc/evalloader.h's forward): B <= m->B rows of T <= m->T tokens,
+ * padded to the allocated shape; per-position losses (B, T) and, when argmax is non-NULL, the
+ * argmax of the logits at every position whose target is >= 0 (-1 elsewhere). */
+void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B, int T, float *losses,
+                        int *argmax);
 
 void gpt2gpu_zero_grads(GPT2GPU *m);
 /* After a FWD_TRAIN forward of the training shape. last_micro_step: reduce over ranks. */

@@ -7,8 +7,9 @@
  *   TrainEval / TrainEvals   the loaded eval files and how many examples each scores
  *   train_evals_setup        -ht "hellaswag,piqa,..." (names of llmc/evalloader.h EVAL_TASKS);
  *                            a missing file is one message and the run goes on without it (as
- *                            llm.c does for HellaSwag); a file the batch shape cannot hold, or a
- *                            greedy file a trainer cannot score, is an error
+ *                            llm.c does for HellaSwag); a file the batch shape cannot hold is
+ *                            an error. Greedy (last-word) files are scored too: both trainers'
+ *                            forwards return the argmax at the scored positions
  *   train_eval_report        prints "HellaSwag: %d/%d = %f" (llm.c) or "<task>: ..." and logs
  *                            "s:%d eval:%.4f" for HellaSwag (llm.c's line, which its plotting
  *                            parses) or "s:%d eval_<task>:%.4f" for the others
@@ -42,10 +43,9 @@ static inline const char *train_eval_display_name(const EvalTask *task) {
     return strcmp(task->name, "hellaswag") == 0 ? "HellaSwag" : task->name;
 }
 
-/* tasks: comma list; max_n: -hn (0: all examples); allow_greedy: the trainer can score greedy
- * (last-word) files, which need logits; verbose: print (rank 0). */
+/* tasks: comma list; max_n: -hn (0: all examples); verbose: print (rank 0). */
 static inline void train_evals_setup(TrainEvals *te, const char *tasks, int max_n, int B, int T, int V,
-                                     int allow_greedy, int verbose) {
+                                     int verbose) {
     memset(te, 0, sizeof(*te));
     char list[512];
     if (strlen(tasks) >= sizeof(list)) llmc_die("-ht: list longer than %zu characters", sizeof(list) - 1);
@@ -70,10 +70,6 @@ static inline void train_evals_setup(TrainEvals *te, const char *tasks, int max_
             continue;
         }
         evalfile_load(&e->file, path, V);
-        if (e->file.scoring == EVAL_SCORE_GREEDY && !allow_greedy) {
-            llmc_die("-ht %s: %s is scored by greedy decoding, which this trainer does not do in training "
-                     "(use eval_gpt2 on a checkpoint)", task->name, path);
-        }
         e->n = max_n > 0 ? LLMC_MIN(max_n, e->file.num_examples) : e->file.num_examples;
         char why[256];
         if (evalfile_check_shape(&e->file, e->n, B, T, why, sizeof(why)) >= 0) {

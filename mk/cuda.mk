@@ -3,6 +3,7 @@
 #
 #   make train_gpt2cu [USE_CUDNN=1] [NO_MULTI_GPU=1] [NO_USE_MPI=1] [GPU_COMPUTE_CAPABILITY=90]
 #   make test_gpt2cu  (same variables)
+#   make eval_gpt2cu  the zero-shot evaluator on the GPU (same variables; never MPI)
 #   make gpu_compile_check   sm_80 + sm_90 builds of {cuDNN on, off} x {NCCL + MPI, single GPU}
 #
 # Variables (all overridable; `make gpu_config` prints what was found):
@@ -80,6 +81,9 @@ $(GPU_OBJDIR)/$(call archtag,$(1))/%.o: llmc/%.cu $(GPU_HEADERS)
 $(GPU_OBJDIR)/$(call archtag,$(1))/train_gpt2.o: train_gpt2.cu $(GPU_HEADERS)
 	@mkdir -p $$(dir $$@)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
+$(GPU_OBJDIR)/$(call archtag,$(1))/eval_gpt2.o: eval_gpt2.cu $(GPU_HEADERS)
+	@mkdir -p $$(dir $$@)
+	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
 $(GPU_OBJDIR)/$(call archtag,$(1))/test_gpt2.o: test/test_gpt2.cu test/harness.h $(GPU_HEADERS)
 	@mkdir -p $$(dir $$@)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
@@ -128,6 +132,11 @@ train_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/train_gpt2.o $(call lin
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT))
 	@echo "built $@: $(GPU_VARIANT_TAG) (archs $(GPU_ARCHS))"
 
+# the GPU evaluator: one process, so never MPI (NCCL unused but linked when the variant has it)
+eval_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/eval_gpt2.o $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),single) $(GPU_OBJDIR)/variant
+	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),single)
+	@echo "built $@: $(call archtag,$(GPU_ARCHS))-$(CUDNN_VARIANT) (archs $(GPU_ARCHS))"
+
 test_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/test_gpt2.o $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT))
 
@@ -136,7 +145,7 @@ test_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/test_gpt2.o $(call link_
 CHECK_TAG := $(call archtag,$(GPU_CHECK_ARCHS))
 CHECK_DIR = build/gpu_variants
 CHECK_BINS = $(foreach c,cudnn stub,$(foreach g,mpi single,$(CHECK_DIR)/train_gpt2cu_$(c)_$(g))) \
-             $(CHECK_DIR)/test_gpt2cu_cudnn_mpi
+             $(CHECK_DIR)/test_gpt2cu_cudnn_mpi $(CHECK_DIR)/eval_gpt2cu_cudnn
 $(CHECK_DIR)/train_gpt2cu_%: $(GPU_OBJDIR)/$(CHECK_TAG)/train_gpt2.o $(call model_objs,$(GPU_CHECK_ARCHS)) \
                              $(GPU_OBJDIR)/cudnn_att_cudnn.o $(GPU_OBJDIR)/cudnn_att_stub.o \
                              $(GPU_OBJDIR)/multi_gpu_mpi.o $(GPU_OBJDIR)/multi_gpu_single.o
@@ -146,6 +155,10 @@ $(CHECK_DIR)/train_gpt2cu_%: $(GPU_OBJDIR)/$(CHECK_TAG)/train_gpt2.o $(call mode
 $(CHECK_DIR)/test_gpt2cu_cudnn_mpi: $(GPU_OBJDIR)/$(CHECK_TAG)/test_gpt2.o $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,mpi)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,mpi)
+
+$(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,single)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,single)
 
 # dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path, and the
 # checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
@@ -188,7 +201,7 @@ TEST_BINS += build/test_gpu_host build/test_gpu_emul build/gpu_compile_check
 .PHONY: clean_gpu
 clean: clean_gpu
 clean_gpu:
-	rm -f train_gpt2cu test_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/sd_fold_check \
+	rm -f train_gpt2cu test_gpt2cu eval_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/sd_fold_check \
 	  dev/cuda/linear_attention_check
 
 # The cuDNN frontend headers for a machine without pip access (the lent GPU machine has no

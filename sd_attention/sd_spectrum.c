@@ -99,14 +99,11 @@ static void analyse_layer(const GPT2Config *c, const ParamLayout *pl, float *par
 }
 
 static void analyse_model(const char *path, double eps, Report *r) {
-    int is_bf16 = 0;
     memset(r, 0, sizeof(*r));
     r->path = path;
-    checkpoint_read_header(path, &r->cfg, &is_bf16);
+    float *params = checkpoint_load_fp32(path, &r->cfg, NULL);
     ParamLayout pl;
     param_layout_init(&pl, &r->cfg);
-    float *params = (float *)xmalloc(pl.total * sizeof(float));
-    checkpoint_read_fp32(path, &r->cfg, is_bf16, params);
     const double t0 = wall_seconds();
     for (int l = 0; l < r->cfg.num_layers; l++) {
         const int h = r->cfg.layer[l].n_head;

@@ -258,26 +258,26 @@ static void test_v2(void) {
 
 /* ----------------------------------------------------------------------------------------------
  * Scoring through a fake forward: the loss at every scored position is table[input token] (and
- * 1000 where nothing is scored, which must never count), and the logits' argmax is
- * (input token + 1), so the outcome of each rule is known in advance. */
+ * 1000 where nothing is scored, which must never count), and the argmax is
+ * (input token + 1) mod 8, so the outcome of each rule is known in advance. */
 typedef struct {
     float losses[64 * 16];
-    float logits[64 * 16 * 8];
+    int argmax[64 * 16];
     int calls;
 } Fake;
 
-static void fake_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_logits,
-                         const float **losses, const float **logits) {
-    (void)need_logits;
+static void fake_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                         const float **losses, const int **argmax) {
+    (void)need_argmax;
     Fake *fk = (Fake *)ctx;
     static const float table[8] = {0, 1.0f, 3.0f, 0.5f, 0.5f, 2.0f, 2.2f, 9.0f};
     for (int i = 0; i < B * T; i++) {
         fk->losses[i] = targets[i] >= 0 ? table[inputs[i] % 8] : 1000.0f;
-        for (int v = 0; v < 8; v++) fk->logits[i * 8 + v] = v == (inputs[i] + 1) % 8 ? 1.0f : 0.0f;
+        fk->argmax[i] = (inputs[i] + 1) % 8;
     }
     fk->calls++;
     *losses = fk->losses;
-    *logits = fk->logits;
+    *argmax = fk->argmax;
 }
 
 static void test_scoring(void) {
@@ -335,8 +335,31 @@ static void test_scoring(void) {
     evalfile_free(&ef);
 }
 
+/* eval_losses_from_logits: the loss -log softmax(z)[target] against a closed form, the argmax with
+ * its first-maximum tie rule, and nothing written as scored where the target is -1. */
+static void test_losses_from_logits(void) {
+    enum { N = 3, V = 4 };
+    const float z[N * V] = {1.0f, 3.0f, 3.0f, 0.0f,   /* tie between 1 and 2: argmax 1 */
+                            -2.0f, 0.5f, 0.0f, 4.0f,  /* argmax 3 */
+                            9.0f, 0.0f, 0.0f, 0.0f};  /* unscored */
+    const int targets[N] = {0, 3, -1};
+    float losses[N];
+    int argmax[N];
+    eval_losses_from_logits(z, targets, N, V, losses, argmax);
+    double lse0 = log(exp(1.0) + 2 * exp(3.0) + exp(0.0));
+    double lse1 = log(exp(-2.0) + exp(0.5) + exp(0.0) + exp(4.0));
+    CHECK(fabs(losses[0] - (lse0 - 1.0)) < 1e-6 && fabs(losses[1] - (lse1 - 4.0)) < 1e-6,
+          "losses = logsumexp - z[target] within 1e-6 (%g, %g)", losses[0], losses[1]);
+    CHECK(argmax[0] == 1 && argmax[1] == 3, "argmax: first maximum on a tie (%d), plain maximum (%d)", argmax[0],
+          argmax[1]);
+    CHECK(losses[2] == 0.0f && argmax[2] == -1, "unscored position: loss 0, argmax -1");
+    eval_losses_from_logits(z, targets, N, V, losses, NULL); /* argmax optional */
+    CHECK(fabs(losses[1] - (lse1 - 4.0)) < 1e-6, "losses without the argmax output agree");
+}
+
 int main(void) {
     make_dir(DIR);
+    test_losses_from_logits();
     test_v1_valid();
     test_corruptions();
     test_v2();

@@ -461,6 +461,46 @@ def test_cli():
 
 
 # ---------------------------------------------------------------------------------------------
+# compare: dev/eval_compare.py, the check dev/gpu_check.sh applies to eval_gpt2cu against eval_gpt2
+
+def test_compare():
+    make_models()
+    if not os.path.isfile(task_path("lambada")):
+        write_all_tasks()
+    tsv = {}
+    for name, model in (("ref", MODEL), ("other", MODEL_OTHER)):
+        tsv[name] = os.path.join(TMP, f"compare_{name}.tsv")
+        rc, _, err = run([EVAL_GPT2, "-e", model, "-tasks", "piqa,lambada", "-dir", DATA, "-n", "12", "-b", "4",
+                          "-scores", tsv[name]])
+        if not check(rc == 0, f"eval_gpt2 -scores for {name} {err.strip()}"):
+            return
+    # a copy with every loss moved by 0.01 (bf16-sized): within the default tolerance
+    shifted = os.path.join(TMP, "compare_shifted.tsv")
+    with open(tsv["ref"]) as f, open(shifted, "w") as g:
+        g.write(f.readline())
+        for line in f:
+            r = line.rstrip("\n").split("\t")
+            r[5] = repr(float(r[5]) + 0.01 * int(r[4]))
+            r[6] = repr(float(r[6]) + 0.01)
+            g.write("\t".join(r) + "\n")
+    cmp = [sys.executable, os.path.join(REPO, "dev", "eval_compare.py")]
+    rc, out, err = run(cmp + [tsv["ref"], tsv["ref"]])
+    check(rc == 0 and out.rstrip().endswith("0 failed"), f"eval_compare: a file against itself passes {err.strip()}")
+    rc, out, err = run(cmp + [tsv["ref"], shifted])
+    check(rc == 0 and "worst 1.000e-02" in out, f"eval_compare: losses moved by 0.01 pass {err.strip()}")
+    rc, out, _ = run(cmp + [tsv["ref"], shifted, "--abs_tol", "0.005"])
+    check(rc == 1 and "FAIL piqa: per-option mean loss" in out, "eval_compare: the same shift fails --abs_tol 0.005")
+    rc, out, _ = run(cmp + [tsv["ref"], tsv["other"]])
+    check(rc == 1 and "FAIL" in out, "eval_compare: another model's scores fail (negative control)")
+    broken = os.path.join(TMP, "compare_broken.tsv")
+    with open(broken, "w") as g:
+        g.write("task\texample\n")
+    rc, _, err = run(cmp + [tsv["ref"], broken])
+    check(rc == 2 and err.count("\n") == 1 and "compare_broken.tsv: line 1" in err,
+          f"eval_compare: a malformed file is one error line: {err.strip()}")
+
+
+# ---------------------------------------------------------------------------------------------
 # trainer
 
 def test_trainer():
@@ -574,7 +614,7 @@ def test_fineweb():
 
 
 SECTIONS = {"writers": test_writers, "format": test_format, "agreement": test_agreement, "cli": test_cli,
-            "trainer": test_trainer, "fineweb": test_fineweb}
+            "compare": test_compare, "trainer": test_trainer, "fineweb": test_fineweb}
 
 
 def main(argv):

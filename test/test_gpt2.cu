@@ -145,18 +145,7 @@ static void gpu_setup(Gpu *g, const GPT2Config *c, const float *params, int B, i
     memset(g, 0, sizeof(*g));
     multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
     gpu_ctx_init(&g->ctx, 0);
-    AttnRequest req = ATTN_REQ_AUTO;
-    if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn or own", attn);
-    AttnEnv env = {g->ctx.sm, cudnn_att_built(), cudnn_att_version()};
-    char err[512];
-    if (!attn_select_paths(c, req, &env, 1, g->path, err, sizeof(err))) llmc_die("%s", err);
-    int any = 0;
-    for (int l = 0; l < c->num_layers; l++) {
-        any |= g->path[l] == ATT_PATH_CUDNN;
-        if (g->path[l] == ATT_PATH_LINEAR && !linear_attention_supported(c->layer[l].head_size, &g->ctx, err, sizeof(err)))
-            llmc_die("layer %d: %s", l, err);
-    }
-    g->cudnn = any ? cudnn_att_create(g->ctx.stream) : NULL;
+    g->cudnn = gpt2gpu_choose_paths(c, attn, &g->ctx, g->path);
     attn_print_paths(c, g->path, stdout);
     GPT2GPUOptions opt = {recompute, gelu_fusion, 1, decay_sd_skew};
     gpt2gpu_init(&g->model, c, B, T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
@@ -239,11 +228,9 @@ int main(int argc, char **argv) {
     printf("test_gpt2cu: %s vs %s (-attn %s -r %d -ge %d)\n", argv[1], argv[2], attn, recompute, gelu_fusion);
     GPT2Config c;
     int is_bf16 = 0;
-    checkpoint_read_header(argv[1], &c, &is_bf16);
+    float *params = checkpoint_load_fp32(argv[1], &c, &is_bf16);
     ParamLayout pl;
     param_layout_init(&pl, &c);
-    float *params = (float *)xmalloc(pl.total * sizeof(float));
-    checkpoint_read_fp32(argv[1], &c, is_bf16, params);
     config_print(&c, stdout);
     DebugState ds;
     read_debug_state(argv[2], &pl, c.vocab_size, &ds);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/test_gpu_build.sh: the GPU binaries that `make test` builds (build/gpu_compile_check lists
-# them: train_gpt2cu for {cuDNN, no cuDNN} x {NCCL + MPI, single GPU}, test_gpt2cu, the dev/cuda
+# them: train_gpt2cu for {cuDNN, no cuDNN} x {NCCL + MPI, single GPU}, test_gpt2cu, eval_gpt2cu, the dev/cuda
 # attention, S-D fold and linear-attention checks), checked without running any GPU code:
 #   - every binary holds SASS for sm_80 and sm_90 and PTX for compute_90 (read from the fatbins
 #     of its .nv_fatbin section; no cuobjdump needed);
@@ -58,7 +58,7 @@ while read -r bin; do
   esac
   case $name in
     *_mpi) has libnccl && has libmpi && pass "$name links NCCL and MPI" || fail "$name: libnccl/libmpi missing" ;;
-    *_single|attention_*|sd_fold_check|linear_attention_check)
+    *_single|eval_gpt2cu_*|attention_*|sd_fold_check|linear_attention_check)
       has libnccl || has libmpi && fail "$name links NCCL/MPI" || pass "$name: no NCCL, no MPI" ;;
   esac
   has libnvidia-ml && fail "$name links NVML" || pass "$name: NVML not linked"
@@ -79,10 +79,26 @@ expect_error "MPI build: -pn 2 outside mpirun" "^error: -pi mpi with -pn 2: star
 expect_error "single-GPU build: -pn 2" "^error: -pn 2: this binary was built with NO_MULTI_GPU=1" \
   $d/train_gpt2cu_stub_single -pn 2 -pi fs -pf build
 expect_error "test_gpt2cu without arguments" "^usage: " $d/test_gpt2cu_cudnn_mpi
+# the GPU evaluator: the CPU program's front end (llmc/eval_cli.h), so its flags and its checks of
+# the task files come before any GPU work
+e=$d/eval_gpt2cu_cudnn
+out=$($e --help 2>&1)
+rc=$?
+[ $rc -eq 0 ] && printf '%s' "$out" | grep -q -- '-tasks' && printf '%s' "$out" | grep -q -- '-scores' \
+  && pass "eval_gpt2cu --help without a GPU lists -tasks and -scores" || fail "eval_gpt2cu --help (exit $rc)"
+expect_error "eval_gpt2cu without -e" "^error: -e: a model is required" $e -tasks piqa
+expect_error "eval_gpt2cu: a missing eval file, before any GPU work" \
+  "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(write it with: python dev/data/piqa.py\)$" \
+  $e -e tiny -tasks piqa -dir build/no_such_dir
 if ! nvidia-smi -L >/dev/null 2>&1; then
   for v in cudnn_mpi stub_single; do
     expect_error "$v without a GPU" "^error: .*CUDA" $d/train_gpt2cu_$v -e tiny -b 2 -t 32
   done
+  if [ -f dev/data/piqa/piqa_val.bin ]; then
+    expect_error "eval_gpt2cu without a GPU" "^error: .*CUDA" $e -e tiny -tasks piqa -n 2
+  else
+    fail "dev/data/piqa/piqa_val.bin missing (make evals)"
+  fi
   for p in attention_own sd_fold_check linear_attention_check; do
     expect_error "$p without a GPU" "^error: .*CUDA" $d/$p -time 0
   done

@@ -7,6 +7,7 @@
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
+#include "../llmc/eval_cli.h"
 #include "../llmc/evalloader.h"
 #include "../llmc/train_evals.h"
 #include "../llmc/logger.h"
@@ -43,5 +44,7 @@ int main() {
     TrainArgs a;
     train_args_defaults(&a, TRAINER_GPU);
     CHECK(strcmp(a.init, "gpt2_124M_bf16.bin") == 0, "C++: GPU default init");
+    CHECK(eval_choose_T(0, 256) == 256 && eval_choose_T(0, 2048) == 1024 && eval_choose_T(128, 256) == 128,
+          "C++: the evaluator's -t default (maxT capped at 1024) and an explicit -t");
     return test_finish();
 }

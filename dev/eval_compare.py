@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""dev/eval_compare.py: do two evaluators agree on the same weights? (doc/evals.md)
+
+    python dev/eval_compare.py REFERENCE.tsv CANDIDATE.tsv [--abs_tol 0.05] [--greedy_agree 0.95]
+
+Both files are `-scores` outputs of eval_gpt2 / eval_gpt2cu (one line per option: task, example,
+option, label, n_tok, sum_loss, mean_loss, all_argmax). dev/gpu_check.sh uses it with the fp32
+CPU program as the reference and the bf16 GPU program as the candidate. Checks, per task:
+
+  - the same (example, option) rows and token counts;
+  - every option's mean completion loss within --abs_tol (bf16 weights and activations move a
+    loss of a few nats by ~1e-2; the default leaves a margin of a few times that);
+  - choice tasks: the reference's prediction (argmin of the sum and of the mean) reproduced on
+    every example whose reference gap between best and runner-up exceeds 2 x the worst loss
+    difference seen (only a gap that small can be flipped by the rounding);
+  - greedy tasks: hit/miss identical on at least --greedy_agree of the examples (a hit flips when
+    a top-2 logit gap is within bf16 rounding, and the scores carry no gaps to tell those apart).
+
+Prints one PASS/FAIL line per check and ends with "N passed, N failed"; exit status 1 on any
+failure, 2 on unreadable input.
+"""
+import argparse
+import csv
+import sys
+from collections import defaultdict
+
+
+def die(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_scores(path):
+    """{task: {(example, option): (label, n_tok, sum_loss, mean_loss, all_argmax)}}"""
+    out = defaultdict(dict)
+    try:
+        with open(path, newline="") as f:
+            rows = csv.reader(f, delimiter="\t")
+            header = next(rows, None)
+            want = ["task", "example", "option", "label", "n_tok", "sum_loss", "mean_loss", "all_argmax"]
+            if header != want:
+                raise ValueError(f"line 1: expected the header {' '.join(want)}")
+            for lineno, r in enumerate(rows, start=2):
+                if len(r) != 8:
+                    raise ValueError(f"line {lineno}: expected 8 tab-separated fields, got {len(r)}")
+                out[r[0]][(int(r[1]), int(r[2]))] = (int(r[3]), int(r[4]), float(r[5]), float(r[6]), int(r[7]))
+    except (OSError, ValueError) as e:
+        die(f"{path}: {e}")
+    if not out:
+        die(f"{path}: no scores")
+    return out
+
+
+def predictions(rows):
+    """{example: (argmin sum, argmin mean, gap sum, gap mean, label)}; first option on a tie."""
+    by_ex = defaultdict(dict)
+    for (i, r), v in rows.items():
+        by_ex[i][r] = v
+    out = {}
+    for i, opts in by_ex.items():
+        keys = sorted(opts)
+        def best(idx):
+            order = sorted(keys, key=lambda k: (opts[k][idx], k))
+            gap = opts[order[1]][idx] - opts[order[0]][idx] if len(order) > 1 else float("inf")
+            return order[0], gap
+        ps, gs = best(2)
+        pm, gm = best(3)
+        out[i] = (ps, pm, gs, gm, opts[keys[0]][0])
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("reference")
+    ap.add_argument("candidate")
+    ap.add_argument("--abs_tol", type=float, default=0.05, help="max |difference| of an option's mean loss")
+    ap.add_argument("--greedy_agree", type=float, default=0.95, help="min fraction of identical greedy hits")
+    a = ap.parse_args(argv)
+    ref, cand = read_scores(a.reference), read_scores(a.candidate)
+    passed = failed = 0
+
+    def check(ok, msg):
+        nonlocal passed, failed
+        print(("PASS " if ok else "FAIL ") + msg)
+        passed += bool(ok)
+        failed += not ok
+
+    check(set(ref) == set(cand), f"tasks: {sorted(ref)} vs {sorted(cand)}")
+    for task in sorted(set(ref) & set(cand)):
+        r, c = ref[task], cand[task]
+        same = set(r) == set(c) and all(r[k][1] == c[k][1] and r[k][0] == c[k][0] for k in r)
+        check(same, f"{task}: same {len(r)} options, labels and token counts")
+        if not same:
+            continue
+        diffs = [abs(r[k][3] - c[k][3]) for k in r]
+        worst = max(diffs)
+        mean = sum(diffs) / len(diffs)
+        check(worst <= a.abs_tol, f"{task}: per-option mean loss |ref - cand| worst {worst:.3e}, "
+                                  f"mean {mean:.3e} <= {a.abs_tol:g}")
+        if all(k[1] == 0 for k in r):  # one row per example: a greedy task (choice tasks have 2-5)
+            hits_r = {k[0]: r[k][4] for k in r}
+            hits_c = {k[0]: c[k][4] for k in c}
+            agree = sum(hits_r[i] == hits_c[i] for i in hits_r) / len(hits_r)
+            acc_r = sum(hits_r.values()) / len(hits_r)
+            acc_c = sum(hits_c.values()) / len(hits_c)
+            check(agree >= a.greedy_agree, f"{task}: greedy hits identical on {agree:.3f} of {len(hits_r)} examples "
+                                           f"(>= {a.greedy_agree:g}); acc ref {acc_r:.4f} cand {acc_c:.4f}")
+            continue
+        pr, pc = predictions(r), predictions(c)
+        tie = 2 * worst
+        unexplained = near = 0
+        for i in pr:
+            for idx, gap_idx in ((0, 2), (1, 3)):
+                if pr[i][idx] != pc[i][idx]:
+                    if pr[i][gap_idx] <= tie:
+                        near += 1
+                    else:
+                        unexplained += 1
+        acc = [sum(p[0] == p[4] for p in x.values()) / len(x) for x in (pr, pc)]
+        norm = [sum(p[1] == p[4] for p in x.values()) / len(x) for x in (pr, pc)]
+        check(unexplained == 0, f"{task}: predictions identical except near-ties (gap <= {tie:.2e}): "
+                                f"{near} near-tie flips, {unexplained} unexplained; acc {acc[0]:.4f} / {acc[1]:.4f}, "
+                                f"acc_norm {norm[0]:.4f} / {norm[1]:.4f}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

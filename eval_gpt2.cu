@@ -1,0 +1,83 @@
+/*
+ * eval_gpt2.cu: zero-shot evaluation of a GPT-2 checkpoint on one GPU (doc/evals.md).
+ *
+ *   make eval_gpt2cu [USE_CUDNN=1]
+ *   ./eval_gpt2cu -e model.bin -tasks all -b 32
+ *
+ * The same program as eval_gpt2 (llmc/eval_cli.h: flags, tasks, table, JSON, -scores) on the GPU
+ * model of the trainer (llmc/gpt2_gpu.cu): bf16 weights and activations, every layer's attention
+ * path chosen as train_gpt2cu chooses it (-attn auto), each batch padded to the allocated (B, T)
+ * so one set of cuDNN graphs serves the whole run (gpt2gpu_eval_batch). Scores agree with the fp32
+ * CPU program up to bf16 rounding: dev/gpu_check.sh compares the two on the same weights
+ * (dev/eval_compare.py). One process, the first visible GPU (CUDA_VISIBLE_DEVICES selects).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "llmc/cuda_common.cuh"
+#include "llmc/cudnn_att.h"
+#include "llmc/eval_cli.h"
+#include "llmc/gpt2_gpu.cuh"
+#include "llmc/gpu_host.h"
+#include "llmc/multi_gpu.h"
+#include "llmc/utils.h"
+
+/* The GPU back end: everything the model needs on the device, and the callback's outputs. */
+typedef struct {
+    MultiGpu mg; /* one process; the model's reductions then do nothing */
+    GpuCtx ctx;
+    CudnnAtt *cudnn;
+    AttPath path[LLMC_MAX_LAYERS];
+    GPT2GPU model;
+    float *losses; /* (B, T) */
+    int *argmax;   /* (B, T) */
+} GpuEval;
+
+static void gpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                             const float **losses, const int **argmax) {
+    GpuEval *g = (GpuEval *)ctx;
+    gpt2gpu_eval_batch(&g->model, inputs, targets, B, T, g->losses, need_argmax ? g->argmax : NULL);
+    *losses = g->losses;
+    *argmax = g->argmax;
+}
+
+static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request) {
+    GpuEval *g = (GpuEval *)xcalloc(1, sizeof(GpuEval));
+    GPT2Config c;
+    float *params = eval_host_params(spec, &c);
+    em->T = eval_choose_T(T_request, c.max_seq_len);
+    gpt2gpu_check_shapes(&c, em->T);
+    multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
+    gpu_ctx_init(&g->ctx, 0);
+    g->cudnn = gpt2gpu_choose_paths(&c, "auto", &g->ctx, g->path);
+    attn_print_paths(&c, g->path, stdout);
+    /* no master weights: nothing is updated (the optimizer buffers are still allocated by init) */
+    GPT2GPUOptions opt = {0, 0, 0, 0};
+    gpt2gpu_init(&g->model, &c, B, em->T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
+    gpt2gpu_set_params(&g->model, params);
+    free(params);
+    g->losses = (float *)xmalloc((size_t)B * em->T * sizeof(float));
+    g->argmax = (int *)xmalloc((size_t)B * em->T * sizeof(int));
+
+    em->config = c;
+    em->num_params = g->model.layout.total;
+    int n_cudnn = 0;
+    for (int l = 0; l < c.num_layers; l++) n_cudnn += g->path[l] == ATT_PATH_CUDNN;
+    snprintf(em->where, sizeof(em->where), "%.160s (SM %d.%d) bf16, attention on cuDNN in %d of %d layers",
+             g->ctx.name, g->ctx.sm / 10, g->ctx.sm % 10, n_cudnn, c.num_layers);
+    em->forward = gpu_eval_forward;
+    em->ctx = g;
+}
+
+static void gpu_eval_close(EvalModel *em) {
+    GpuEval *g = (GpuEval *)em->ctx;
+    gpt2gpu_free(&g->model);
+    cudnn_att_destroy(g->cudnn);
+    multi_gpu_free(&g->mg);
+    gpu_ctx_free(&g->ctx);
+    free(g->losses);
+    free(g->argmax);
+    free(g);
+}
+
+int main(int argc, char **argv) { return eval_main(argc, argv, "eval_gpt2cu", gpu_eval_open, gpu_eval_close); }
