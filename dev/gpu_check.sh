@@ -20,14 +20,15 @@
 #      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
 #      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
 #      attention own and auto, plus -r 2 -ge 2
-#   4b. evals on the GPU (with dev/data carried): train_gpt2cu -h 1 -ht hellaswag,lambada on
-#      TinyShakespeare (150 steps, Prism + S-D table), eval_gpt2cu vs eval_gpt2 (CPU fp32) on the
-#      checkpoint through dev/eval_compare.py, and the trainer's step-150 counts = eval_gpt2cu's
 #   5. dev/cuda checks with timings: attention (both paths), the S-D fold and the linear attention,
 #      head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
 #      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
+#   7. evals on the GPU (with dev/data carried; last, as the least important): train_gpt2cu -h 1
+#      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), eval_gpt2cu vs
+#      eval_gpt2 (CPU fp32) on the checkpoint through dev/eval_compare.py, and the trainer's
+#      step-150 counts = eval_gpt2cu's
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -212,47 +213,6 @@ tg sd_noln own "-r 2 -ge 2"
 tg sd_explicit auto
 
 # ---------------------------------------------------------------------------------------------
-log "== 4b. evals on the GPU: a short TinyShakespeare run with -h 1 -ht hellaswag,lambada, then eval_gpt2cu vs eval_gpt2"
-TS=dev/data/tinyshakespeare
-EV=$OUTDIR/evalrun
-if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_val.bin ] &&
-   [ -f dev/data/lambada/lambada_test.bin ]; then
-  rm -rf "$EV"
-  mkdir -p "$EV"
-  printf '2 4:sd 4 4\n' > "$EV/table.txt"   # head sizes 64, 32 (S-D), 32, 32
-  # 150 steps; the step-150 eval scores the parameters that model_00000150.bin holds
-  run eval_train 60 ./train_gpt2cu -e L4C128H4T256 -prism "$EV/table.txt" -i "$TS/tiny_shakespeare_train.bin" \
-    -j "$TS/tiny_shakespeare_val.bin" -b 8 -t 256 -x 150 -l 1e-3 -u 10 -v 150 -s 0 -n 150 -h 1 \
-    -ht hellaswag,lambada -hn 64 -o "$EV/run"
-  result $? "train_gpt2cu 150 steps with -h 1 -ht hellaswag,lambada -hn 64 (log eval_train.log)"
-  ck=$EV/run/model_00000150.bin
-  if [ -f "$ck" ]; then
-    run eval_gpt2cu 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/gpu.tsv" -json "$EV/gpu.json"
-    result $? "eval_gpt2cu -tasks hellaswag,lambada -n 200 (log eval_gpt2cu.log)"
-    grep '^|' "$OUTDIR/eval_gpt2cu.log" | sed 's/^/    /' | sumtee
-    run eval_gpt2 90 env OMP_NUM_THREADS="$(nproc)" ./eval_gpt2 -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/cpu.tsv"
-    result $? "eval_gpt2 (CPU fp32 reference) on the same checkpoint (log eval_gpt2.log)"
-    grep '^|' "$OUTDIR/eval_gpt2.log" | sed 's/^/    /' | sumtee
-    run eval_compare 30 "$PY" dev/eval_compare.py "$EV/cpu.tsv" "$EV/gpu.tsv"
-    result $? "eval_compare CPU fp32 vs GPU bf16: $(summary_of "$OUTDIR/eval_compare.log") (log eval_compare.log)"
-    sed 's/^/    /' "$OUTDIR/eval_compare.log" | grep -E 'worst|hits|predictions' | sumtee
-    # the trainer's own step-150 counts against eval_gpt2cu on its first 64 examples, same B and T
-    run eval_gpt2cu_64 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 64 -b 8 -t 256 -json "$EV/gpu64.json"
-    for t in hellaswag lambada; do
-      name=$t; [ $t = hellaswag ] && name=HellaSwag
-      k=$(grep -E "^$name: [0-9]+/64 = " "$OUTDIR/eval_train.log" | tail -n 1 | sed -E 's/^[^:]*: ([0-9]+)\/.*/\1/')
-      e=$("$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['tasks'][sys.argv[2]]; print(round(r.get('acc_norm', r['acc']) * 64))" "$EV/gpu64.json" $t 2>/dev/null)
-      [ -n "$k" ] && [ "$k" = "$e" ]
-      result $? "in-training $t at step 150: ${k:-?}/64 = eval_gpt2cu on model_00000150.bin ${e:-?}/64"
-    done
-  else
-    result 1 "no checkpoint $ck (see eval_train.log)"
-  fi
-else
-  log "skipped: carry dev/data (TinyShakespeare and the eval files; doc/gpu.md) to run it"
-fi
-
-# ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
 for p in attention_own attention_cudnn sd_fold_check linear_attention_check; do
   [ -x "dev/cuda/$p" ] || { [ "$p" = attention_cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "$p: not built"; continue; }
@@ -325,6 +285,47 @@ for k in sd lin; do
   [ "$ktok" != "-" ]
   result $? "throughput d12 $k B 16 ran (log bench_${k}_B16.log)"
 done
+
+# ---------------------------------------------------------------------------------------------
+log "== 7. evals on the GPU: a short TinyShakespeare run with -h 1 -ht hellaswag,lambada, then eval_gpt2cu vs eval_gpt2"
+TS=dev/data/tinyshakespeare
+EV=$OUTDIR/evalrun
+if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_val.bin ] &&
+   [ -f dev/data/lambada/lambada_test.bin ]; then
+  rm -rf "$EV"
+  mkdir -p "$EV"
+  printf '2 4:sd 4 4\n' > "$EV/table.txt"   # head sizes 64, 32 (S-D), 32, 32
+  # 150 steps; the step-150 eval scores the parameters that model_00000150.bin holds
+  run eval_train 60 ./train_gpt2cu -e L4C128H4T256 -prism "$EV/table.txt" -i "$TS/tiny_shakespeare_train.bin" \
+    -j "$TS/tiny_shakespeare_val.bin" -b 8 -t 256 -x 150 -l 1e-3 -u 10 -v 150 -s 0 -n 150 -h 1 \
+    -ht hellaswag,lambada -hn 64 -o "$EV/run"
+  result $? "train_gpt2cu 150 steps with -h 1 -ht hellaswag,lambada -hn 64 (log eval_train.log)"
+  ck=$EV/run/model_00000150.bin
+  if [ -f "$ck" ]; then
+    run eval_gpt2cu 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/gpu.tsv" -json "$EV/gpu.json"
+    result $? "eval_gpt2cu -tasks hellaswag,lambada -n 200 (log eval_gpt2cu.log)"
+    grep '^|' "$OUTDIR/eval_gpt2cu.log" | sed 's/^/    /' | sumtee
+    run eval_gpt2 90 env OMP_NUM_THREADS="$(nproc)" ./eval_gpt2 -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/cpu.tsv"
+    result $? "eval_gpt2 (CPU fp32 reference) on the same checkpoint (log eval_gpt2.log)"
+    grep '^|' "$OUTDIR/eval_gpt2.log" | sed 's/^/    /' | sumtee
+    run eval_compare 30 "$PY" dev/eval_compare.py "$EV/cpu.tsv" "$EV/gpu.tsv"
+    result $? "eval_compare CPU fp32 vs GPU bf16: $(summary_of "$OUTDIR/eval_compare.log") (log eval_compare.log)"
+    sed 's/^/    /' "$OUTDIR/eval_compare.log" | grep -E 'worst|hits|predictions' | sumtee
+    # the trainer's own step-150 counts against eval_gpt2cu on its first 64 examples, same B and T
+    run eval_gpt2cu_64 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 64 -b 8 -t 256 -json "$EV/gpu64.json"
+    for t in hellaswag lambada; do
+      name=$t; [ $t = hellaswag ] && name=HellaSwag
+      k=$(grep -E "^$name: [0-9]+/64 = " "$OUTDIR/eval_train.log" | tail -n 1 | sed -E 's/^[^:]*: ([0-9]+)\/.*/\1/')
+      e=$("$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['tasks'][sys.argv[2]]; print(round(r.get('acc_norm', r['acc']) * 64))" "$EV/gpu64.json" $t 2>/dev/null)
+      [ -n "$k" ] && [ "$k" = "$e" ]
+      result $? "in-training $t at step 150: ${k:-?}/64 = eval_gpt2cu on model_00000150.bin ${e:-?}/64"
+    done
+  else
+    result 1 "no checkpoint $ck (see eval_train.log)"
+  fi
+else
+  log "skipped: carry dev/data (TinyShakespeare and the eval files; doc/gpu.md) to run it"
+fi
 
 log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
 log "$PASSED passed, $FAILED failed"

@@ -90,6 +90,8 @@ expect_error "eval_gpt2cu without -e" "^error: -e: a model is required" $e -task
 expect_error "eval_gpt2cu: a missing eval file, before any GPU work" \
   "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(write it with: python dev/data/piqa.py\)$" \
   $e -e tiny -tasks piqa -dir build/no_such_dir
+# dev/gpu_check.sh runs only on a GPU machine, where a syntax error would cost a lent session
+bash -n dev/gpu_check.sh && pass "dev/gpu_check.sh parses (bash -n)" || fail "dev/gpu_check.sh: bash -n"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   for v in cudnn_mpi stub_single; do
     expect_error "$v without a GPU" "^error: .*CUDA" $d/train_gpt2cu_$v -e tiny -b 2 -t 32
