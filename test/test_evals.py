@@ -519,7 +519,10 @@ def test_trainer():
     cwd = fresh_cwd("trainer_with_file")
     os.makedirs(os.path.join(cwd, "dev", "data", "hellaswag"))
     os.symlink(task_path("hellaswag"), os.path.join(cwd, "dev", "data", "hellaswag", "hellaswag_val.bin"))
-    rc, out, err = run(base + ["-b", "4", "-x", "2", "-v", "1", "-hn", "8", "-n", "1", "-o", "out"], cwd=cwd)
+    os.makedirs(os.path.join(cwd, "dev", "data", "lambada"))
+    os.symlink(task_path("lambada"), os.path.join(cwd, "dev", "data", "lambada", "lambada_test.bin"))
+    rc, out, err = run(base + ["-b", "4", "-x", "2", "-v", "1", "-hn", "8", "-n", "1", "-ht", "hellaswag,lambada",
+                               "-o", "out"], cwd=cwd)
     lines = [ln for ln in out.splitlines() if re.match(r"HellaSwag: \d+/\d+ = \d\.\d{6}$", ln)]
     check(rc == 0 and len(lines) == 2 and all(ln.split()[1].endswith("/8") for ln in lines),
           f"-h 1 -hn 8 -v 1 -x 2: 'HellaSwag: k/8 = f' at steps 1 and 2 ({lines}) {err.strip()[-200:]}")
@@ -527,12 +530,19 @@ def test_trainer():
     evals = [ln for ln in log.splitlines() if " eval:" in ln]
     check(len(evals) == 2 and evals[0].startswith("s:1 eval:") and evals[1].startswith("s:2 eval:")
           and all(len(ln.split("eval:")[1]) == 6 for ln in evals), f"main.log: s:%d eval:%.4f at steps 1 and 2 ({evals})")
-    rc2, out2, _ = run([EVAL_GPT2, "-e", os.path.join(cwd, "out", "model_00000001.bin"), "-tasks", "hellaswag",
+    lam = [ln for ln in out.splitlines() if re.match(r"lambada: \d+/8 = \d\.\d{6}$", ln)]
+    lam_log = [ln for ln in log.splitlines() if " eval_lambada:" in ln]
+    check(len(lam) == 2 and len(lam_log) == 2 and lam_log[0].startswith("s:1 eval_lambada:"),
+          f"-ht hellaswag,lambada: 'lambada: k/8 = f' and 's:%d eval_lambada:' at steps 1 and 2 ({lam}, {lam_log})")
+    rc2, out2, _ = run([EVAL_GPT2, "-e", os.path.join(cwd, "out", "model_00000001.bin"), "-tasks", "hellaswag,lambada",
                         "-dir", DATA, "-n", "8", "-t", "256", "-json", os.path.join(TMP, "step1.json")])
-    if rc == 0 and rc2 == 0 and lines:
+    if rc == 0 and rc2 == 0 and lines and lam:
         acc = float(lines[0].split("=")[1])
-        c = json.load(open(os.path.join(TMP, "step1.json")))["tasks"]["hellaswag"]["acc_norm"]
+        tasks = json.load(open(os.path.join(TMP, "step1.json")))["tasks"]
+        c = tasks["hellaswag"]["acc_norm"]
         check(abs(acc - c) < 1e-6, f"the trainer's step-1 HellaSwag {acc:.4f} = eval_gpt2 acc_norm {c:.4f} on model_00000001.bin")
+        acc_l, c_l = float(lam[0].split("=")[1]), tasks["lambada"]["acc"]
+        check(abs(acc_l - c_l) < 1e-6, f"the trainer's step-1 LAMBADA {acc_l:.4f} = eval_gpt2 acc {c_l:.4f} (greedy path)")
     else:
         check(False, "eval_gpt2 on the step-1 checkpoint")
     cwd = fresh_cwd("trainer_without_file")
