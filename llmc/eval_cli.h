@@ -43,7 +43,7 @@ typedef struct {
     char dir[EVAL_PATH_CAP];    /* -dir */
     char json[EVAL_PATH_CAP];   /* -json */
     char scores[EVAL_PATH_CAP]; /* -scores */
-    int n, B, T;           /* -n -b -t */
+    int n, B, T;                /* -n -b -t */
 } EvalArgs;
 
 static const CliOpt EVAL_FLAGS[] = {
@@ -84,14 +84,15 @@ static inline void eval_args_parse(EvalArgs *a, int argc, char **argv) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Tasks: names to files */
+ * Tasks: names to files. One -tasks entry: the name it is reported under, its file, and the
+ * dev/data writer that makes the file (NULL for a file given by path). */
 typedef struct {
     char name[64];
     char path[EVAL_PATH_CAP];
     const char *writer; /* NULL for a file given by path */
-} Task;
+} EvalJob;
 
-static inline int resolve_one(const EvalArgs *a, const char *item, Task *t) {
+static inline int eval_resolve_one(const EvalArgs *a, const char *item, EvalJob *t) {
     for (int k = 0; k < NUM_EVAL_TASKS; k++) {
         if (strcmp(item, EVAL_TASKS[k].name) == 0) {
             snprintf(t->name, sizeof(t->name), "%s", item);
@@ -110,9 +111,9 @@ static inline int resolve_one(const EvalArgs *a, const char *item, Task *t) {
     return 1;
 }
 
-static inline int resolve_tasks(const EvalArgs *a, Task *tasks) {
+static inline int eval_resolve_tasks(const EvalArgs *a, EvalJob *tasks) {
     if (strcmp(a->tasks, "all") == 0) {
-        for (int k = 0; k < NUM_EVAL_TASKS; k++) resolve_one(a, EVAL_TASKS[k].name, &tasks[k]);
+        for (int k = 0; k < NUM_EVAL_TASKS; k++) eval_resolve_one(a, EVAL_TASKS[k].name, &tasks[k]);
         return NUM_EVAL_TASKS;
     }
     char buf[EVAL_PATH_CAP];
@@ -120,7 +121,7 @@ static inline int resolve_tasks(const EvalArgs *a, Task *tasks) {
     int n = 0;
     for (char *save = NULL, *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         if (n == EVAL_MAX_TASKS) llmc_die("-tasks: more than %d entries", EVAL_MAX_TASKS);
-        if (!resolve_one(a, item, &tasks[n])) {
+        if (!eval_resolve_one(a, item, &tasks[n])) {
             llmc_die("-tasks: '%s': expected all, hellaswag, piqa, arc_easy, winogrande, lambada or an eval-file "
                      "path (.bin)", item);
         }
@@ -131,7 +132,7 @@ static inline int resolve_tasks(const EvalArgs *a, Task *tasks) {
 }
 
 /* Loads a task's file; a missing file names the writer that makes it. */
-static inline void load_task(const Task *t, int V, EvalFile *ef) {
+static inline void eval_load_task(const EvalJob *t, int V, EvalFile *ef) {
     if (!file_exists(t->path)) {
         if (t->writer) llmc_die("%s: eval file not found (write it with: python %s)", t->path, t->writer);
         llmc_die("%s: eval file not found", t->path);
@@ -145,7 +146,7 @@ typedef struct {
     GPT2Config config;
     size_t num_params;
     int T;              /* the sequence length every batch is scored at (eval_choose_T) */
-    char where[256];    /* printed at start-up: "4 thread(s)", or the GPU, precision and paths */
+    char where[256];    /* printed at start-up: "CPU fp32, 2 thread(s)", or the GPU and its paths */
     EvalForwardFn forward;
     void *ctx;          /* the forward's context */
 } EvalModel;
@@ -179,15 +180,15 @@ static inline float *eval_host_params(const char *spec, GPT2Config *c) {
 /* ----------------------------------------------------------------------------------------------
  * One task: score, time, report */
 typedef struct {
-    Task task;
+    EvalJob task;
     int version, scoring, uses_norm, n;
     double acc, acc_norm, ppl, seconds;
-} TaskReport;
+} EvalReport;
 
-static inline void score_task(EvalModel *em, const EvalArgs *a, const Task *t, FILE *scores, TaskReport *rep) {
+static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJob *t, FILE *scores, EvalReport *rep) {
     const int V = em->config.vocab_size, T = em->T;
     EvalFile ef;
-    load_task(t, V, &ef);
+    eval_load_task(t, V, &ef);
     const int n = a->n > 0 ? LLMC_MIN(a->n, ef.num_examples) : ef.num_examples;
     char why[256];
     const int bad = evalfile_check_shape(&ef, n, a->B, T, why, sizeof(why));
@@ -231,7 +232,7 @@ static inline void score_task(EvalModel *em, const EvalArgs *a, const Task *t, F
     evalfile_free(&ef);
 }
 
-static inline void print_report(const TaskReport *r) {
+static inline void eval_print_report(const EvalReport *r) {
     char norm[32] = "-", ppl[32] = "-";
     if (r->uses_norm) snprintf(norm, sizeof(norm), "%.4f", r->acc_norm);
     if (r->scoring == EVAL_SCORE_GREEDY) snprintf(ppl, sizeof(ppl), "%.6g", r->ppl);
@@ -241,7 +242,7 @@ static inline void print_report(const TaskReport *r) {
 }
 
 /* A JSON string literal: quotes, backslashes and control characters escaped. */
-static inline void json_string(FILE *f, const char *s) {
+static inline void eval_json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         const unsigned char c = (unsigned char)*s;
@@ -253,19 +254,19 @@ static inline void json_string(FILE *f, const char *s) {
 }
 
 /* JSON: {"model":..., "B":..., "T":..., "tasks": {name: {...}}}; written to .tmp, then renamed. */
-static inline void write_json(const char *path, const EvalArgs *a, int T, const TaskReport *reps, int n) {
+static inline void eval_write_json(const char *path, const EvalArgs *a, int T, const EvalReport *reps, int n) {
     AtomicFile af;
     atomic_open(&af, path);
     FILE *f = af.f;
     fprintf(f, "{\n  \"model\": ");
-    json_string(f, a->model);
+    eval_json_string(f, a->model);
     fprintf(f, ",\n  \"B\": %d,\n  \"T\": %d,\n  \"tasks\": {\n", a->B, T);
     for (int i = 0; i < n; i++) {
-        const TaskReport *r = &reps[i];
+        const EvalReport *r = &reps[i];
         fprintf(f, "    ");
-        json_string(f, r->task.name);
+        eval_json_string(f, r->task.name);
         fprintf(f, ": {\"file\": ");
-        json_string(f, r->task.path);
+        eval_json_string(f, r->task.path);
         fprintf(f, ", \"version\": %d, \"scoring\": \"%s\", \"examples\": %d, \"acc\": %.6f", r->version,
                 r->scoring == EVAL_SCORE_GREEDY ? "greedy" : "choice", r->n, r->acc);
         if (r->uses_norm) fprintf(f, ", \"acc_norm\": %.6f", r->acc_norm);
@@ -283,11 +284,11 @@ static inline void write_json(const char *path, const EvalArgs *a, int T, const 
 static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn open_model, EvalCloseFn close_model) {
     static EvalArgs a;
     eval_args_parse(&a, argc, argv);
-    static Task tasks[EVAL_MAX_TASKS];
-    const int ntasks = resolve_tasks(&a, tasks);
+    static EvalJob tasks[EVAL_MAX_TASKS];
+    const int ntasks = eval_resolve_tasks(&a, tasks);
     for (int i = 0; i < ntasks; i++) {
         EvalFile ef;
-        load_task(&tasks[i], 0, &ef);
+        eval_load_task(&tasks[i], 0, &ef);
         evalfile_free(&ef);
     }
     static EvalModel em;
@@ -301,15 +302,15 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
         scores = scores_file.f;
         fprintf(scores, "task\texample\toption\tlabel\tn_tok\tsum_loss\tmean_loss\tall_argmax\n");
     }
-    static TaskReport reps[EVAL_MAX_TASKS];
+    static EvalReport reps[EVAL_MAX_TASKS];
     printf("| task         | examples | acc    | acc_norm | ppl        | examples/s |\n");
     printf("|--------------|----------|--------|----------|------------|------------|\n");
     fflush(stdout);
     double total_s = 0.0;
     long long total_n = 0;
     for (int i = 0; i < ntasks; i++) {
-        score_task(&em, &a, &tasks[i], scores, &reps[i]);
-        print_report(&reps[i]);
+        eval_score_task(&em, &a, &tasks[i], scores, &reps[i]);
+        eval_print_report(&reps[i]);
         total_s += reps[i].seconds;
         total_n += reps[i].n;
     }
@@ -319,7 +320,7 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
         printf("wrote %s\n", a.scores);
     }
     if (a.json[0]) {
-        write_json(a.json, &a, em.T, reps, ntasks);
+        eval_write_json(a.json, &a, em.T, reps, ntasks);
         printf("wrote %s\n", a.json);
     }
     close_model(&em);
