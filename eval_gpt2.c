@@ -47,7 +47,7 @@ static void cpu_eval_forward(void *ctx, const int *inputs, const int *targets, i
     *argmax = ce->argmax;
 }
 
-static void cpu_eval_open(EvalModel *em, const char *spec, int B, int T_request) {
+static void cpu_eval_open(EvalModel *em, const char *spec, int B, int T_request, int needed) {
     CpuEval *ce = (CpuEval *)xcalloc(1, sizeof(CpuEval));
     if (!config_is_descriptor_like(spec)) {
         if (!file_exists(spec)) llmc_die("-e %s: checkpoint not found", spec);
@@ -60,7 +60,7 @@ static void cpu_eval_open(EvalModel *em, const char *spec, int B, int T_request)
     }
     em->config = ce->model.config;
     em->num_params = ce->model.layout.total;
-    em->T = eval_choose_T(T_request, em->config.max_seq_len);
+    em->T = eval_choose_T(T_request, needed, em->config.max_seq_len);
     ce->losses = (float *)xmalloc((size_t)B * em->T * sizeof(float));
     ce->argmax = (int *)xmalloc((size_t)B * em->T * sizeof(int));
 #ifdef _OPENMP

@@ -41,18 +41,17 @@ static void gpu_eval_forward(void *ctx, const int *inputs, const int *targets, i
     *argmax = g->argmax;
 }
 
-static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request) {
+static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request, int needed) {
     GpuEval *g = (GpuEval *)xcalloc(1, sizeof(GpuEval));
     GPT2Config c;
     float *params = eval_host_params(spec, &c);
-    em->T = eval_choose_T(T_request, c.max_seq_len);
+    em->T = eval_choose_T(T_request, needed, c.max_seq_len);
     gpt2gpu_check_shapes(&c, em->T);
     multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
     gpu_ctx_init(&g->ctx, 0);
     g->cudnn = gpt2gpu_choose_paths(&c, "auto", &g->ctx, g->path);
     attn_print_paths(&c, g->path, stdout);
-    /* no master weights: nothing is updated (the optimizer buffers are still allocated by init) */
-    GPT2GPUOptions opt = {0, 0, 0, 0};
+    GPT2GPUOptions opt = {0, 0, 0, 0, 1}; /* forward only: no gradients or optimizer state */
     gpt2gpu_init(&g->model, &c, B, em->T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
     gpt2gpu_set_params(&g->model, params);
     free(params);

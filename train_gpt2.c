@@ -203,13 +203,6 @@ static void run_evals(Run *r, int step) {
     }
 }
 
-static uint32_t xorshift_u32(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
 /* Samples gen_tokens tokens after <|endoftext|> at temperature 1 and prints them decoded. */
 static void generate(Run *r) {
     const GPT2Config *c = &r->model.config;
@@ -220,21 +213,7 @@ static void generate(Run *r) {
     for (int t = 1; t <= n; t++) {
         const int len = LLMC_MIN(t, window);
         gpt2_forward(&r->model, tokens + t - len, NULL, 1, len);
-        const float *logits = r->model.acts.logits + (size_t)(len - 1) * V;
-        float mx = -INFINITY;
-        for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
-        double sum = 0.0;
-        for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
-        const double coin = (xorshift_u32(&r->sample_rng) >> 8) / 16777216.0 * sum;
-        double cdf = 0.0;
-        int next = V - 1;
-        for (int v = 0; v < V; v++) {
-            cdf += exp((double)logits[v] - mx);
-            if (coin < cdf) {
-                next = v;
-                break;
-            }
-        }
+        const int next = sample_softmax(r->model.acts.logits + (size_t)(len - 1) * V, V, &r->sample_rng);
         tokens[t] = next;
         tokenizer_print(&r->tokenizer, (uint32_t)next, stdout);
         fflush(stdout);

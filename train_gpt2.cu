@@ -209,6 +209,7 @@ static void setup(Run *r, int *argc, char ***argv) {
     opt.gelu_fusion = a->gelu_fusion;
     opt.master_weights = a->master_weights;
     opt.decay_sd_skew = a->sd_decay_s;
+    opt.inference = 0;
     gpt2gpu_init(&r->model, &c, a->B, a->T, &opt, r->path, a->zero_stage, &r->ctx, r->cudnn, &r->mg);
     gpt2gpu_set_params(&r->model, host_params);
     free(host_params);
@@ -290,28 +291,6 @@ static void run_evals(Run *r, int step) {
     }
 }
 
-static uint32_t xorshift_u32(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-/* A token from softmax(logits) at temperature 1 (the CPU trainer's sampler). */
-static int sample_token(const float *logits, int V, uint64_t *rng) {
-    float mx = -INFINITY;
-    for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
-    double sum = 0.0;
-    for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
-    const double coin = (xorshift_u32(rng) >> 8) / 16777216.0 * sum;
-    double cdf = 0.0;
-    for (int v = 0; v < V; v++) {
-        cdf += exp((double)logits[v] - mx);
-        if (coin < cdf) return v;
-    }
-    return V - 1;
-}
-
 /* gen_tokens tokens after <|endoftext|>, one (1, T) forward per token: the window sits at
  * positions 0..len-1 and causal attention ignores the filler after it (rank 0 only). */
 static void generate(Run *r) {
@@ -326,7 +305,7 @@ static void generate(Run *r) {
         for (int i = 0; i < window; i++) batch[i] = i < len ? tokens[t - len + i] : GPT2_EOT;
         gpt2gpu_forward(&r->model, batch, NULL, 1, window, FWD_LOGITS, 0.0f);
         gpt2gpu_logits_row(&r->model, 0, len - 1, logits);
-        tokens[t] = sample_token(logits, V, &r->sample_rng);
+        tokens[t] = sample_softmax(logits, V, &r->sample_rng);
         tokenizer_print(&r->tokenizer, (uint32_t)tokens[t], stdout);
         fflush(stdout);
     }

@@ -69,8 +69,15 @@ def predictions(rows):
     return out
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Flag errors as the project's one line (argparse prints its usage first)."""
+
+    def error(self, message):
+        die(message)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("reference")
     ap.add_argument("candidate")
     ap.add_argument("--abs_tol", type=float, default=0.05, help="max |difference| of an option's mean loss")

@@ -8,7 +8,7 @@
  * Defines:
  *   EvalArgs, eval_args_parse   -e -tasks -n -b -t -dir -json -scores (one table, --help from it)
  *   EvalModel, EvalOpenFn       what a back end fills in / the function that builds it
- *   eval_choose_T               -t against the model's maxT (0: maxT capped at 1024)
+ *   eval_choose_T               -t against the model's maxT (0: the tasks' longest example)
  *   eval_main                   parse, check every task file, build the model, score, report
  *
  * Header-only; C11 and C++17 (the GPU program is compiled by nvcc as C++).
@@ -52,7 +52,8 @@ static const CliOpt EVAL_FLAGS[] = {
             "'all' or a comma list of hellaswag,piqa,arc_easy,winogrande,lambada or eval-file paths"),
     CLI_INT(EvalArgs, "-n", n, 0, INT32_MAX, 0, "score only the first N examples of each task (0: all)"),
     CLI_INT(EvalArgs, "-b", B, 1, INT32_MAX, 0, "batch rows B; an example takes one row per option"),
-    CLI_INT(EvalArgs, "-t", T, 0, INT32_MAX, 0, "sequence length T, at most the model's maxT (0: maxT, capped at 1024)"),
+    CLI_INT(EvalArgs, "-t", T, 0, INT32_MAX, 0,
+            "sequence length T, at most the model's maxT (0: the longest scored example, rounded up to 64)"),
     CLI_STR(EvalArgs, "-dir", dir, NULL, 0, "where the task files live: <dir>/<task>/<task>_<split>.bin"),
     CLI_STR(EvalArgs, "-json", json, NULL, 0, "also write the results as JSON to this file"),
     CLI_STR(EvalArgs, "-scores", scores, NULL, 0, "also write every option's loss to this TSV file"),
@@ -93,13 +94,12 @@ typedef struct {
 } EvalJob;
 
 static inline int eval_resolve_one(const EvalArgs *a, const char *item, EvalJob *t) {
-    for (int k = 0; k < NUM_EVAL_TASKS; k++) {
-        if (strcmp(item, EVAL_TASKS[k].name) == 0) {
-            snprintf(t->name, sizeof(t->name), "%s", item);
-            path_join(t->path, sizeof(t->path), a->dir, EVAL_TASKS[k].file);
-            t->writer = EVAL_TASKS[k].writer;
-            return 1;
-        }
+    const EvalTask *known = eval_task_find(item);
+    if (known) {
+        snprintf(t->name, sizeof(t->name), "%s", item);
+        path_join(t->path, sizeof(t->path), a->dir, known->file);
+        t->writer = known->writer;
+        return 1;
     }
     size_t n = strlen(item);
     if (strchr(item, '/') == NULL && !(n > 4 && strcmp(item + n - 4, ".bin") == 0)) return 0;
@@ -152,16 +152,22 @@ typedef struct {
 } EvalModel;
 
 /* Builds the model of -e (a checkpoint, or a descriptor initialized with seed 42) for batches of up
- * to B rows, fills em, and dies with one line on a problem. */
-typedef void (*EvalOpenFn)(EvalModel *em, const char *spec, int B, int T_request);
+ * to B rows, sets em->T = eval_choose_T(T_request, needed, maxT), fills em, and dies with one line
+ * on a problem. needed: the most positions any scored example takes. */
+typedef void (*EvalOpenFn)(EvalModel *em, const char *spec, int B, int T_request, int needed);
 typedef void (*EvalCloseFn)(EvalModel *em);
 
-/* -t: 0 takes the model's maxT capped at 1024 (llm.c's HellaSwag shape); more than maxT is an
- * error, since the position table has no row for it. */
-static inline int eval_choose_T(int T_request, int maxT) {
-    const int T = T_request > 0 ? T_request : LLMC_MIN(maxT, 1024);
-    if (T > maxT) llmc_die("-t %d exceeds the model's maxT = %d", T, maxT);
-    return T;
+/* -t: an explicit T above maxT is an error (the position table has no row for it). -t 0 takes
+ * the longest scored example of the tasks (`needed` positions) rounded up to 64, at most maxT and
+ * 1024 (llm.c's HellaSwag shape; a longer example is then reported by evalfile_check_shape): the
+ * GPU pads every batch to T, so T = 1024 for 150-token examples would cost ~7x the work. */
+static inline int eval_choose_T(int T_request, int needed, int maxT) {
+    if (T_request > 0) {
+        if (T_request > maxT) llmc_die("-t %d exceeds the model's maxT = %d", T_request, maxT);
+        return T_request;
+    }
+    const int rounded = (LLMC_MAX(needed, 1) + 63) / 64 * 64;
+    return LLMC_MIN(rounded, LLMC_MIN(maxT, 1024));
 }
 
 /* The config and fp32 parameters of -e: a checkpoint's, or GPT-2's init of a descriptor with seed
@@ -241,32 +247,20 @@ static inline void eval_print_report(const EvalReport *r) {
     fflush(stdout);
 }
 
-/* A JSON string literal: quotes, backslashes and control characters escaped. */
-static inline void eval_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* JSON: {"model":..., "B":..., "T":..., "tasks": {name: {...}}}; written to .tmp, then renamed. */
 static inline void eval_write_json(const char *path, const EvalArgs *a, int T, const EvalReport *reps, int n) {
     AtomicFile af;
     atomic_open(&af, path);
     FILE *f = af.f;
     fprintf(f, "{\n  \"model\": ");
-    eval_json_string(f, a->model);
+    json_string(f, a->model);
     fprintf(f, ",\n  \"B\": %d,\n  \"T\": %d,\n  \"tasks\": {\n", a->B, T);
     for (int i = 0; i < n; i++) {
         const EvalReport *r = &reps[i];
         fprintf(f, "    ");
-        eval_json_string(f, r->task.name);
+        json_string(f, r->task.name);
         fprintf(f, ": {\"file\": ");
-        eval_json_string(f, r->task.path);
+        json_string(f, r->task.path);
         fprintf(f, ", \"version\": %d, \"scoring\": \"%s\", \"examples\": %d, \"acc\": %.6f", r->version,
                 r->scoring == EVAL_SCORE_GREEDY ? "greedy" : "choice", r->n, r->acc);
         if (r->uses_norm) fprintf(f, ", \"acc_norm\": %.6f", r->acc_norm);
@@ -275,7 +269,6 @@ static inline void eval_write_json(const char *path, const EvalArgs *a, int T, c
                 r->n / (r->seconds > 0 ? r->seconds : 1e-9), i + 1 < n ? "," : "");
     }
     fprintf(f, "  }\n}\n");
-    if (ferror(f)) llmc_die("%s: write failed", af.tmp);
     atomic_commit(&af);
 }
 
@@ -286,13 +279,16 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     eval_args_parse(&a, argc, argv);
     static EvalJob tasks[EVAL_MAX_TASKS];
     const int ntasks = eval_resolve_tasks(&a, tasks);
+    int needed = 1;
     for (int i = 0; i < ntasks; i++) {
         EvalFile ef;
         eval_load_task(&tasks[i], 0, &ef);
+        const int n = a.n > 0 ? LLMC_MIN(a.n, ef.num_examples) : ef.num_examples;
+        for (int k = 0; k < n; k++) needed = LLMC_MAX(needed, eval_example_positions(&ef.ex[k]));
         evalfile_free(&ef);
     }
     static EvalModel em;
-    open_model(&em, a.model, a.B, a.T);
+    open_model(&em, a.model, a.B, a.T, needed);
     printf("%s: %s (%d layers, C %d, maxT %d, %zu parameters), B %d, T %d, %s\n", prog, a.model,
            em.config.num_layers, em.config.channels, em.config.max_seq_len, em.num_params, a.B, em.T, em.where);
     FILE *scores = NULL;

@@ -284,8 +284,11 @@ static inline void attention_block_backward(GPT2 *model, int l, const float *x, 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Forward. inputs, targets: (B, T) token ids; targets may be NULL (then no loss). */
-static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targets, int B, int T) {
+ * Forward. inputs, targets: (B, T) token ids; targets may be NULL (then no loss).
+ * gpt2_forward_blocks runs the embeddings and the L blocks only (acts.residual3[L-1] and every
+ * layer's activations, attention included): for analyses that never read the logits, which at
+ * GPT-2's vocabulary cost more than the blocks of a small model. */
+static inline void gpt2_forward_blocks(GPT2 *model, const int *inputs, const int *targets, int B, int T) {
     const GPT2Config *c = &model->config;
     const int C = c->channels, L = c->num_layers, V = c->vocab_size, N = B * T;
     if (B < 1 || T < 1 || T > c->max_seq_len) {
@@ -347,6 +350,15 @@ static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targe
                        model->wt_scratch);
         residual_forward(a->residual3[l], a->residual3[l], a->residual2[l], (size_t)N * C);
     }
+}
+
+static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targets, int B, int T) {
+    gpt2_forward_blocks(model, inputs, targets, B, T);
+    const GPT2Config *c = &model->config;
+    const int C = c->channels, L = c->num_layers, V = c->vocab_size, N = B * T;
+    Activations *a = &model->acts;
+    float *w = model->params;
+    const ParamLayout *pl = &model->layout;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, a->residual3[L - 1],
                       w + pl->slot_offset[P_LNFW], w + pl->slot_offset[P_LNFB], N, C);
     /* LM head tied to wte; only the V real rows: padded logits are never used. */

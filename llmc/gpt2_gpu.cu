@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "attention_own.cuh"
+#include "evalloader.h"
 #include "gpt2_gpu.cuh"
 #include "gpu_kernels.cuh"
 #include "linear_attention.cuh"
@@ -181,13 +182,15 @@ void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOp
 
     const size_t P = m->layout.total, S = m->shard.shard_total;
     m->params = (floatX *)dmalloc(P * sizeof(floatX), "parameters");
-    m->grads = (floatX *)dmalloc(P * sizeof(floatX), "gradients");
-    m->m = (float *)dmalloc(S * sizeof(float), "AdamW m");
-    m->v = (float *)dmalloc(S * sizeof(float), "AdamW v");
-    /* on the trainer's stream: a legacy-stream memset is not ordered with a non-blocking stream */
-    CUDA_CHECK(cudaMemsetAsync(m->m, 0, S * sizeof(float), ctx->stream));
-    CUDA_CHECK(cudaMemsetAsync(m->v, 0, S * sizeof(float), ctx->stream));
-    if (opt->master_weights) m->master = (float *)dmalloc(S * sizeof(float), "master weights");
+    if (!opt->inference) { /* an evaluator never touches these: 10-14 bytes per parameter */
+        m->grads = (floatX *)dmalloc(P * sizeof(floatX), "gradients");
+        m->m = (float *)dmalloc(S * sizeof(float), "AdamW m");
+        m->v = (float *)dmalloc(S * sizeof(float), "AdamW v");
+        /* on the trainer's stream: a legacy-stream memset is not ordered with a non-blocking stream */
+        CUDA_CHECK(cudaMemsetAsync(m->m, 0, S * sizeof(float), ctx->stream));
+        CUDA_CHECK(cudaMemsetAsync(m->v, 0, S * sizeof(float), ctx->stream));
+        if (opt->master_weights) m->master = (float *)dmalloc(S * sizeof(float), "master weights");
+    }
     m->acts_bf16 = (floatX *)dmalloc(m->alloc.bf16_total * sizeof(floatX), "bf16 activations");
     m->acts_f32 = (float *)dmalloc(m->alloc.f32_total * sizeof(float), "fp32 activations");
     const size_t N = (size_t)B * T, C = (size_t)c->channels;
@@ -236,6 +239,7 @@ void gpt2gpu_free(GPT2GPU *m) {
 
 size_t gpt2gpu_param_bytes(const GPT2GPU *m) {
     const size_t P = m->layout.total, S = m->shard.shard_total;
+    if (m->opt.inference) return P * sizeof(floatX);
     return P * 2 * sizeof(floatX) + S * (m->opt.master_weights ? 3 : 2) * sizeof(float);
 }
 
@@ -386,6 +390,7 @@ void gpt2gpu_forward(GPT2GPU *m, const int *inputs, const int *targets, int B, i
     }
     if (mode != FWD_LOGITS && targets == NULL) llmc_die("forward: a loss needs targets");
     if (mode == FWD_TRAIN && (B != m->B || T != m->T)) llmc_die("forward: training runs at the allocated B, T");
+    if (mode == FWD_TRAIN && m->opt.inference) llmc_die("forward: the model was built for inference (no gradients)");
     act_plan_init(&m->cur, c, B, T, m->opt.recompute, m->path);
     m->cur_training = mode == FWD_TRAIN;
     upload_batch(m, inputs, mode != FWD_LOGITS ? targets : NULL, B, T, mode == FWD_TRAIN);
@@ -484,7 +489,7 @@ void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B
         m->eval_row = (float *)xmalloc((size_t)V * sizeof(float));
     }
     for (size_t i = 0; i < NF; i++) {
-        m->eval_inputs[i] = GPT2_EOT;
+        m->eval_inputs[i] = LLMC_MIN(EVAL_PAD_TOKEN, V - 1); /* as eval_run_range pads */
         m->eval_targets[i] = -1;
     }
     for (int b = 0; b < B; b++) {
@@ -504,10 +509,7 @@ void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B
             *out = -1;
             if (targets[(size_t)b * T + t] < 0) continue;
             gpt2gpu_logits_row(m, b, t, m->eval_row);
-            int best = 0;
-            for (int v = 1; v < V; v++)
-                if (m->eval_row[v] > m->eval_row[best]) best = v;
-            *out = best;
+            *out = eval_argmax(m->eval_row, V);
         }
     }
 }
@@ -515,6 +517,7 @@ void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B
 /* ----------------------------------------------------------------------------------------------
  * Backward */
 void gpt2gpu_zero_grads(GPT2GPU *m) {
+    if (m->opt.inference) llmc_die("zero_grads: the model was built for inference (no gradients)");
     CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->ctx->stream));
 }
 
@@ -660,7 +663,7 @@ void gpt2gpu_update(GPT2GPU *m, float lr, float beta1, float beta2, float eps, f
     m->rng_state_last_update = m->rng_state;
     int i = 0;
     for (int slot = 0; slot < NUM_PARAM_SLOTS; slot++) {
-        a.seed = model_rng_u32(&m->rng_state); /* one seed per tensor slot, every update */
+        a.seed = xorshift_u32(&m->rng_state); /* one seed per tensor slot, every update */
         a.weight_decay = slot_has_weight_decay(slot, m->opt.decay_sd_skew) ? weight_decay : 0.0f;
         for (; i < m->shard.nseg && m->shard.seg[i].slot == slot; i++) {
             const ShardSeg *g = &m->shard.seg[i];

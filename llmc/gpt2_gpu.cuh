@@ -39,6 +39,7 @@ typedef struct {
     int gelu_fusion;    /* -ge: 0 none, 1 forward epilogue, 2 forward + backward epilogues */
     int master_weights; /* -w */
     int decay_sd_skew;  /* -sd_decay_s: AdamW also decays the packed S-D skew parameters */
+    int inference;      /* forward only (eval_gpt2cu): no gradients, AdamW state or master weights */
 } GPT2GPUOptions;
 
 typedef struct {

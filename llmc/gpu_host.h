@@ -41,6 +41,7 @@
 #include "gpu_shared.h" /* LLMC_HD */
 #include "linear_scan.h"
 #include "param_layout.h"
+#include "rand.h" /* xorshift_u32: the stochastic-rounding seeds */
 #include "utils.h"
 
 /* ----------------------------------------------------------------------------------------------
@@ -512,15 +513,6 @@ static inline LLMC_HD uint16_t sr_bf16_bits(float x, uint32_t rnd) {
     const uint32_t r = u + (rnd & 0xffffu);
     if ((r & 0x7f800000u) == 0x7f800000u) return (uint16_t)(u >> 16); /* would round to inf */
     return (uint16_t)(r >> 16);
-}
-
-/* The model RNG that seeds the rounding (llm.c's xorshift*), advanced once per tensor slot and
- * update, saved in state files as rng_state / rng_state_last_update. */
-static inline uint32_t model_rng_u32(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
 /* ----------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@
 /* The model options a descriptor takes from the command line; a checkpoint has its own. */
 static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
                                                      "-sd_init_theta", "-sd_init_u", "-lin_prescale"};
-#define N_MODEL_OPTION_FLAGS 7
+#define N_MODEL_OPTION_FLAGS ((int)(sizeof(MODEL_OPTION_FLAGS) / sizeof(MODEL_OPTION_FLAGS[0])))
 
 /*
  * For a checkpoint path (init_is_file): only checks the flags (the caller reads the file). For a

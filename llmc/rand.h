@@ -10,6 +10,9 @@
  *   torch_normal_     fill n floats like `tensor.normal_(mean, std, generator=g)` in torch
  *   perm_identity, perm_shuffle
  *                     the data loader's Fisher-Yates permutation (llm.c's shuffle order)
+ *   xorshift_u32      llm.c's xorshift* step: the trainers' sampling RNG and the GPU trainer's
+ *                     stochastic-rounding seeds (rng_state in state files)
+ *   sample_softmax    a token from softmax(logits) at temperature 1 with that RNG
  *
  * Why: the C trainer, the CUDA trainer and train_gpt2.py must start from the same weights so
  * that their losses and gradients can be compared directly (FORMATS.md section 2.3). The mt19937
@@ -165,6 +168,30 @@ static inline void perm_shuffle(int32_t *p, int64_t n, Mt19937 *mt) {
         p[i] = p[j];
         p[j] = tmp;
     }
+}
+
+/* llm.c's xorshift* (64-bit state, high 32 bits of the product). */
+static inline uint32_t xorshift_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+/* One draw from softmax(logits[0..V-1]): a uniform coin of 24 bits against the unnormalized CDF,
+ * summed in double with the max subtracted (the same token on every platform for one state). */
+static inline int sample_softmax(const float *logits, int V, uint64_t *rng) {
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+    const double coin = (xorshift_u32(rng) >> 8) / 16777216.0 * sum;
+    double cdf = 0.0;
+    for (int v = 0; v < V; v++) {
+        cdf += exp((double)logits[v] - mx);
+        if (coin < cdf) return v;
+    }
+    return V - 1;
 }
 
 #endif /* LLMC_RAND_H */

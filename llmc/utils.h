@@ -144,6 +144,18 @@ typedef struct {
     char tmp[4112];
 } AtomicFile;
 
+/* A JSON string literal: quotes and backslashes escaped, control characters as \u00XX. */
+static inline void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        const unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
 static inline void atomic_open(AtomicFile *af, const char *path) {
     if (strlen(path) >= sizeof(af->path)) llmc_die("path too long: %s", path);
     strcpy(af->path, path);
@@ -156,6 +168,8 @@ static inline void atomic_write(AtomicFile *af, const void *src, size_t size, si
 }
 
 static inline void atomic_commit(AtomicFile *af) {
+    /* an earlier buffered fprintf may have failed (disk full) without anyone checking */
+    if (ferror(af->f)) llmc_die("%s: write failed", af->tmp);
     if (fflush(af->f) != 0) llmc_die("%s: flush failed: %s", af->tmp, strerror(errno));
     xfclose(af->f, af->tmp);
     af->f = NULL;

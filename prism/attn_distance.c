@@ -9,8 +9,8 @@
  * The sequences are the first N windows of B x T tokens of the val data in llm.c's val order (no
  * shuffle, window k starts at token k*B*T), i.e. the first N*B sequences of T tokens whatever B
  * is; B only sets how many go through one forward (memory: the model stores every layer's
- * B*h*T*T probabilities). Each window runs through the CPU reference forward (gpt2_forward with
- * no targets) and every softmax layer's m.acts.att[l] is reduced by prism/attn_stats.h. Layers of
+ * B*h*T*T probabilities). Each window runs through the CPU reference forward's blocks
+ * (gpt2_forward_blocks: no LM head, whose logits nothing here reads) and every softmax layer's m.acts.att[l] is reduced by prism/attn_stats.h. Layers of
  * a kind without an attention matrix (linear attention) are reported as skipped, unless -lin 1
  * asks for their normalized linear-attention weights.
  *
@@ -107,7 +107,7 @@ static void skip_reason(int kind, char *buf, size_t cap) {
  * a_ts = phi(q_t).phi(k_s) / Z_t (nonnegative, rows summing to 1 up to its eps) where softmax
  * layers keep their probabilities; -lin 1 analyses those like a softmax matrix. */
 static int layer_analysed(int kind, const Options *o) {
-    return attn_kind_has_matrix(kind) || (o->linear && (kind == ATTN_LIN || kind == ATTN_SDLIN));
+    return attn_kind_has_matrix(kind) || o->linear;
 }
 
 /* The CSV note of an analysed layer: empty, except for linear weights. */
@@ -152,7 +152,7 @@ static void analyse_model(const Options *o, int T, Report *r) {
     const double t0 = wall_seconds();
     for (int n = 0; n < o->batches; n++) {
         dataloader_next_batch(&dl);
-        gpt2_forward(&model, dl.inputs, NULL, o->B, T);
+        gpt2_forward_blocks(&model, dl.inputs, NULL, o->B, T); /* no LM head: the logits are unused */
         for (int l = 0; l < c->num_layers; l++) {
             if (!r->has_matrix[l]) continue;
             attn_layer_accumulate(model.acts.att[l], o->B, c->layer[l].n_head, T, sums[l]);
@@ -301,17 +301,6 @@ static void write_csv(const char *path, const Report *reports, int n, int T, int
     printf("wrote %s\n", path);
 }
 
-static void json_text(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        const unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 /* {"D": 1.5, ...}; NaN (undefined) becomes null. */
 static void json_values(FILE *f, const double *v) {
     fputc('{', f);
@@ -325,7 +314,7 @@ static void json_values(FILE *f, const double *v) {
 
 static void json_model(FILE *f, const Report *r) {
     fprintf(f, "    {\"path\": ");
-    json_text(f, r->path);
+    json_string(f, r->path);
     fprintf(f, ", \"num_layers\": %d, \"channels\": %d, \"layers\": [\n", r->cfg.num_layers, r->cfg.channels);
     for (int l = 0; l < r->cfg.num_layers; l++) {
         const LayerSpec *ls = &r->cfg.layer[l];
@@ -335,7 +324,7 @@ static void json_model(FILE *f, const Report *r) {
             char why[128];
             skip_reason(ls->kind, why, sizeof(why));
             fprintf(f, "\"skipped\": ");
-            json_text(f, why);
+            json_string(f, why);
             fprintf(f, "}%s\n", l + 1 < r->cfg.num_layers ? "," : "");
             continue;
         }
@@ -356,7 +345,7 @@ static void write_json(const char *path, const Report *reports, int n, const Opt
     atomic_open(&af, path);
     FILE *f = af.f;
     fprintf(f, "{\n  \"val\": ");
-    json_text(f, o->val);
+    json_string(f, o->val);
     fprintf(f, ", \"B\": %d, \"T\": %d, \"windows\": %d, \"sequences\": %d, \"tokens\": [0, %lld],\n",
             o->B, T, o->batches, o->B * o->batches, (long long)o->B * o->batches * T);
     fprintf(f, "  \"stats\": [");

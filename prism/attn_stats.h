@@ -66,7 +66,7 @@ static const char *const ATTN_STAT_NAMES[ATTN_NUM_STATS] = {
 
 /* Softmax kinds form an attention matrix; S-D attention is a softmax too (METHODS.md 3.4), so
  * it has one. Linear attention (lin, sdlin; METHODS.md 3.12) never forms A. */
-static inline int attn_kind_has_matrix(int kind) { return kind == ATTN_MHA || kind == ATTN_SD; }
+static inline int attn_kind_has_matrix(int kind) { return !attn_kind_is_linear(kind); }
 
 /* The quantities of row i: row[0..i] are A_{i,0..i}. valid[s] is 0 where the quantity is not
  * defined for this row (then v[s] is 0). */

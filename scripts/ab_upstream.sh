@@ -76,10 +76,8 @@ UPSTREAM="$LLMC/train_gpt2cu"
 missing=()
 [ -x "$UPSTREAM" ] || missing+=("$UPSTREAM: not built: build upstream llm.c's train_gpt2cu first, following its own README (this script runs it, it does not build it)")
 if [ ! -x "$OURS" ]; then
-  if [ "$OURS" = ./train_gpt2cu ] && [ -f train_gpt2.cu ]; then
+  if [ "$OURS" = ./train_gpt2cu ]; then
     missing+=("./train_gpt2cu: not built: build this repository's CUDA trainer first (make train_gpt2cu USE_CUDNN=1; doc/gpu.md)")
-  elif [ "$OURS" = ./train_gpt2cu ]; then
-    missing+=("./train_gpt2cu: not built: this repository's CUDA trainer does not exist yet (see README.md, Status)")
   else
     missing+=("$OURS: no executable trainer at this path (--ours)")
   fi

@@ -190,10 +190,8 @@ fi
 # Inputs: one line per missing item.
 missing_inputs() {
   if [ ! -x "$BIN" ]; then
-    if [ "$BIN" = ./train_gpt2cu ] && [ -f train_gpt2.cu ]; then
+    if [ "$BIN" = ./train_gpt2cu ]; then
       echo "./train_gpt2cu: not built: build the CUDA trainer first (make train_gpt2cu USE_CUDNN=1; doc/gpu.md)"
-    elif [ "$BIN" = ./train_gpt2cu ]; then
-      echo "./train_gpt2cu: not built: the CUDA trainer is not part of this repository yet (see README.md, Status); these launchers run it once it lands and is built"
     else
       echo "$BIN: no executable trainer at this path (--bin)"
     fi

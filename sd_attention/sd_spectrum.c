@@ -228,16 +228,6 @@ static void json_num(FILE *f, const char *key, double v, int last) {
     else fprintf(f, "\"%s\": null%s", key, last ? "" : ", ");
 }
 
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void json_head(FILE *f, const HeadStats *h) {
     fprintf(f, "{\"head\": %d, \"family\": \"%s\", \"capacity\": %d, \"rank\": %d, ", h->head,
             family_name(h->family), h->capacity, h->rank.rank);

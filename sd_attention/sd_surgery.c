@@ -223,16 +223,6 @@ static void op_shrink(const Options *o, const char *path, const GPT2Config *ic, 
 
 /* ----------------------------------------------------------------------------------------------
  * Report */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void json_table(FILE *f, const GPT2Config *c) {
     fprintf(f, "[");
     for (int l = 0; l < c->num_layers; l++)
@@ -318,12 +308,7 @@ int main(int argc, char **argv) {
     Options o;
     parse_options(&o, argc, argv);
     GPT2Config ic;
-    int is_bf16 = 0;
-    checkpoint_read_header(o.model, &ic, &is_bf16);
-    ParamLayout il;
-    param_layout_init(&il, &ic);
-    float *ip = (float *)xmalloc(il.total * sizeof(float));
-    checkpoint_read_fp32(o.model, &ic, is_bf16, ip);
+    float *ip = checkpoint_load_fp32(o.model, &ic, NULL);
     const int T = o.T == 0 ? ic.max_seq_len : o.T;
     if (o.val[0] && T > ic.max_seq_len) llmc_die("-t %d: exceeds the model's maxT %d", T, ic.max_seq_len);
 

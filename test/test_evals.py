@@ -498,6 +498,12 @@ def test_compare():
     rc, _, err = run(cmp + [tsv["ref"], broken])
     check(rc == 2 and err.count("\n") == 1 and "compare_broken.tsv: line 1" in err,
           f"eval_compare: a malformed file is one error line: {err.strip()}")
+    rc, _, err = run(cmp + [tsv["ref"], tsv["ref"], "--abs_tol", "x"])
+    check(rc == 2 and err.count("\n") == 1 and "--abs_tol" in err,
+          f"eval_compare: a bad flag value is one error line: {err.strip()}")
+    rc, _, err = run(cmp + [tsv["ref"], os.path.join(TMP, "no_such.tsv")])
+    check(rc == 2 and err.count("\n") == 1 and "no_such.tsv" in err,
+          f"eval_compare: a missing file is one error line: {err.strip()}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -257,7 +257,7 @@ static void test_buckets(void) {
     enum { N = 4096, V = 300 };
     static int in[N], uniq[N], start[N + 1], pos[N], count[V];
     uint64_t st = 7;
-    for (int i = 0; i < N; i++) in[i] = (int)(model_rng_u32(&st) % (i % 7 == 0 ? 3 : V));
+    for (int i = 0; i < N; i++) in[i] = (int)(xorshift_u32(&st) % (i % 7 == 0 ? 3 : V));
     const int U = encoder_buckets(in, N, V, uniq, start, pos, count);
     int ok = start[0] == 0 && start[U] == N;
     static int seen[N];
@@ -322,7 +322,7 @@ static void test_bf16_checkpoint(void) {
         param_layout_init(&pl, c);
         uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
         uint64_t st = 99;
-        for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16(((float)model_rng_u32(&st) / 4294967296.0f - 0.5f) * 0.1f);
+        for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16(((float)xorshift_u32(&st) / 4294967296.0f - 0.5f) * 0.1f);
         checkpoint_write_bf16(path, c, w);
         GPT2Config back;
         int is_bf16 = 0;
@@ -529,7 +529,7 @@ static void test_kind_checkpoint_and_shards(void) {
     const char *path = "build/tmp_gpu_host_sd.bin";
     uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
     uint64_t st = 5;
-    for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16((float)model_rng_u32(&st) / 4294967296.0f - 0.5f);
+    for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16((float)xorshift_u32(&st) / 4294967296.0f - 0.5f);
     checkpoint_write_bf16(path, &c, w);
     GPT2Config back;
     int is_bf16 = 0;

@@ -44,7 +44,8 @@ int main() {
     TrainArgs a;
     train_args_defaults(&a, TRAINER_GPU);
     CHECK(strcmp(a.init, "gpt2_124M_bf16.bin") == 0, "C++: GPU default init");
-    CHECK(eval_choose_T(0, 256) == 256 && eval_choose_T(0, 2048) == 1024 && eval_choose_T(128, 256) == 128,
-          "C++: the evaluator's -t default (maxT capped at 1024) and an explicit -t");
+    CHECK(eval_choose_T(0, 100, 256) == 128 && eval_choose_T(0, 250, 256) == 256 && eval_choose_T(0, 2000, 2048) == 1024 &&
+              eval_choose_T(0, 300, 256) == 256 && eval_choose_T(128, 20, 256) == 128,
+          "C++: the evaluator's -t default (longest example rounded up to 64, at most maxT and 1024), explicit -t");
     return test_finish();
 }
