@@ -5,10 +5,14 @@ Defines
   (../shared/data, overridable with $LLMC_SHARED_DATA) and the download cache live;
 - download(url, dest, sha256=None): fetch a file to a temporary name, check it, rename it;
 - sha256_of(path);
+- read_jsonl(path, lines=None): the records of a JSON-lines file (.gz too) with their line
+  numbers; parse_error(path, lineno, what): the one-line error for a malformed record;
 - write_datafile(path, tokens) / read_datafile(path): llm.c token shards
   (header 256 x int32: 20240520, 1, ntok, zeros; then ntok x uint16).
 """
+import gzip
 import hashlib
+import json
 import os
 import urllib.request
 
@@ -68,6 +72,29 @@ def download(url, dest, sha256=None, timeout=60):
             raise
         raise OSError(f"could not download {url} to {dest}: {e}") from e
     return dest
+
+
+def parse_error(path, lineno, what):
+    """The one-line error for a malformed input record."""
+    return ValueError(f"{path}: line {lineno}: {what}")
+
+
+def read_jsonl(path, lines=None):
+    """Yield (line number, record) for each non-blank line of a JSON-lines file (gzip when the
+    name ends in .gz); lines: the file's text already split into lines, when the caller has read
+    it. A line that is not JSON is a parse_error naming the file and the line."""
+    if lines is None:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            yield from read_jsonl(path, f)
+        return
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
 
 
 def write_datafile(path, tokens):

@@ -9,8 +9,9 @@ Defines
   options, per-option contexts, and a scoring kind (choice or greedy) in the header;
 - read_evalfile(path): parse and validate either version, raising ValueError with one line
   naming the file and the field;
-- shared_eval_input(name), eval_output_path(task, split), writer_main(...): the common CLI of
-  dev/data/{hellaswag,piqa,arc_easy,winogrande,lambada}.py;
+- shared_eval_input(name), offline_input(name, source), eval_output_path(task, split),
+  writer_main(...): the common CLI of dev/data/{hellaswag,piqa,arc_easy,winogrande,lambada}.py
+  (their JSON-lines input goes through data_common.read_jsonl and parse_error);
 - score_rows_torch(model, examples, scoring) and predictions(...): the Python reference scorer
   (train_gpt2.py's GPT forward) that test/test_evals.py compares with eval_gpt2.
 
@@ -216,6 +217,15 @@ def shared_eval_input(filename):
     return path if os.path.isfile(path) else None
 
 
+def offline_input(filename, source):
+    """<shared data>/eval/<filename>; without the offline copy, FileNotFoundError saying where the
+    file comes from (source) and that --input takes it."""
+    path = shared_eval_input(filename)
+    if path is None:
+        raise FileNotFoundError(f"{filename}: no offline copy in ../shared/data/eval; pass --input ({source})")
+    return path
+
+
 def eval_output_path(task, split):
     """dev/data/<task>/<task>_<split>.bin, where eval_gpt2 and the trainer look."""
     return os.path.join(repo_root(), "dev", "data", task, f"{task}_{split}.bin")
@@ -255,11 +265,6 @@ def writer_main(argv, task, split, description, default_input, load_examples, ve
           f"up to {stats['max_rows']} options, longest row {stats['longest_row']} tokens "
           f"({time.time() - t0:.1f} s)")
     return 0
-
-
-def parse_error(path, lineno, what):
-    """The one-line error for a malformed input item."""
-    return ValueError(f"{path}: line {lineno}: {what}")
 
 
 # ---------------------------------------------------------------------------------------------

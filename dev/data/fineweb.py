@@ -20,8 +20,6 @@ order kept, so the output is identical for any --procs).
 """
 import argparse
 import glob
-import gzip
-import json
 import os
 import sys
 import time
@@ -29,7 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import repo_root, write_datafile  # noqa: E402
+from data_common import parse_error, read_jsonl, repo_root, write_datafile  # noqa: E402
 
 EOT = 50256
 SHARD_SIZE = 10**8
@@ -59,18 +57,10 @@ def local_files(paths):
 
 
 def docs_from_jsonl(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: line {lineno}: not JSON ({e.msg})") from e
-            if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-                raise ValueError(f"{path}: line {lineno}: expected a string field 'text' (FineWeb's schema)")
-            yield rec["text"]
+    for lineno, rec in read_jsonl(path):
+        if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
+            raise parse_error(path, lineno, "expected a string field 'text' (FineWeb's schema)")
+        yield rec["text"]
 
 
 def docs_from_parquet(path):
@@ -205,12 +195,7 @@ def main(argv=None):
         return 2
     _, prefix = HF_NAMES[args.type]
     out_dir = args.out_dir or os.path.join(repo_root(), "dev", "data", f"{prefix}{args.version}")
-    fast = not args.pure
-    if fast:
-        try:
-            import tiktoken  # noqa: F401
-        except ImportError:
-            fast = False
+    fast = False if args.pure else "auto"  # tiktoken when installed (gpt2_bpe.get_encoder)
     t0 = time.time()
     try:
         docs = local_docs(args.local) if args.local else hf_docs(args.type, args.version)

@@ -3,7 +3,7 @@
 Defines
 - find_bpe_files(bpe_dir=None) -> (encoder_json_path, vocab_bpe_path): locates OpenAI's two
   GPT-2 tokenizer files locally, downloading them into a cache only when no local copy exists;
-- get_encoder(bpe_dir=None, fast=False): an encoder with encode(text) -> list[int] (ordinary
+- get_encoder(bpe_dir=None, fast=False|True|"auto"): an encoder with encode(text) -> list[int] (ordinary
   text: "<|endoftext|>" in the text is encoded as plain characters), decode(ids) -> str,
   token_bytes(id) -> bytes, n_vocab (50257) and eot (50256).
 
@@ -19,6 +19,7 @@ The resulting symbols are looked up in encoder.json.
 
 CLI: python dev/data/gpt2_bpe.py "some text"  prints the ids and the decoded pieces.
 """
+import importlib.util
 import json
 import os
 import sys
@@ -222,8 +223,11 @@ class TiktokenEncoder:
 
 
 def get_encoder(bpe_dir=None, fast=False):
-    """Build an encoder from the local GPT-2 files (see find_bpe_files). fast=True uses tiktoken."""
+    """Build an encoder from the local GPT-2 files (see find_bpe_files). fast=True uses tiktoken;
+    fast="auto" uses it when it is installed and the pure-Python BPE otherwise (same ids)."""
     encoder_json, vocab_bpe = find_bpe_files(bpe_dir)
+    if fast == "auto":
+        fast = importlib.util.find_spec("tiktoken") is not None
     cls = TiktokenEncoder if fast else GPT2Encoder
     return cls(encoder_json, vocab_bpe)
 

@@ -16,13 +16,12 @@ Two input forms are read (the form is detected from the first character):
 Default input: the offline cleaned copy; without it, the raw jsonl is downloaded into the cache.
 """
 import bz2
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import cache_dir, download  # noqa: E402
-from eval_common import encode_example, parse_error, shared_eval_input, writer_main  # noqa: E402
+from data_common import cache_dir, download, parse_error, read_jsonl  # noqa: E402
+from eval_common import encode_example, shared_eval_input, writer_main  # noqa: E402
 
 TEXT_COPY = "hellaswag_val_full.txt.bz2"
 RAW_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"
@@ -53,13 +52,7 @@ def read_text(path):
 def items_from_jsonl(path, text):
     """(context, endings, label) from llm.c's raw form: ctx as is."""
     items = []
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
+    for lineno, obj in read_jsonl(path, text.split("\n")):
         for key in ("ctx", "endings", "label"):
             if key not in obj:
                 raise parse_error(path, lineno, f"missing field '{key}'")

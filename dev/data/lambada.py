@@ -8,39 +8,29 @@ without its last word) and "continuation" (the last word). Each example is one r
 continuation token is the model's argmax prediction; eval_gpt2 also reports the perplexity of the
 continuation. Input: the offline copy ../shared/data/eval/lambada_openai.jsonl.
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_common import encode_example, parse_error, shared_eval_input, writer_main  # noqa: E402
+from data_common import parse_error, read_jsonl  # noqa: E402
+from eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
 DATA = "lambada_openai.jsonl"
 
 
 def default_input():
-    path = shared_eval_input(DATA)
-    if path is None:
-        raise FileNotFoundError(f"{DATA}: no offline copy in ../shared/data/eval; pass --input "
-                                f"(llm-foundry .../language_understanding/lambada_openai.jsonl)")
-    return path
+    return offline_input(DATA, "llm-foundry .../language_understanding/lambada_openai.jsonl")
+
+
+def example(enc, path, lineno, obj):
+    for key in ("context", "continuation"):
+        if not isinstance(obj.get(key), str) or not obj[key].strip():
+            raise parse_error(path, lineno, f"missing non-empty string field '{key}'")
+    return encode_example(enc, [obj["context"]], [" " + obj["continuation"]], 0)
 
 
 def load_examples(path, enc, args=None):
-    examples = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
-            for key in ("context", "continuation"):
-                if not isinstance(obj.get(key), str) or not obj[key].strip():
-                    raise parse_error(path, lineno, f"missing non-empty string field '{key}'")
-            examples.append(encode_example(enc, [obj["context"]], [" " + obj["continuation"]], 0))
-    return examples
+    return [example(enc, path, lineno, obj) for lineno, obj in read_jsonl(path)]
 
 
 def main(argv=None):

@@ -7,22 +7,18 @@ line. Scored completion style like HellaSwag: context = goal, completions = " " 
 (acc and acc_norm). Input: the offline copy ../shared/data/eval/piqa_valid.jsonl and
 piqa_valid-labels.lst (the labels file is taken from next to --input unless --labels is given).
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_common import encode_example, parse_error, shared_eval_input, writer_main  # noqa: E402
+from data_common import parse_error, read_jsonl  # noqa: E402
+from eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
-DATA, LABELS = "piqa_valid.jsonl", "piqa_valid-labels.lst"
+DATA = "piqa_valid.jsonl"
 
 
 def default_input():
-    path = shared_eval_input(DATA)
-    if path is None:
-        raise FileNotFoundError(f"{DATA}: no offline copy in ../shared/data/eval; pass --input "
-                                f"(PIQA dev from github ybisk/ybisk.github.io piqa/data)")
-    return path
+    return offline_input(DATA, "PIQA dev from github ybisk/ybisk.github.io piqa/data")
 
 
 def labels_path_for(path):
@@ -37,18 +33,13 @@ def load_examples(path, enc, labels_path=None):
         raise FileNotFoundError(f"{labels_path}: PIQA labels file not found (one 0/1 a line)")
     with open(labels_path, encoding="utf-8") as f:
         labels = [ln.strip() for ln in f if ln.strip()]
-    with open(path, encoding="utf-8") as f:
-        lines = [ln for ln in f if ln.strip()]
-    if len(labels) != len(lines):
-        raise ValueError(f"{labels_path}: {len(labels)} labels for {len(lines)} items in {path}")
+    items = list(read_jsonl(path))
+    if len(labels) != len(items):
+        raise ValueError(f"{labels_path}: {len(labels)} labels for {len(items)} items in {path}")
     examples = []
-    for lineno, (line, label) in enumerate(zip(lines, labels), 1):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
+    for label_no, ((lineno, obj), label) in enumerate(zip(items, labels), 1):
         if label not in ("0", "1"):
-            raise parse_error(labels_path, lineno, f"label '{label}': expected 0 or 1")
+            raise parse_error(labels_path, label_no, f"label '{label}': expected 0 or 1")
         for key in ("goal", "sol1", "sol2"):
             if not isinstance(obj.get(key), str):
                 raise parse_error(path, lineno, f"missing string field '{key}'")

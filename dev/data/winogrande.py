@@ -10,43 +10,33 @@ are scored, so the options compete on how well they predict the same words. The 
 the same for every option, so acc_norm would equal acc; only acc is reported. Version 2 file
 (per-option contexts). Input: the offline copy ../shared/data/eval/winogrande_dev.jsonl.
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from eval_common import encode_example, parse_error, shared_eval_input, writer_main  # noqa: E402
+from data_common import parse_error, read_jsonl  # noqa: E402
+from eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
 DATA = "winogrande_dev.jsonl"
 
 
 def default_input():
-    path = shared_eval_input(DATA)
-    if path is None:
-        raise FileNotFoundError(f"{DATA}: no offline copy in ../shared/data/eval; pass --input "
-                                f"(llm-foundry .../language_understanding/winogrande.jsonl)")
-    return path
+    return offline_input(DATA, "llm-foundry .../language_understanding/winogrande.jsonl")
+
+
+def example(enc, path, lineno, obj):
+    opts, gold = obj.get("context_options"), obj.get("gold")
+    if not isinstance(opts, list) or len(opts) != 2:
+        raise parse_error(path, lineno, "'context_options' must list 2 strings")
+    if not isinstance(obj.get("continuation"), str):
+        raise parse_error(path, lineno, "missing string field 'continuation'")
+    if gold not in (0, 1):
+        raise parse_error(path, lineno, "'gold' must be 0 or 1")
+    return encode_example(enc, opts, [" " + obj["continuation"]], gold)
 
 
 def load_examples(path, enc, args=None):
-    examples = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
-            opts, gold = obj.get("context_options"), obj.get("gold")
-            if not isinstance(opts, list) or len(opts) != 2:
-                raise parse_error(path, lineno, "'context_options' must list 2 strings")
-            if not isinstance(obj.get("continuation"), str):
-                raise parse_error(path, lineno, "missing string field 'continuation'")
-            if gold not in (0, 1):
-                raise parse_error(path, lineno, "'gold' must be 0 or 1")
-            examples.append(encode_example(enc, opts, [" " + obj["continuation"]], gold))
-    return examples
+    return [example(enc, path, lineno, obj) for lineno, obj in read_jsonl(path)]
 
 
 def main(argv=None):
