@@ -26,6 +26,9 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import json_safe, write_atomic  # noqa: E402
+
 STEP = re.compile(r"step\s+(\d+)/(\d+)\s*\|(.*)")
 LOSS = re.compile(r"loss\s+(\S+)")
 NORM = re.compile(r"norm\s+(\S+)")
@@ -156,17 +159,6 @@ def report(c, labels, every):
     return "\n".join(out)
 
 
-def _finite(v):
-    """JSON has no NaN or Infinity: undefined numbers become null."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    return v
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description="Compare two trainers' stdout logs step by step.")
     p.add_argument("ref", help="reference stdout log (e.g. upstream llm.c)")
@@ -188,12 +180,9 @@ def main(argv=None):
         return 1
     print(report(c, labels, a.every))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            doc = {k: v for k, v in c.items() if k != "rows"}
-            doc.update(steps=[list(r) for r in c["rows"]], labels=labels)
-            json.dump(_finite(doc), f, indent=1)
-        os.replace(tmp, a.json)
+        doc = {k: v for k, v in c.items() if k != "rows"}
+        doc.update(steps=[list(r) for r in c["rows"]], labels=labels)
+        write_atomic(a.json, json.dumps(json_safe(doc), indent=1))
         print(f"wrote {a.json}")
     return 0 if c["agree"] else 2
 

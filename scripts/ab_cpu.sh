@@ -25,7 +25,7 @@
 # configuration in the same --out is refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-die() { echo "error: $*" >&2; exit 1; }
+. scripts/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
 
 usage() {
@@ -56,7 +56,7 @@ while [ $# -gt 0 ]; do
     --help|-h) usage; exit 0 ;;
     --dry-run) DRY=1; shift; continue ;;
   esac
-  [ $# -ge 2 ] || die "$1: expected a value after the flag"
+  need_value "$1" $#
   case "$1" in
     --seeds) SEEDS=$2 ;; --steps) STEPS=$2 ;; --model) MODEL=$2 ;; --uniform) UNIFORM=$2 ;;
     --prism) PRISM=$2 ;; -b) B=$2 ;; -t) T=$2 ;; --val-every) VAL_EVERY=$2 ;;
@@ -68,9 +68,7 @@ while [ $# -gt 0 ]; do
 done
 for v in $SEEDS; do [[ "$v" =~ ^[0-9]+$ ]] || die "--seeds '$SEEDS': expected non-negative integers"; done
 [ -n "${SEEDS// /}" ] || die "--seeds: expected at least one seed"
-for pair in "--steps:$STEPS" "-b:$B" "-t:$T" "--val-every:$VAL_EVERY" "--threads:$THREADS"; do
-  [[ "${pair#*:}" =~ ^[1-9][0-9]*$|^0$ ]] || die "${pair%%:*} '${pair#*:}': expected a non-negative integer"
-done
+is_uint --steps "$STEPS" -b "$B" -t "$T" --val-every "$VAL_EVERY" --threads "$THREADS"
 [[ "$VAL_BATCHES" =~ ^-1$|^[1-9][0-9]*$ ]] || die "--val-batches '$VAL_BATCHES': expected -1 or a positive integer"
 case "$ATTN" in 0|1) ;; *) die "--attn '$ATTN': expected 0 or 1" ;; esac
 
@@ -110,10 +108,10 @@ if [ "$DRY" = 1 ]; then
     echo "${PLOT_LOSS[*]} $OUT/*_seed*/"
     echo "${PLOT_ATTN[*]} $OUT/attn_seed*.csv"
   fi
-  [ ${#missing[@]} -eq 0 ] || printf 'warning: missing input (a real run stops here): %s\n' "${missing[@]}" >&2
+  report_missing dry "${missing[@]}"
   exit 0
 fi
-[ ${#missing[@]} -eq 0 ] || { printf 'error: %s\n' "${missing[@]}" >&2; exit 1; }
+report_missing run "${missing[@]}"
 
 mkdir -p "$OUT"
 if [ -f "$OUT/settings.txt" ] && [ "$(cat "$OUT/settings.txt")" != "$SETTINGS" ]; then

@@ -31,6 +31,10 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import json_safe, write_atomic  # noqa: E402
+from plot_logs import LogError, parse_main_log  # noqa: E402
+
 ARMS = ("uniform", "prism")
 RUN_DIR = re.compile(r"(uniform|prism)_seed(\d+)")
 # two-sided 95% Student t quantiles t(0.975, df), df = 1..30; beyond, the normal 1.96
@@ -48,27 +52,11 @@ def t975(df):
 
 
 def final_val_loss(main_log):
-    """The val loss at the last step; the run must have finished (tel one past the last trl)."""
-    last_train, last_val = -1, None
-    with open(main_log) as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line:
-                continue
-            m = re.fullmatch(r"s:(\d+) (trl|tel|eval\w*):(\S+)(?: .*)?", line)
-            if not m:
-                raise SummaryError(f"{main_log}:{lineno}: expected an llm.c main.log record "
-                                   f"('s:<step> trl:...' or 's:<step> tel:...'), got '{line[:50]}'")
-            step, key = int(m.group(1)), m.group(2)
-            try:
-                value = float(m.group(3))
-            except ValueError:
-                raise SummaryError(f"{main_log}:{lineno}: {key}: expected a number, got "
-                                   f"'{m.group(3)}'") from None
-            if key == "trl":
-                last_train = step
-            elif key == "tel":
-                last_val = (step, value)
+    """The val loss at the last step; the run must have finished (tel one past the last trl).
+    main.log is read by plot_logs.parse_main_log (after a resume, the repeated steps count)."""
+    series = parse_main_log(main_log)
+    last_train = series["train"][-1][0] if "train" in series else -1
+    last_val = series["val"][-1] if "val" in series else None
     if last_val is None or last_train < 0 or last_val[0] != last_train + 1:
         raise SummaryError(f"{main_log}: unfinished run: the last val loss "
                            f"{'is missing' if last_val is None else f'is at step {last_val[0]}'}, "
@@ -209,24 +197,6 @@ def markdown(runs, s, directory):
     return "\n".join(out) + "\n"
 
 
-def _finite(v):
-    """JSON has no NaN: undefined numbers become null."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _finite(x) for k, x in v.items()}
-    return v
-
-
-def write_atomic(path, text):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description="Summarize a uniform vs Prism A/B over seeds.")
     p.add_argument("dir", help="directory with <arm>_seed<S>/main.log runs")
@@ -236,7 +206,7 @@ def main(argv=None):
     try:
         runs = collect(a.dir)
         s = summarize(runs)
-    except (SummaryError, OSError) as e:
+    except (SummaryError, LogError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(text_report(runs, s))
@@ -244,7 +214,7 @@ def main(argv=None):
         write_atomic(a.markdown, markdown(runs, s, a.dir))
         print(f"wrote {a.markdown}")
     if a.json:
-        write_atomic(a.json, json.dumps(_finite({"runs": runs, "summary": s}), indent=1) + "\n")
+        write_atomic(a.json, json.dumps(json_safe({"runs": runs, "summary": s}), indent=1) + "\n")
         print(f"wrote {a.json}")
     return 0
 

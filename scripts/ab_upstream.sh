@@ -16,7 +16,7 @@
 # run's main.log, compare.json. Exit status: ab_compare.py's (0 agree, 2 differ, 1 error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-die() { echo "error: $*" >&2; exit 1; }
+. scripts/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
 
 usage() {
@@ -55,7 +55,7 @@ while [ $# -gt 0 ]; do
     --help|-h) usage; exit 0 ;;
     --dry-run) DRY=1; shift; continue ;;
   esac
-  [ $# -ge 2 ] || die "$1: expected a value after the flag"
+  need_value "$1" $#
   case "$1" in
     --ours) OURS=$2 ;; --init) INIT=$2 ;; --model) MODEL=$2 ;; --seed) SEED=$2 ;;
     --dtype) DTYPE=$2 ;; --train) TRAIN=$2 ;; --val) VAL=$2 ;; --steps) STEPS=$2 ;;
@@ -65,9 +65,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-for pair in "--steps:$STEPS" "-b:$B" "-t:$T" "--seed:$SEED" "--val-every:$VAL_EVERY" "--val-batches:$VAL_BATCHES"; do
-  [[ "${pair#*:}" =~ ^[0-9]+$ ]] || die "${pair%%:*} '${pair#*:}': expected a non-negative integer"
-done
+is_uint --steps "$STEPS" -b "$B" -t "$T" --seed "$SEED" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES"
 case "$DTYPE" in bf16|fp32) ;; *) die "--dtype '$DTYPE': expected bf16 or fp32" ;; esac
 TOTAL=${TOTAL:-$((B * T))}
 
@@ -109,10 +107,10 @@ if [ "$DRY" = 1 ]; then
   echo "${OUR_CMD[*]} > $OUT/ours.log"
   echo "${UP_CMD[*]} > $OUT/upstream.log"
   echo "${COMPARE[*]}"
-  [ ${#missing[@]} -eq 0 ] || printf 'warning: missing input (a real run stops here): %s\n' "${missing[@]}" >&2
+  report_missing dry "${missing[@]}"
   exit 0
 fi
-[ ${#missing[@]} -eq 0 ] || { printf 'error: %s\n' "${missing[@]}" >&2; exit 1; }
+report_missing run "${missing[@]}"
 
 mkdir -p "$OUT"
 if [ -z "$INIT" ]; then

@@ -21,6 +21,9 @@ import math
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import save_png  # noqa: E402
+
 STATS = ("D", "D_norm", "sink", "D_nosink", "median", "entropy", "entropy_norm")
 REQUIRED = ("model", "layer", "head", "T", "sequences", "val") + STATS
 TITLES = {"D": "D_l (tokens)", "D_norm": "position-normalized D_l", "sink": "sink mass",
@@ -123,11 +126,7 @@ def plot(per_csv, labels, stats, out):
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = out + ".tmp"
-    fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    os.replace(tmp, out)
+    save_png(fig, out)
     return comparisons, note
 
 

@@ -24,6 +24,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import save_png  # noqa: E402
+
 TRAIN_KEYS = ("trl", "lr", "norm")
 RECORD = re.compile(r"s:(-?\d+)((?: +[A-Za-z_][A-Za-z0-9_]*:\S+)+)")
 EXPECTED = ("expected 's:<step> trl:<loss> lr:<lr> norm:<norm>', 's:<step> tel:<loss>' or "
@@ -144,11 +147,7 @@ def plot(runs, labels, baselines, out, title):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = out + ".tmp"
-    fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    os.replace(tmp, out)
+    save_png(fig, out)
 
 
 def main(argv=None):

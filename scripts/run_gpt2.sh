@@ -25,11 +25,10 @@
 #     and prints one line per missing input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 
 VAL_TOKENS=10485760 # 10 * 2^20: llm.c's published val loss (FORMATS.md 13)
 RESTART_DELAY=${LLMC_RESTART_DELAY:-5} # seconds between a failed attempt and the next
-
-die() { echo "error: $*" >&2; exit 1; }
 
 usage() {
   cat <<'EOF'
@@ -81,7 +80,6 @@ set_recipe() {
 SIZE=""; ARM=uniform; SCHEDULE=""; SEED=42; GPUS=1; HOSTS=""; MICRO=""; TOTAL=""; STEPS_OPT=""
 HELLASWAG=1; DATA_OPT=""; OUT=""; BIN=./train_gpt2cu; MAX_RESTARTS=20; LAUNCHER=local
 RENDEZVOUS=fs; FS_DIR=""; SERVER_IP=""; MODE=run; EXTRA=()
-need_value() { [ "$2" -ge 2 ] || die "$1: expected a value after the flag"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h) usage; exit 0 ;;
@@ -115,16 +113,13 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 
-is_uint() { [[ "$2" =~ ^[0-9]+$ ]] || die "$1 '$2': expected a non-negative integer"; }
 [ -n "$SIZE" ] || die "--size: expected 124M, 354M or 757M (see --help)"
 set_recipe "$SIZE"
 case "$ARM" in uniform|prism) ;; *) die "--arm '$ARM': expected uniform or prism" ;; esac
 case "$LAUNCHER" in local|slurm-task) ;; *) die "--launcher '$LAUNCHER': expected local or slurm-task" ;; esac
 case "$RENDEZVOUS" in fs|tcp) ;; *) die "--rendezvous '$RENDEZVOUS': expected fs or tcp" ;; esac
 case "$HELLASWAG" in 0|1) ;; *) die "--hellaswag '$HELLASWAG': expected 0 or 1" ;; esac
-is_uint --seed "$SEED"
-is_uint --gpus "$GPUS"
-is_uint --max-restarts "$MAX_RESTARTS"
+is_uint --seed "$SEED" --gpus "$GPUS" --max-restarts "$MAX_RESTARTS"
 [ -n "$MICRO" ] && { is_uint --micro-batch "$MICRO"; B=$MICRO; }
 [ -n "$TOTAL" ] && { is_uint --total-batch "$TOTAL"; TOTAL_BATCH=$TOTAL; }
 [ -n "$STEPS_OPT" ] && { is_uint --steps "$STEPS_OPT"; STEPS=$STEPS_OPT; }
@@ -230,7 +225,7 @@ quoted() {
 }
 
 [ "$MODE" = done ] && { echo "$DONE_FILE"; exit 0; }
-MISSING=$(missing_inputs)
+mapfile -t MISSING < <(missing_inputs)
 if [ "$MODE" = dry ]; then
   describe
   if [ "$LAUNCHER" = local ]; then
@@ -239,13 +234,10 @@ if [ "$MODE" = dry ]; then
   else
     quoted "${CMD[@]}"
   fi
-  [ -z "$MISSING" ] || printf '%s\n' "$MISSING" | sed 's/^/warning: missing input (a real run stops here): /' >&2
+  report_missing dry "${MISSING[@]}"
   exit 0
 fi
-if [ -n "$MISSING" ]; then
-  printf '%s\n' "$MISSING" | sed 's/^/error: /' >&2
-  exit 1
-fi
+report_missing run "${MISSING[@]}"
 [ "$MODE" = check ] && { echo "inputs present: $(describe | sed 's/^# //')"; exit 0; }
 
 # ------------------------------------------------------------------------------------------------

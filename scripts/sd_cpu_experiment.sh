@@ -13,18 +13,20 @@
 # For each arm: ./sd_spectrum on the final checkpoint (per-layer erank of the routing part: S for
 # S-D heads, the skew part of W_Q W_K^T for standard heads), then ./sd_surgery -op linearize -k K
 # for K = 1..L-1 with the val loss before and after on the first 20 val windows (10,240 tokens).
+# The "before" loss does not depend on K; the summary takes it from the K = 1 run (sd_surgery
+# evaluates it on every run, as it has no flag to skip it).
 # Outputs in --out (default out/sd_cpu): <arm>/ (main.log, checkpoint), <arm>.spectrum.{txt,json},
 # <arm>.lin<K>.report.json, summary.md. Finished steps are skipped when started again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-die() { echo "error: $*" >&2; exit 1; }
+. scripts/lib.sh
 STEPS=400; MODEL=L8C256H4T256; HEADS=4; OUT=out/sd_cpu; THREADS=1; DRY=0; SD_INIT_U=1.0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --help|-h) sed -n '2,20p' "$0"; exit 0 ;;
+    --help|-h) sed -n '/^set -euo/q; 2,$p' "$0"; exit 0 ;;
     --dry-run) DRY=1; shift; continue ;;
   esac
-  [ $# -ge 2 ] || die "$1: expected a value after the flag"
+  need_value "$1" $#
   case "$1" in
     --steps) STEPS=$2 ;;
     --model) MODEL=$2 ;;
@@ -91,13 +93,12 @@ lines.append("## Linearizing layers 0..K-1 after training: val perplexity change
 lines.append("")
 lines.append("| K | " + " | ".join(arms) + " |")
 lines.append("|---|" + "---|" * len(arms))
-base = {}
+def val(a, k):
+    return json.load(open(os.path.join(out, f"{a}.lin{k}.report.json")))["val"]
+# "before" is the unchanged checkpoint, the same for every K: the K = 1 run's number is used
+base = {a: (val(a, 1)["loss_before"], val(a, 1)["ppl_before"]) for a in arms}
 for k in range(1, L):
-    row = []
-    for a in arms:
-        v = json.load(open(os.path.join(out, f"{a}.lin{k}.report.json")))["val"]
-        base[a] = (v["loss_before"], v["ppl_before"])
-        row.append("%+.1f%%" % (100.0 * (v["ppl_after"] / v["ppl_before"] - 1.0)))
+    row = ["%+.1f%%" % (100.0 * (val(a, k)["ppl_after"] / base[a][1] - 1.0)) for a in arms]
     lines.append(f"| {k} | " + " | ".join(row) + " |")
 lines.append("")
 lines.append("Val loss / perplexity before surgery: " + ", ".join(

@@ -21,6 +21,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+from common import save_png  # noqa: E402  (scripts/common.py)
+
 
 class InputError(ValueError):
     """A file that is not sd_spectrum output; the message names the file and the field."""
@@ -98,10 +101,7 @@ def plot(rows, title, out_path):
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = out_path + ".tmp"
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    os.replace(tmp, out_path)
+    save_png(fig, out_path)
 
 
 def main(argv):
