@@ -17,13 +17,13 @@ eval_gpt2: eval_gpt2.c $(HEADERS)
 evals: $(EVAL_FILES)
 
 # each file is rewritten when its writer or the shared format code changes
-dev/data/hellaswag/hellaswag_val.bin: dev/data/hellaswag.py dev/data/eval_common.py
+dev/data/hellaswag/hellaswag_val.bin: dev/data/hellaswag.py dev/data/eval_common.py dev/data/data_common.py
 	$(PYTHON) $<
-dev/data/piqa/piqa_val.bin: dev/data/piqa.py dev/data/eval_common.py
+dev/data/piqa/piqa_val.bin: dev/data/piqa.py dev/data/eval_common.py dev/data/data_common.py
 	$(PYTHON) $<
-dev/data/arc_easy/arc_easy_test.bin: dev/data/arc_easy.py dev/data/eval_common.py
+dev/data/arc_easy/arc_easy_test.bin: dev/data/arc_easy.py dev/data/eval_common.py dev/data/data_common.py
 	$(PYTHON) $<
-dev/data/winogrande/winogrande_val.bin: dev/data/winogrande.py dev/data/eval_common.py
+dev/data/winogrande/winogrande_val.bin: dev/data/winogrande.py dev/data/eval_common.py dev/data/data_common.py
 	$(PYTHON) $<
-dev/data/lambada/lambada_test.bin: dev/data/lambada.py dev/data/eval_common.py
+dev/data/lambada/lambada_test.bin: dev/data/lambada.py dev/data/eval_common.py dev/data/data_common.py
 	$(PYTHON) $<
