@@ -26,9 +26,9 @@
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
 #      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
 #   7. evals on the GPU (with dev/data carried; last, as the least important): train_gpt2cu -h 1
-#      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), eval_gpt2cu vs
-#      eval_gpt2 (CPU fp32) on the checkpoint through dev/eval_compare.py, and the trainer's
-#      step-150 counts = eval_gpt2cu's
+#      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), one eval_gpt2cu run
+#      on the checkpoint compared with eval_gpt2 (CPU fp32) through dev/eval_compare.py, and its
+#      first 64 examples with the trainer's step-150 counts
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -287,6 +287,30 @@ for k in sd lin; do
 done
 
 # ---------------------------------------------------------------------------------------------
+# correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules
+# (llmc/evalloader.h eval_example_finish): a choice task takes the option with the lowest mean
+# loss, the first on a tie (acc_norm, what the trainer's -h 1 reports); a greedy task counts the
+# examples whose every completion token was the argmax
+first_correct() {  # tsv task n
+  "$PY" - "$@" <<'EOF' 2>/dev/null
+import csv, sys
+path, task, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = {}
+with open(path, newline="") as f:
+    for r in csv.DictReader(f, delimiter="\t"):
+        if r["task"] == task and int(r["example"]) < n:
+            rows.setdefault(int(r["example"]), []).append(r)
+correct = 0
+for ex in rows.values():
+    ex.sort(key=lambda r: int(r["option"]))
+    if len(ex) == 1:
+        correct += int(ex[0]["all_argmax"])
+    else:
+        mean = [float(r["sum_loss"]) / int(r["n_tok"]) for r in ex]
+        correct += mean.index(min(mean)) == int(ex[0]["label"])
+print(correct if len(rows) == n else "")
+EOF
+}
 log "== 7. evals on the GPU: a short TinyShakespeare run with -h 1 -ht hellaswag,lambada, then eval_gpt2cu vs eval_gpt2"
 TS=dev/data/tinyshakespeare
 EV=$OUTDIR/evalrun
@@ -302,6 +326,8 @@ if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_
   result $? "train_gpt2cu 150 steps with -h 1 -ht hellaswag,lambada -hn 64 (log eval_train.log)"
   ck=$EV/run/model_00000150.bin
   if [ -f "$ck" ]; then
+    # one eval_gpt2cu run serves both comparisons: its -scores rows of the first 64 examples are
+    # what a -n 64 run would score (the same chunk of 64, the same batches and shapes)
     run eval_gpt2cu 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/gpu.tsv" -json "$EV/gpu.json"
     result $? "eval_gpt2cu -tasks hellaswag,lambada -n 200 (log eval_gpt2cu.log)"
     grep '^|' "$OUTDIR/eval_gpt2cu.log" | sed 's/^/    /' | sumtee
@@ -311,12 +337,11 @@ if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_
     run eval_compare 30 "$PY" dev/eval_compare.py "$EV/cpu.tsv" "$EV/gpu.tsv"
     result $? "eval_compare CPU fp32 vs GPU bf16: $(summary_of "$OUTDIR/eval_compare.log") (log eval_compare.log)"
     sed 's/^/    /' "$OUTDIR/eval_compare.log" | grep -E 'worst|hits|predictions' | sumtee
-    # the trainer's own step-150 counts against eval_gpt2cu on its first 64 examples, same B and T
-    run eval_gpt2cu_64 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 64 -b 8 -t 256 -json "$EV/gpu64.json"
+    # the trainer's own step-150 counts against eval_gpt2cu's on the first 64 examples
     for t in hellaswag lambada; do
       name=$t; [ $t = hellaswag ] && name=HellaSwag
       k=$(grep -E "^$name: [0-9]+/64 = " "$OUTDIR/eval_train.log" | tail -n 1 | sed -E 's/^[^:]*: ([0-9]+)\/.*/\1/')
-      e=$("$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['tasks'][sys.argv[2]]; print(round(r.get('acc_norm', r['acc']) * 64))" "$EV/gpu64.json" $t 2>/dev/null)
+      e=$(first_correct "$EV/gpu.tsv" $t 64)
       [ -n "$k" ] && [ "$k" = "$e" ]
       result $? "in-training $t at step 150: ${k:-?}/64 = eval_gpt2cu on model_00000150.bin ${e:-?}/64"
     done

@@ -17,9 +17,6 @@
 
 #include "attention_own.cuh"
 
-__device__ __forceinline__ float bf(floatX x) { return __bfloat162float(x); }
-__device__ __forceinline__ floatX to_bf(float x) { return __float2bfloat16_rn(x); }
-
 /* dst (B, h, T, d) <- the head columns of src rows (B*T rows of row_stride elements). */
 __global__ void split_heads_kernel(floatX *dst, const floatX *src, size_t row_stride, int B, int T,
                                    int h, int d) {
@@ -45,59 +42,35 @@ __global__ void merge_heads_kernel(floatX *dst, size_t row_stride, const floatX 
     }
 }
 
-/* grid-stride launches: at most 2^19 blocks, enough to fill any GPU */
-static unsigned grid_for(size_t n) {
-    const size_t blocks = ceil_div(n, 256);
-    return (unsigned)(blocks < ((size_t)1 << 19) ? blocks : ((size_t)1 << 19));
-}
-
 static void split_heads(floatX *dst, const floatX *src, size_t row_stride, int B, int T, int h, int d,
                         cudaStream_t s) {
-    split_heads_kernel<<<grid_for((size_t)B * h * T * d), 256, 0, s>>>(dst, src, row_stride, B, T, h, d);
+    split_heads_kernel<<<grid_stride_blocks((size_t)B * h * T * d, 256), 256, 0, s>>>(dst, src, row_stride, B, T, h, d);
     CUDA_CHECK_LAUNCH();
 }
 
 static void merge_heads(floatX *dst, size_t row_stride, const floatX *src, int B, int T, int h, int d,
                         cudaStream_t s) {
-    merge_heads_kernel<<<grid_for((size_t)B * h * T * d), 256, 0, s>>>(dst, row_stride, src, B, T, h, d);
+    merge_heads_kernel<<<grid_stride_blocks((size_t)B * h * T * d, 256), 256, 0, s>>>(dst, row_stride, src, B, T, h, d);
     CUDA_CHECK_LAUNCH();
 }
 
 /* ----------------------------------------------------------------------------------------------
  * Causal softmax, one warp per row of (B h T) rows of length T; row r is query t = r mod T.
- * Online (max, sum) per lane, merged by a butterfly whose rule is commutative (every lane gets
- * the same value), then a second pass writes the probabilities and the zeros above the diagonal. */
-__device__ __forceinline__ void online_merge(float *m, float *s, float m2, float s2) {
-    const float mm = fmaxf(*m, m2);
-    if (mm == -INFINITY) return;
-    *s = *s * expf(*m - mm) + s2 * expf(m2 - mm);
-    *m = mm;
-}
-
+ * Online (max, sum) per lane (SoftmaxAcc, cuda_common.cuh), merged by a butterfly that leaves the
+ * same value in every lane, then a second pass writes the probabilities and the zeros above the
+ * diagonal. */
 __global__ void causal_softmax_forward_kernel(floatX *att, size_t rows, int T, float scale) {
     const size_t r = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (r >= rows) return;
     const int t = (int)(r % (size_t)T);
     floatX *row = att + r * (size_t)T;
-    float m = -INFINITY, s = 0.0f;
-    for (int j = lane; j <= t; j += 32) {
-        const float x = scale * bf(row[j]);
-        if (x > m) {
-            s = s * expf(m - x) + 1.0f;
-            m = x;
-        } else {
-            s += expf(x - m);
-        }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
-        const float s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        online_merge(&m, &s, m2, s2);
-    }
-    const float inv = 1.0f / s;
+    SoftmaxAcc acc = {-INFINITY, 0.0f};
+    for (int j = lane; j <= t; j += 32) acc = softmax_acc_push(acc, scale * bf(row[j]));
+    acc = warp_softmax_acc(acc);
+    const float inv = 1.0f / acc.s;
     for (int j = lane; j < T; j += 32) {
-        row[j] = j <= t ? to_bf(expf(scale * bf(row[j]) - m) * inv) : to_bf(0.0f);
+        row[j] = j <= t ? to_bf(expf(scale * bf(row[j]) - acc.m) * inv) : to_bf(0.0f);
     }
 }
 

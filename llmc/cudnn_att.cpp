@@ -230,9 +230,9 @@ static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {
     return *g;
 }
 
-void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int training) {
-    get_graph(ca, GraphKey{B, h, T, d, training ? FWD_TRAIN : FWD_INFER});
-    if (training) get_graph(ca, GraphKey{B, h, T, d, BWD});
+void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
+    get_graph(ca, GraphKey{B, h, T, d, FWD_TRAIN});
+    if (backward) get_graph(ca, GraphKey{B, h, T, d, BWD});
 }
 
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca) { return ca->workspace_size; }
@@ -296,8 +296,8 @@ CudnnAtt *cudnn_att_create(cudaStream_t stream) {
     return nullptr;
 }
 void cudnn_att_destroy(CudnnAtt *ca) { (void)ca; }
-void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int training) {
-    (void)ca; (void)B; (void)h; (void)T; (void)d; (void)training;
+void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
+    (void)ca; (void)B; (void)h; (void)T; (void)d; (void)backward;
     not_built();
 }
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca) {

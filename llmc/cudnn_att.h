@@ -26,9 +26,10 @@ long cudnn_att_version(void);  /* cudnnGetVersion() of the loaded library, 0 if 
 CudnnAtt *cudnn_att_create(cudaStream_t stream);
 void cudnn_att_destroy(CudnnAtt *ca);
 
-/* Builds the forward (training: with stats) and, in training, the backward graph of this shape.
- * A shape cuDNN refuses is a one-line error naming it. */
-void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int training);
+/* Builds the forward graph with stats (the one the model runs, in training and evaluation) and,
+ * with `backward`, the backward graph of this shape. A shape cuDNN refuses is a one-line error
+ * naming it. */
+void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward);
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca);
 
 void cudnn_att_forward(CudnnAtt *ca, void *out, float *stats, const void *qkv, int B, int h, int T,

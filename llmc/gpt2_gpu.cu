@@ -117,14 +117,16 @@ static void index_segments(GPT2GPU *m) {
     }
 }
 
-/* The cuDNN graphs of the training shape (forward with stats, backward), built now so that no
- * step pays for a build. Evaluation runs the same forward graph (it also writes the stats, which
- * costs B h T floats); sampling's (1, T) forward graph is built on its first use. */
+/* The cuDNN graphs of the allocated shape (forward with stats; backward unless the model is
+ * inference-only), built now so that no step pays for a build. Evaluation runs the same forward
+ * graph (it also writes the stats, which costs B h T floats), in the trainer and in eval_gpt2cu
+ * alike, so both score a checkpoint bit for bit the same; sampling's (1, T) forward graph is
+ * built on its first use. */
 static void prepare_cudnn(GPT2GPU *m) {
     for (int l = 0; l < m->config.num_layers; l++) {
         if (m->path[l] != ATT_PATH_CUDNN) continue;
         const LayerSpec *ls = &m->config.layer[l];
-        cudnn_att_prepare(m->cudnn, m->B, ls->n_head, m->T, ls->head_size, 1);
+        cudnn_att_prepare(m->cudnn, m->B, ls->n_head, m->T, ls->head_size, !m->opt.inference);
     }
 }
 
@@ -138,7 +140,8 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
     if (T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", T, c->max_seq_len);
 }
 
-CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, const GpuCtx *ctx, AttPath *path) {
+CudnnAtt *gpt2gpu_choose_paths_for(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
+                                   AttPath *path) {
     AttnRequest req = ATTN_REQ_AUTO;
     if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn or own", attn);
     if (req == ATTN_REQ_CUDNN && !cudnn_att_built()) {
@@ -149,7 +152,7 @@ CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, const GpuC
     env.cudnn_built = cudnn_att_built();
     env.cudnn_version = cudnn_att_version();
     char err[512];
-    if (!attn_select_paths(c, req, &env, 1, path, err, sizeof(err))) llmc_die("%s", err);
+    if (!attn_select_paths(c, req, &env, training, path, err, sizeof(err))) llmc_die("%s", err);
     int any_cudnn = 0;
     for (int l = 0; l < c->num_layers; l++) {
         if (path[l] == ATT_PATH_LINEAR && !linear_attention_supported(c->layer[l].head_size, ctx, err, sizeof(err))) {
@@ -245,10 +248,10 @@ size_t gpt2gpu_param_bytes(const GPT2GPU *m) {
 
 void gpt2gpu_set_params(GPT2GPU *m, const float *host_params) {
     const size_t P = m->layout.total;
-    uint16_t *bf = (uint16_t *)xmalloc(P * sizeof(uint16_t));
-    for (size_t i = 0; i < P; i++) bf[i] = f32_to_bf16(host_params[i]);
-    gpt2gpu_set_params_bf16(m, bf);
-    free(bf);
+    uint16_t *bits = (uint16_t *)xmalloc(P * sizeof(uint16_t));
+    for (size_t i = 0; i < P; i++) bits[i] = f32_to_bf16(host_params[i]);
+    gpt2gpu_set_params_bf16(m, bits);
+    free(bits);
     if (m->master != NULL) {
         /* masters keep the full fp32 values of an fp32 source (exact copies of a bf16 one) */
         for (int i = 0; i < m->shard.nseg; i++) {

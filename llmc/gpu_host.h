@@ -11,6 +11,8 @@
  *                              softmax layers (mha, sd) by head size, linear layers (lin, sdlin)
  *                              always on the linear scan
  *   attn_print_paths           the start-up table of paths, one line per run of equal layers
+ *   LtAlgoKey / LtAlgoTable    the cuBLASLt algorithm cache's keys (llmc/matmul.cu keeps the
+ *                              algorithms): lt_algo_find, lt_algo_insert
  *   ActPlan / act_plan_init    every activation and scratch buffer of the GPU model, sized from the
  *                              layer table (sum of h_l for per-layer attention state, max h_l for
  *                              scratch; S-D generators per layer, the S-D and linear scratch by
@@ -171,6 +173,44 @@ static inline void attn_print_paths(const GPT2Config *c, const AttPath *path, FI
 }
 
 /* ----------------------------------------------------------------------------------------------
+ * cuBLASLt algorithm cache. cublasLtMatmulAlgoGetHeuristic costs host time on every call, and a
+ * training step repeats a few dozen distinct matmul problems, so llmc/matmul.cu asks once per
+ * problem and keeps the answer (the algorithm, in an array parallel to these keys). A key holds
+ * every input of the heuristic except the operand pointers, whose alignments it holds instead:
+ * the heuristic sees the pointers only through the alignment preferences (A, B, C = D), and the
+ * bias and aux alignments are kept too, so a cached algorithm never meets an operand less aligned
+ * than the one it was chosen for. The table is small and fixed; when it is full a new problem
+ * is simply not cached (the heuristic then runs on each of its calls, as without the cache). */
+#define LT_ALGO_SLOTS 256
+
+typedef struct { /* int64_t fields only: no padding, so memcmp compares two keys */
+    int64_t m, n, k, lda, ldb, ldd, ld_aux; /* D is m x n; op(A) m x k */
+    int64_t trans_a, trans_b, epilogue, has_bias, has_aux;
+    int64_t dtype, compute_type; /* cudaDataType_t of every operand, cublasComputeType_t */
+    int64_t align_a, align_b, align_d, align_bias, align_aux; /* bytes, powers of two <= 256 */
+    int64_t workspace;           /* bytes the algorithm may use */
+} LtAlgoKey;
+
+typedef struct {
+    int count;
+    LtAlgoKey key[LT_ALGO_SLOTS];
+} LtAlgoTable;
+
+/* The slot holding k, or -1. */
+static inline int lt_algo_find(const LtAlgoTable *t, const LtAlgoKey *k) {
+    for (int i = 0; i < t->count; i++)
+        if (memcmp(&t->key[i], k, sizeof(*k)) == 0) return i;
+    return -1;
+}
+
+/* A new slot for k (not in the table), or -1 when the table is full. */
+static inline int lt_algo_insert(LtAlgoTable *t, const LtAlgoKey *k) {
+    if (t->count == LT_ALGO_SLOTS) return -1;
+    t->key[t->count] = *k;
+    return t->count++;
+}
+
+/* ----------------------------------------------------------------------------------------------
  * Activation plan. Two arenas: bf16 (activations, scratch) and fp32 (LayerNorm statistics, cuDNN
  * softmax statistics, per-token losses). Every tensor, and every layer's block inside a per-layer
  * tensor, starts on a multiple of ACT_ALIGN elements (256 bytes for bf16), which keeps 16-byte
@@ -321,13 +361,13 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
     p->n[ACT_SDL] = sdl;
     p->n[ACT_SDDL] = sddl;
     p->n[ACT_LIN_SCRATCH] = lin;
-    size_t bf = 0, f32 = 0;
+    size_t b16 = 0, f32 = 0;
     for (int t = 0; t < NUM_ACTS; t++) {
-        size_t *arena = act_is_f32(t) ? &f32 : &bf;
+        size_t *arena = act_is_f32(t) ? &f32 : &b16;
         p->off[t] = *arena;
         *arena += act_round_up(p->n[t]);
     }
-    p->bf16_total = bf;
+    p->bf16_total = b16;
     p->f32_total = f32;
 }
 

@@ -13,9 +13,6 @@
 
 #define ROWS_PER_BLOCK 8 /* warps per 256-thread block, one row each */
 
-__device__ __forceinline__ float bf(floatX x) { return __bfloat162float(x); }
-__device__ __forceinline__ floatX to_bf(float x) { return __float2bfloat16_rn(x); }
-
 /* 8 LayerNorm parameters from the parameter buffer. Activations are always 16-byte aligned, but a
  * parameter tensor is only when every slot before it has a multiple of 8 elements: a layer table
  * with sum_l 3 A_l (or 2 A_l for S-D layers) not divisible by 8 shifts ln2w, ln2b, lnfw, lnfb
@@ -133,19 +130,24 @@ __device__ __forceinline__ void row_normalize(floatX *out, const floatX *x, cons
     }
 }
 
+/* One row by one warp: out = LN(x), and the row's mean and rstd for the backward. */
+__device__ __forceinline__ void layernorm_row(floatX *out, float *mean, float *rstd, const floatX *x,
+                                              const floatX *w, const floatX *b, int C, int lane) {
+    float mu, rs;
+    row_stats(x, C, lane, &mu, &rs);
+    row_normalize(out, x, w, b, C, lane, mu, rs);
+    if (lane == 0) {
+        *mean = mu;
+        *rstd = rs;
+    }
+}
+
 __global__ void layernorm_forward_kernel(floatX *out, float *mean, float *rstd, const floatX *inp,
                                          const floatX *w, const floatX *b, size_t N, int C) {
     const size_t row = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (row >= N) return;
-    const floatX *x = inp + row * C;
-    float mu, rs;
-    row_stats(x, C, lane, &mu, &rs);
-    row_normalize(out + row * C, x, w, b, C, lane, mu, rs);
-    if (lane == 0) {
-        mean[row] = mu;
-        rstd[row] = rs;
-    }
+    layernorm_row(out + row * C, mean + row, rstd + row, inp + row * C, w, b, C, lane);
 }
 
 __global__ void fused_residual_layernorm_kernel(floatX *residual, floatX *out, float *mean,
@@ -162,13 +164,7 @@ __global__ void fused_residual_layernorm_kernel(floatX *residual, floatX *out, f
         store128(r + c, o);
     }
     /* the statistics are those of the stored (rounded) residual, which the backward reads */
-    float mu, rs;
-    row_stats(r, C, lane, &mu, &rs);
-    row_normalize(out + row * C, r, w, b, C, lane, mu, rs);
-    if (lane == 0) {
-        mean[row] = mu;
-        rstd[row] = rs;
-    }
+    layernorm_row(out + row * C, mean + row, rstd + row, r, w, b, C, lane);
 }
 
 __global__ void layernorm_apply_kernel(floatX *out, const floatX *inp, const float *mean,
@@ -419,36 +415,13 @@ __global__ void add_bias_kernel(floatX *out, const floatX *bias, size_t N, int O
 void add_bias(floatX *out, const floatX *bias, size_t N, int OC, cudaStream_t stream) {
     const size_t total = N * (size_t)OC;
     if (total == 0) return;
-    add_bias_kernel<<<(unsigned)LLMC_MIN(ceil_div(total, 256), (size_t)1 << 20), 256, 0, stream>>>(out, bias, N, OC);
+    add_bias_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(out, bias, N, OC);
     CUDA_CHECK_LAUNCH();
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Fused classifier: one 512-thread block per row. The running (max, sum of exp) pairs are merged
- * with a commutative rule, so every lane of the butterfly ends with the same value. */
-struct SoftmaxAcc {
-    float m, s;
-};
-
-__device__ __forceinline__ SoftmaxAcc sm_merge(SoftmaxAcc a, SoftmaxAcc b) {
-    const float m = fmaxf(a.m, b.m);
-    if (m == -INFINITY) return a;
-    SoftmaxAcc r;
-    r.m = m;
-    r.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
-    return r;
-}
-
-__device__ __forceinline__ SoftmaxAcc warp_sm_merge(SoftmaxAcc a) {
-    for (int o = 16; o > 0; o >>= 1) {
-        SoftmaxAcc b;
-        b.m = __shfl_xor_sync(0xffffffffu, a.m, o);
-        b.s = __shfl_xor_sync(0xffffffffu, a.s, o);
-        a = sm_merge(a, b);
-    }
-    return a;
-}
-
+ * Fused classifier: one 512-thread block per row; the row's normalizer by the online softmax
+ * (SoftmaxAcc, cuda_common.cuh), per lane, then per warp, then over the warps. */
 #define CLS_THREADS 512
 
 template <bool WriteGrad>
@@ -463,23 +436,15 @@ __global__ void fused_classifier_kernel(floatX *logits, float *losses_acc, const
     SoftmaxAcc acc = {-INFINITY, 0.0f};
     for (int i = threadIdx.x * 8; i < V; i += CLS_THREADS * 8) {
         const Pack128<floatX> p = load128(z + i);
-        for (int k = 0; k < 8 && i + k < V; k++) {
-            const float x = bf(p.v[k]);
-            if (x > acc.m) {
-                acc.s = acc.s * expf(acc.m - x) + 1.0f;
-                acc.m = x;
-            } else {
-                acc.s += expf(x - acc.m);
-            }
-        }
+        for (int k = 0; k < 8 && i + k < V; k++) acc = softmax_acc_push(acc, bf(p.v[k]));
     }
-    acc = warp_sm_merge(acc);
+    acc = warp_softmax_acc(acc);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (lane == 0) sh[warp] = acc;
     __syncthreads();
     SoftmaxAcc all = {-INFINITY, 0.0f};
     if (lane < CLS_THREADS / 32) all = sh[lane];
-    all = warp_sm_merge(all);
+    all = warp_softmax_acc(all);
     const float lse = all.m + logf(all.s);
     if (threadIdx.x == 0 && target >= 0) losses_acc[row] += lse - z_target;
     if constexpr (WriteGrad) {

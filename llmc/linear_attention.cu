@@ -6,19 +6,14 @@
  *   scan     one block per (sequence b h + k, output tile), 256 threads, sequential over chunks
  *   dout     one thread per (sequence, t): dn, dg (a d-long dot product in fixed order)
  *   merge    (B, h, T, d) fp32 -> bf16 columns of (B T, width), times c phi' for dq, dk
- * The scan's shared memory exceeds the 48 KiB default for large d; the launcher opts in per call
- * (cudaFuncSetAttribute is a host-side attribute, not stream work).
+ * The scan's shared memory exceeds the 48 KiB default for large d; the launcher opts in once per
+ * context and size (allow_scan_smem).
  */
 #include <math.h>
 
 #include "linear_attention.cuh"
 #include "linear_scan.h"
 #include "utils.h"
-
-static unsigned grid_for(size_t n) {
-    const size_t blocks = ceil_div(n, 256);
-    return (unsigned)(blocks < ((size_t)1 << 20) ? blocks : ((size_t)1 << 20));
-}
 
 __global__ void lin_split_kernel(float *qf, float *kf, float *vf, const uint16_t *qkv, int B, int T, int h, int d,
                                  float c) {
@@ -75,8 +70,17 @@ static LinLayer lin_layer(float *scratch, int B, int T, int h, int d, int presca
     return L;
 }
 
+/* The scan's shared memory exceeds the 48 KiB default for large d: the kernel's limit is raised
+ * once to the largest size launched so far on this context (a host-side attribute, not stream
+ * work; a smaller launch needs nothing). */
+static void allow_scan_smem(size_t bytes, const GpuCtx *ctx) {
+    if (bytes <= ctx->lin_scan_smem_set) return;
+    CUDA_CHECK(cudaFuncSetAttribute(lin_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    ctx->lin_scan_smem_set = bytes;
+}
+
 static void scan(const LinLayer *L, const float *X, const float *K, const float *Y, const float *xs, float xs_c,
-                 const float *ks, float ks_c, float *den, int reverse, cudaStream_t stream) {
+                 const float *ks, float ks_c, float *den, int reverse, const GpuCtx *ctx) {
     LinScanArgs a;
     a.X = X;
     a.K = K;
@@ -93,23 +97,22 @@ static void scan(const LinLayer *L, const float *X, const float *K, const float 
     a.CH = L->shape.CH;
     a.TY = L->shape.TY;
     a.reverse = reverse;
-    CUDA_CHECK(cudaFuncSetAttribute(lin_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)L->shape.smem_bytes));
     const dim3 grid((unsigned)((size_t)L->B * L->h), (unsigned)ceil_div((size_t)L->d, (size_t)L->shape.TY));
-    lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, stream>>>(a);
+    allow_scan_smem(L->shape.smem_bytes, ctx);
+    lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, ctx->stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }
 
 static void split(const LinLayer *L, const floatX *qkv, cudaStream_t stream) {
     const size_t n = (size_t)L->B * L->T * L->h * L->d;
-    lin_split_kernel<<<grid_for(n), 256, 0, stream>>>(L->qf, L->kf, L->vf, reinterpret_cast<const uint16_t *>(qkv),
+    lin_split_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(L->qf, L->kf, L->vf, reinterpret_cast<const uint16_t *>(qkv),
                                                      L->B, L->T, L->h, L->d, L->c);
     CUDA_CHECK_LAUNCH();
 }
 
 static void merge(const LinLayer *L, floatX *dst, size_t ld, size_t col0, const float *phi, cudaStream_t stream) {
     const size_t n = (size_t)L->B * L->T * L->h * L->d;
-    lin_merge_kernel<<<grid_for(n), 256, 0, stream>>>(reinterpret_cast<uint16_t *>(dst), ld, col0, L->out, phi, L->c,
+    lin_merge_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(reinterpret_cast<uint16_t *>(dst), ld, col0, L->out, phi, L->c,
                                                      L->B, L->T, L->h, L->d);
     CUDA_CHECK_LAUNCH();
 }
@@ -127,7 +130,7 @@ void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, in
     const LinLayer L = lin_layer(scratch, B, T, h, d, prescale, ctx);
     cudaStream_t s = ctx->stream;
     split(&L, qkv, s);
-    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, s);
+    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, ctx);
     merge(&L, out, (size_t)h * d, 0, NULL, s);
 }
 
@@ -137,14 +140,14 @@ void linear_attention_backward(floatX *dqkv, float *scratch, const floatX *dout,
     cudaStream_t s = ctx->stream;
     const size_t A = (size_t)h * d, rows = (size_t)B * h * T;
     split(&L, qkv, s);
-    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, s); /* o and Z in fp32 again */
-    lin_dout_kernel<<<grid_for(rows), 256, 0, s>>>(L.dn, L.dg, reinterpret_cast<const uint16_t *>(dout), L.out, L.Z,
-                                                   B, T, h, d);
+    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, ctx); /* o and Z in fp32 again */
+    lin_dout_kernel<<<grid_stride_blocks(rows, 256), 256, 0, s>>>(L.dn, L.dg, reinterpret_cast<const uint16_t *>(dout),
+                                                                 L.out, L.Z, B, T, h, d);
     CUDA_CHECK_LAUNCH();
-    scan(&L, L.dn, L.vf, L.kf, L.dg, 0.0f, NULL, 1.0f, NULL, 0, s); /* dq~ */
+    scan(&L, L.dn, L.vf, L.kf, L.dg, 0.0f, NULL, 1.0f, NULL, 0, ctx); /* dq~ */
     merge(&L, dqkv, 3 * A, 0, L.qf, s);
-    scan(&L, L.vf, L.dn, L.qf, NULL, 1.0f, L.dg, 0.0f, NULL, 1, s); /* dk~ */
+    scan(&L, L.vf, L.dn, L.qf, NULL, 1.0f, L.dg, 0.0f, NULL, 1, ctx); /* dk~ */
     merge(&L, dqkv, 3 * A, A, L.kf, s);
-    scan(&L, L.kf, L.qf, L.dn, NULL, 0.0f, NULL, 0.0f, NULL, 1, s); /* dv */
+    scan(&L, L.kf, L.qf, L.dn, NULL, 0.0f, NULL, 0.0f, NULL, 1, ctx); /* dv */
     merge(&L, dqkv, 3 * A, 2 * A, NULL, s);
 }

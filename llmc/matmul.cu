@@ -7,8 +7,10 @@
  *   dW       dW^T (IC x OC) += x^T (IC x N) . (dout^T (OC x N))^T [N, T], beta = 1
  * The heuristic assumes 256-byte aligned pointers unless told otherwise, so the true alignment of
  * each operand (pointer and leading dimension) is passed as a preference: the per-layer buffers
- * of odd head sizes are then still served, by the algorithms that allow them.
+ * of odd head sizes are then still served, by the algorithms that allow them. The heuristic's
+ * choice is cached per problem in the context (gpu_host.h LtAlgoKey says what a problem is).
  */
+#include "gpu_host.h"
 #include "gpu_kernels.cuh"
 #include "matmul.cuh"
 
@@ -39,6 +41,7 @@ void gpu_ctx_init(GpuCtx *ctx, int device) {
 }
 
 void gpu_ctx_free(GpuCtx *ctx) {
+    free(ctx->lt_algos);
     if (ctx->lt_workspace) CUDA_CHECK(cudaFree(ctx->lt_workspace));
     if (ctx->lt) cublasLtDestroy(ctx->lt);
     if (ctx->blas) cublasDestroy(ctx->blas);
@@ -67,6 +70,102 @@ typedef struct {
     const floatX *aux;     /* GELU_AUX output / DGELU input */
     int64_t ld_aux;
 } LtMatmul;
+
+/* D = op(A) op(B) with no epilogue; the callers add bias, aux and accumulation. */
+static LtMatmul lt_problem(bool trans_a, bool trans_b, uint64_t m, uint64_t n, uint64_t k, const floatX *A,
+                           int64_t lda, const floatX *B, int64_t ldb, floatX *D, int64_t ldd) {
+    LtMatmul mm;
+    memset(&mm, 0, sizeof(mm));
+    mm.trans_a = trans_a;
+    mm.trans_b = trans_b;
+    mm.m = m;
+    mm.n = n;
+    mm.k = k;
+    mm.A = A;
+    mm.lda = lda;
+    mm.B = B;
+    mm.ldb = ldb;
+    mm.D = D;
+    mm.ldd = ldd;
+    mm.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    return mm;
+}
+
+/* The algorithms of the problems seen so far, slot by slot with the keys (gpu_host.h). */
+struct LtAlgoCache {
+    LtAlgoTable table;
+    cublasLtMatmulAlgo_t algo[LT_ALGO_SLOTS];
+};
+
+static LtAlgoKey lt_key(const LtMatmul *mm, size_t workspace) {
+    LtAlgoKey k;
+    memset(&k, 0, sizeof(k));
+    k.m = (int64_t)mm->m;
+    k.n = (int64_t)mm->n;
+    k.k = (int64_t)mm->k;
+    k.lda = mm->lda;
+    k.ldb = mm->ldb;
+    k.ldd = mm->ldd;
+    k.ld_aux = mm->ld_aux;
+    k.trans_a = mm->trans_a;
+    k.trans_b = mm->trans_b;
+    k.epilogue = (int64_t)mm->epilogue;
+    k.has_bias = mm->bias != NULL;
+    k.has_aux = mm->aux != NULL;
+    k.dtype = (int64_t)CUDA_R_16BF;
+    k.compute_type = (int64_t)CUBLAS_COMPUTE_32F;
+    k.align_a = operand_alignment(mm->A, mm->lda);
+    k.align_b = operand_alignment(mm->B, mm->ldb);
+    k.align_d = operand_alignment(mm->D, mm->ldd);
+    k.align_bias = mm->bias != NULL ? operand_alignment(mm->bias, 0) : 0;
+    k.align_aux = mm->aux != NULL ? operand_alignment(mm->aux, mm->ld_aux) : 0;
+    k.workspace = (int64_t)workspace;
+    return k;
+}
+
+/* cuBLASLt's first choice for this problem, with the operands' true alignments; no algorithm is
+ * a one-line error. */
+static cublasLtMatmulAlgo_t lt_heuristic(const LtMatmul *mm, const LtAlgoKey *key, cublasLtMatmulDesc_t desc,
+                                         cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                         cublasLtMatrixLayout_t ld, const GpuCtx *ctx) {
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = ctx->lt_workspace_size;
+    const uint32_t al_a = (uint32_t)key->align_a, al_b = (uint32_t)key->align_b, al_d = (uint32_t)key->align_d;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, ld, ld, pref, 1, &heur, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found == 0) {
+        fflush(stdout);
+        fprintf(stderr, "error: cuBLASLt: no algorithm for m %llu n %llu k %llu (trans %d%d, ld %lld "
+                "%lld %lld, epilogue %d, alignment %u %u %u)\n", (unsigned long long)mm->m,
+                (unsigned long long)mm->n, (unsigned long long)mm->k, mm->trans_a, mm->trans_b,
+                (long long)mm->lda, (long long)mm->ldb, (long long)mm->ldd, (int)mm->epilogue, al_a,
+                al_b, al_d);
+        exit(EXIT_FAILURE);
+    }
+    return heur.algo;
+}
+
+/* The cached algorithm of this problem, asking the heuristic on its first call. */
+static cublasLtMatmulAlgo_t lt_algo(const LtMatmul *mm, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                                    cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const GpuCtx *ctx) {
+    if (ctx->lt_algos == NULL) ctx->lt_algos = (LtAlgoCache *)xcalloc(1, sizeof(LtAlgoCache));
+    LtAlgoCache *c = ctx->lt_algos;
+    const LtAlgoKey key = lt_key(mm, ctx->lt_workspace_size);
+    int slot = lt_algo_find(&c->table, &key);
+    if (slot >= 0) return c->algo[slot];
+    const cublasLtMatmulAlgo_t algo = lt_heuristic(mm, &key, desc, la, lb, ld, ctx);
+    slot = lt_algo_insert(&c->table, &key);
+    if (slot >= 0) c->algo[slot] = algo;
+    return algo;
+}
 
 static void lt_matmul(const LtMatmul *mm, const GpuCtx *ctx) {
     cublasLtMatmulDesc_t desc;
@@ -99,33 +198,10 @@ static void lt_matmul(const LtMatmul *mm, const GpuCtx *ctx) {
                                             mm->trans_b ? mm->k : mm->n, mm->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, mm->m, mm->n, mm->ldd));
 
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = ctx->lt_workspace_size;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    const uint32_t al_a = operand_alignment(mm->A, mm->lda), al_b = operand_alignment(mm->B, mm->ldb);
-    const uint32_t al_d = operand_alignment(mm->D, mm->ldd);
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof(al_a)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof(al_b)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof(al_d)));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d, sizeof(al_d)));
-
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ctx->lt, desc, la, lb, ld, ld, pref, 1, &heur, &found));
-    if (found == 0) {
-        fflush(stdout);
-        fprintf(stderr, "error: cuBLASLt: no algorithm for m %llu n %llu k %llu (trans %d%d, ld %lld "
-                "%lld %lld, epilogue %d, alignment %u %u %u)\n", (unsigned long long)mm->m,
-                (unsigned long long)mm->n, (unsigned long long)mm->k, mm->trans_a, mm->trans_b,
-                (long long)mm->lda, (long long)mm->ldb, (long long)mm->ldd, (int)mm->epilogue, al_a,
-                al_b, al_d);
-        exit(EXIT_FAILURE);
-    }
+    const cublasLtMatmulAlgo_t algo = lt_algo(mm, desc, la, lb, ld, ctx);
     const float alpha = 1.0f, beta = mm->accumulate ? 1.0f : 0.0f;
     CUBLAS_CHECK(cublasLtMatmul(ctx->lt, desc, &alpha, mm->A, la, mm->B, lb, &beta, mm->D, ld, mm->D,
-                                ld, &heur.algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
-    cublasLtMatmulPreferenceDestroy(pref);
+                                ld, &algo, ctx->lt_workspace, ctx->lt_workspace_size, ctx->stream));
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(ld);
@@ -151,19 +227,8 @@ void matmul_forward(floatX *out, const floatX *inp, const floatX *W, const float
         matmul_forward_unfused(out, inp, W, bias, N, IC, OC, pre_gelu, ctx);
         return;
     }
-    LtMatmul mm;
-    memset(&mm, 0, sizeof(mm));
-    mm.trans_a = true;
-    mm.trans_b = false;
-    mm.m = (uint64_t)OC;
-    mm.n = (uint64_t)N;
-    mm.k = (uint64_t)IC;
-    mm.A = W;
-    mm.lda = IC;
-    mm.B = inp;
-    mm.ldb = IC;
-    mm.D = out;
-    mm.ldd = OC;
+    /* out^T (OC x N) = W^T . x^T (header) */
+    LtMatmul mm = lt_problem(true, false, (uint64_t)OC, (uint64_t)N, (uint64_t)IC, W, IC, inp, IC, out, OC);
     mm.bias = bias;
     if (pre_gelu != NULL) {
         mm.epilogue = bias != NULL ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -179,18 +244,8 @@ void matmul_backward(floatX *dinp, floatX *dW, floatX *dbias, float *scratch, co
                      const floatX *inp, const floatX *W, size_t N, int IC, int OC,
                      const floatX *dgelu_aux, const GpuCtx *ctx) {
     if (dinp != NULL) {
-        LtMatmul mm;
-        memset(&mm, 0, sizeof(mm));
-        mm.m = (uint64_t)IC;
-        mm.n = (uint64_t)N;
-        mm.k = (uint64_t)OC;
-        mm.A = W;
-        mm.lda = IC;
-        mm.B = dout;
-        mm.ldb = OC;
-        mm.D = dinp;
-        mm.ldd = IC;
-        mm.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        /* dinp^T (IC x N) = W . dout^T */
+        LtMatmul mm = lt_problem(false, false, (uint64_t)IC, (uint64_t)N, (uint64_t)OC, W, IC, dout, OC, dinp, IC);
         if (dgelu_aux != NULL) {
             mm.epilogue = CUBLASLT_EPILOGUE_DGELU;
             mm.aux = dgelu_aux;
@@ -198,21 +253,9 @@ void matmul_backward(floatX *dinp, floatX *dW, floatX *dbias, float *scratch, co
         }
         lt_matmul(&mm, ctx);
     }
-    LtMatmul mw;
-    memset(&mw, 0, sizeof(mw));
-    mw.trans_a = false;
-    mw.trans_b = true;
-    mw.m = (uint64_t)IC;
-    mw.n = (uint64_t)OC;
-    mw.k = (uint64_t)N;
-    mw.A = inp;
-    mw.lda = IC;
-    mw.B = dout;
-    mw.ldb = OC;
-    mw.D = dW;
-    mw.ldd = IC;
+    /* dW^T (IC x OC) += x^T . dout */
+    LtMatmul mw = lt_problem(false, true, (uint64_t)IC, (uint64_t)OC, (uint64_t)N, inp, IC, dout, OC, dW, IC);
     mw.accumulate = true;
-    mw.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     lt_matmul(&mw, ctx);
     if (dbias != NULL) bias_backward(dbias, dout, scratch, N, OC, ctx->stream);
 }

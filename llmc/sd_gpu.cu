@@ -13,11 +13,6 @@
 #include "sd_fold.h"
 #include "sd_gpu.cuh"
 
-static unsigned grid_for(size_t n, unsigned threads) {
-    const size_t blocks = ceil_div(n, threads);
-    return (unsigned)(blocks < ((size_t)1 << 20) ? blocks : ((size_t)1 << 20));
-}
-
 __global__ void copy_columns_kernel(floatX *dst, size_t ldd, const floatX *src, size_t lds, size_t N,
                                     int width) {
     const size_t total = N * (size_t)width;
@@ -30,7 +25,7 @@ __global__ void copy_columns_kernel(floatX *dst, size_t ldd, const floatX *src, 
 void copy_columns(floatX *dst, size_t ldd, const floatX *src, size_t lds, size_t N, int width,
                   cudaStream_t stream) {
     if (N == 0 || width == 0) return;
-    copy_columns_kernel<<<grid_for(N * (size_t)width, 256), 256, 0, stream>>>(dst, ldd, src, lds, N, width);
+    copy_columns_kernel<<<grid_stride_blocks(N * (size_t)width, 256), 256, 0, stream>>>(dst, ldd, src, lds, N, width);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -52,7 +47,7 @@ __global__ void sd_generator_kernel(float *L, const uint16_t *skew, const uint16
 void sd_gpu_build_generator(float *L, const floatX *skew, const floatX *theta, int h, int d, int scalar_d,
                         int sign, cudaStream_t stream) {
     const size_t total = (size_t)h * d * d;
-    sd_generator_kernel<<<grid_for(total, 256), 256, 0, stream>>>(L, reinterpret_cast<const uint16_t *>(skew),
+    sd_generator_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(L, reinterpret_cast<const uint16_t *>(skew),
                                                                   reinterpret_cast<const uint16_t *>(theta), h, d,
                                                                   scalar_d, sign);
     CUDA_CHECK_LAUNCH();
@@ -124,7 +119,7 @@ __global__ void sd_params_backward_kernel(uint16_t *dskew, uint16_t *dtheta, con
 void sd_gpu_params_backward(floatX *dskew, floatX *dtheta, const float *dL, const floatX *theta, int h,
                         int d, int scalar_d, int sign, cudaStream_t stream) {
     const size_t total = (size_t)h * d * d;
-    sd_params_backward_kernel<<<grid_for(total, 256), 256, 0, stream>>>(
+    sd_params_backward_kernel<<<grid_stride_blocks(total, 256), 256, 0, stream>>>(
         reinterpret_cast<uint16_t *>(dskew), reinterpret_cast<uint16_t *>(dtheta), dL,
         reinterpret_cast<const uint16_t *>(theta), h, d, scalar_d, sign);
     CUDA_CHECK_LAUNCH();

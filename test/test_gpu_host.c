@@ -2,7 +2,9 @@
  * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/gpu_host.h), on the CPU.
  *
  *   - cuDNN support per (SM, head size, training, backend version): FORMATS.md 15.2's matrix;
- *   - attention path per layer for -attn auto|cudnn|own, and the one-line errors;
+ *   - attention path per layer for -attn auto|cudnn|own, and the one-line errors; forward-only
+ *     (eval_gpt2cu) against training;
+ *   - the cuBLASLt algorithm cache's table: hit, miss, every key field, a full table;
  *   - activation plan: per-layer blocks (sum of h_l, max h_l), alignment, recompute, 64-bit sizes
  *     where B h T T and 3 B T C pass 2^31;
  *   - ZeRO-0/1 shard plans: every parameter updated by exactly one rank, llm.c's state order,
@@ -106,6 +108,98 @@ static void test_path_selection(void) {
     AttnRequest r;
     CHECK(attn_request_from_name("own", &r) && r == ATTN_REQ_OWN && !attn_request_from_name("flash", &r),
           "-attn names");
+}
+
+/* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as
+ * gpt2gpu_choose_paths_for passes it): on an A100 the d = 256 layers then run on cuDNN too, which
+ * the training choice (the control, test_path_selection) puts on the own kernels. */
+static void test_inference_paths(void) {
+    const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
+    const AttnEnv a100 = {80, 1, 91900}, a100_old = {80, 1, 90800}, h200 = {90, 1, 91900};
+    AttPath fwd[LLMC_MAX_LAYERS], train[LLMC_MAX_LAYERS];
+    char err[512];
+    int all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 0, fwd, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= fwd[l] == ATT_PATH_CUDNN;
+    CHECK(all, "forward-only on A100 (cuDNN 9.19): every Prism layer, d = 256 included, on cuDNN");
+    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, train, err, sizeof(err)) && train[0] == ATT_PATH_OWN &&
+              memcmp(fwd, train, sizeof(AttPath) * 12) != 0,
+          "control: the training choice on the same A100 differs (d = 256 on the own kernels)");
+    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &a100_old, 0, fwd, err, sizeof(err)) && fwd[0] == ATT_PATH_OWN &&
+              fwd[2] == ATT_PATH_CUDNN,
+          "forward-only on A100 with cuDNN 9.8: d = 256 stays on the own kernels (forward capped at 128)");
+    CHECK(attn_select_paths(&prism, ATTN_REQ_CUDNN, &a100, 0, fwd, err, sizeof(err)),
+          "forward-only -attn cudnn on A100 is served (an error in training)");
+    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &h200, 0, fwd, err, sizeof(err)) &&
+              attn_select_paths(&prism, ATTN_REQ_AUTO, &h200, 1, train, err, sizeof(err)) &&
+              memcmp(fwd, train, sizeof(AttPath) * 12) == 0,
+          "H200: forward-only and training choose the same paths");
+    FILE *f = tmpfile();
+    char table[1024] = "";
+    attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 0, fwd, err, sizeof(err));
+    attn_print_paths(&prism, fwd, f);
+    rewind(f);
+    const size_t got = fread(table, 1, sizeof(table) - 1, f);
+    table[got] = '\0';
+    fclose(f);
+    CHECK(strstr(table, "layers  0-1 :   3 heads x 256 mha   -> cudnn") != NULL && strstr(table, "-> own") == NULL,
+          "the printed table says cuDNN for the forward-only d = 256 layers:\n%s", table);
+}
+
+/* The cuBLASLt algorithm cache's table (llmc/matmul.cu keeps the algorithms by slot). */
+static LtAlgoKey lt_test_key(int64_t m, int64_t n, int64_t k) {
+    LtAlgoKey key;
+    memset(&key, 0, sizeof(key));
+    key.m = m;
+    key.n = n;
+    key.k = k;
+    key.lda = k;
+    key.ldb = k;
+    key.ldd = m;
+    key.trans_a = 1;
+    key.epilogue = 2;
+    key.has_bias = 1;
+    key.dtype = 14;
+    key.compute_type = 68;
+    key.align_a = key.align_b = key.align_d = key.align_bias = 256;
+    key.workspace = 32 << 20;
+    return key;
+}
+
+static void test_lt_algo_cache(void) {
+    LtAlgoTable *t = (LtAlgoTable *)xcalloc(1, sizeof(LtAlgoTable));
+    const LtAlgoKey a = lt_test_key(2304, 4096, 768), b = lt_test_key(768, 4096, 768);
+    CHECK(lt_algo_find(t, &a) == -1, "an empty table misses");
+    const int sa = lt_algo_insert(t, &a), sb = lt_algo_insert(t, &b);
+    CHECK(sa == 0 && sb == 1, "inserts take slots 0 and 1 (got %d %d)", sa, sb);
+    LtAlgoKey a2 = lt_test_key(2304, 4096, 768);
+    CHECK(lt_algo_find(t, &a2) == 0 && lt_algo_find(t, &b) == 1, "an equal key (built anew) hits its own slot");
+    /* every field takes part: a key differing from a in any one field misses (control: the same
+     * key with the field restored hits again) */
+    const int nfields = (int)(sizeof(LtAlgoKey) / sizeof(int64_t));
+    int distinct = 1, restored = 1;
+    for (int f = 0; f < nfields; f++) {
+        int64_t v[sizeof(LtAlgoKey) / sizeof(int64_t)];
+        memcpy(v, &a, sizeof(a));
+        v[f] ^= 8;
+        LtAlgoKey x;
+        memcpy(&x, v, sizeof(x));
+        distinct &= lt_algo_find(t, &x) == -1;
+        v[f] ^= 8;
+        memcpy(&x, v, sizeof(x));
+        restored &= lt_algo_find(t, &x) == 0;
+    }
+    CHECK(distinct && restored, "each of the %d key fields separates problems (alignment, epilogue, ld, ...)", nfields);
+    CHECK(sizeof(LtAlgoKey) == (size_t)nfields * sizeof(int64_t), "the key has no padding (memcmp compares it)");
+    for (int i = 2; i < LT_ALGO_SLOTS; i++) {
+        const LtAlgoKey k = lt_test_key(64 + i, 1024, 768);
+        if (lt_algo_insert(t, &k) != i) break;
+    }
+    const LtAlgoKey extra = lt_test_key(9999, 1024, 768), last = lt_test_key(64 + LT_ALGO_SLOTS - 1, 1024, 768);
+    CHECK(t->count == LT_ALGO_SLOTS && lt_algo_insert(t, &extra) == -1 && t->count == LT_ALGO_SLOTS,
+          "a full table (%d slots) refuses a new problem and stays as it was", LT_ALGO_SLOTS);
+    CHECK(lt_algo_find(t, &extra) == -1 && lt_algo_find(t, &a) == 0 && lt_algo_find(t, &last) == LT_ALGO_SLOTS - 1,
+          "full: the refused problem misses (its heuristic runs each call), the cached ones still hit");
+    free(t);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -566,6 +660,8 @@ static void test_kind_checkpoint_and_shards(void) {
 int main(void) {
     test_cudnn_support();
     test_path_selection();
+    test_inference_paths();
+    test_lt_algo_cache();
     test_act_plan();
     test_shards();
     test_mfu();
