@@ -8,8 +8,10 @@
  *   checkpoint_read_header     open + read + decode + check the file size
  *   checkpoint_read_fp32       read the parameters as fp32 (bf16 files are widened)
  *   checkpoint_load_fp32       header + parameters into a new fp32 buffer (the GPU programs)
- *   checkpoint_write_fp32      write an fp32 checkpoint atomically (tmp + rename)
- *   bf16_to_f32 / f32_to_bf16  the bf16 <-> fp32 conversions (round to nearest even, as torch)
+ *   checkpoint_write           write a checkpoint atomically (tmp + rename), fp32 or bf16 body;
+ *                              checkpoint_write_fp32 (the CPU programs) and checkpoint_write_bf16
+ *                              (the GPU trainer: its bf16 parameters as they are on the GPU)
+ * The bf16 <-> fp32 conversions are llmc/gpu_shared.h's (plain C there: no CUDA is pulled in).
  *
  * Why a new version number for non-uniform tables: llm.c checks only the magic and the version
  * and ignores header[8..]; a Prism file that kept version 3 would load there with the wrong heads.
@@ -23,6 +25,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gpu_shared.h"
 #include "param_layout.h"
 #include "utils.h"
 
@@ -39,21 +42,6 @@
 #define CKPT_KNOWN_FLAGS 15
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * 4)
-
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-    uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)((u + rounding) >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static inline void checkpoint_header_encode(const GPT2Config *c, int bf16, int32_t *h) {
     memset(h, 0, HEADER_BYTES);
@@ -207,16 +195,29 @@ static inline float *checkpoint_load_fp32(const char *path, GPT2Config *c, int *
     return params;
 }
 
-static inline void checkpoint_write_fp32(const char *path, const GPT2Config *c, const float *params) {
+/* The header (llm.c's v3/v5 for a uniform model, v103/v105 with the layer table otherwise:
+ * checkpoint_header_encode decides) and the parameter body: layout.total floats, or with is_bf16
+ * as many bf16 values (written as given, so a resumed GPU run starts from exactly these bits).
+ * Written to NAME.tmp and renamed. Readers: checkpoint_read_header + checkpoint_read_fp32. */
+static inline void checkpoint_write(const char *path, const GPT2Config *c, int is_bf16,
+                                    const void *params) {
     ParamLayout layout;
     param_layout_init(&layout, c);
     int32_t h[HEADER_INTS];
-    checkpoint_header_encode(c, 0, h);
+    checkpoint_header_encode(c, is_bf16, h);
     AtomicFile af;
     atomic_open(&af, path);
     atomic_write(&af, h, sizeof(int32_t), HEADER_INTS);
-    atomic_write(&af, params, sizeof(float), layout.total);
+    atomic_write(&af, params, is_bf16 ? sizeof(uint16_t) : sizeof(float), layout.total);
     atomic_commit(&af);
+}
+
+static inline void checkpoint_write_fp32(const char *path, const GPT2Config *c, const float *params) {
+    checkpoint_write(path, c, 0, params);
+}
+
+static inline void checkpoint_write_bf16(const char *path, const GPT2Config *c, const uint16_t *params) {
+    checkpoint_write(path, c, 1, params);
 }
 
 #endif /* LLMC_CHECKPOINT_H */

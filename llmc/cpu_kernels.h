@@ -32,6 +32,7 @@
 #include <omp.h>
 #endif
 
+#include "gpu_shared.h" /* softplusf, sigmoidf, elu1f, elu1_gradf: shared with the device routines */
 #include "utils.h"
 
 /* ----------------------------------------------------------------------------------------------
@@ -426,9 +427,6 @@ static inline void crossentropy_backward_inplace(float *logits, const float *lse
  * Re(lambda(L)) < 0. The logit u_i L u_j^T equals u_i . (u_j L^T): so K' = U L^T goes into the K
  * slot of an ordinary (B, T, 3A) attention input and the softmax kernels run unchanged. */
 
-static inline float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 /* Lmat (h, d, d): the generator of every head of one layer. */
 static inline void sd_build_generator(float *Lmat, const float *skew, const float *theta, int h,
                                       int d, int scalar_d, int sign) {
@@ -531,8 +529,6 @@ static inline void sd_params_backward(float *dskew, float *dtheta, const float *
  * phi > 1 and phi itself elsewhere), Z (B, h, T) the normalizers. */
 #define LIN_ATTN_EPS 1e-6f
 
-static inline float elu1f(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
-
 static inline void linear_attention_forward(float *out, float *att, float *phi, float *Z,
                                             const float *qkv, int B, int T, int h, int d,
                                             int prescale) {
@@ -624,10 +620,7 @@ static inline void linear_attention_backward(float *dqkv, const float *dout, con
     /* chain through phi and the prescale: phi'(x) = 1 for x > 0 (phi > 1), e^x = phi otherwise */
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        for (int i = 0; i < 2 * A; i++) {
-            const float f = phi[(size_t)bt * 2 * A + i];
-            dqkv[(size_t)bt * A3 + i] *= c * (f > 1.0f ? 1.0f : f);
-        }
+        for (int i = 0; i < 2 * A; i++) dqkv[(size_t)bt * A3 + i] *= c * elu1_gradf(phi[(size_t)bt * 2 * A + i]);
     }
 }
 

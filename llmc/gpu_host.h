@@ -555,23 +555,8 @@ static inline LLMC_HD uint16_t sr_bf16_bits(float x, uint32_t rnd) {
     return (uint16_t)(r >> 16);
 }
 
-/* ----------------------------------------------------------------------------------------------
- * bf16 checkpoints: what the GPU trainer writes. llm.c's v5 for a uniform model, v105 with the
- * layer table otherwise (checkpoint_header_encode decides); the body is the bf16 parameter buffer
- * as it is on the GPU, so a resumed run starts from exactly these bits. Written to NAME.tmp and
- * renamed. Readers: checkpoint_read_header + checkpoint_read_fp32 (llmc/checkpoint.h). */
+/* bf16 checkpoints: checkpoint_write_bf16 (the GPU trainer's writer) and the readers are in
+ * llmc/checkpoint.h, one writer for both element sizes. */
 #include "checkpoint.h"
-
-static inline void checkpoint_write_bf16(const char *path, const GPT2Config *c, const uint16_t *params) {
-    ParamLayout layout;
-    param_layout_init(&layout, c);
-    int32_t h[HEADER_INTS];
-    checkpoint_header_encode(c, 1, h);
-    AtomicFile af;
-    atomic_open(&af, path);
-    atomic_write(&af, h, sizeof(int32_t), HEADER_INTS);
-    atomic_write(&af, params, sizeof(uint16_t), layout.total);
-    atomic_commit(&af);
-}
 
 #endif /* LLMC_GPU_HOST_H */

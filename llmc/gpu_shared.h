@@ -6,8 +6,15 @@
  *   LLMC_HD            __host__ __device__ under nvcc, nothing under a C compiler
  *   LLMC_BLOCK_SYNC()  __syncthreads() in device code; a no-op on the host, where a "block" is
  *                      run by one thread that executes every phase in order (nthreads = 1)
- *   hd_bf16_to_f32 / hd_f32_to_bf16   bf16 bits <-> float, round to nearest even, NaN kept
- *                      (bit-identical to __float2bfloat16_rn and to checkpoint.h f32_to_bf16)
+ *   bf16_to_f32 / f32_to_bf16   bf16 bits <-> float, round to nearest even, NaN kept quiet
+ *                      (bit-identical to torch and to __float2bfloat16_rn): the project's only
+ *                      conversion, used by the checkpoints (llmc/checkpoint.h), the device
+ *                      routines and the tests
+ *   softplusf, sigmoidf   D = softplus(theta) of S-D attention and its derivative (METHODS.md 3.8)
+ *   elu1f, elu1_gradf     phi(x) = elu(x) + 1 of linear attention and phi'(x) from phi(x)
+ *                      (METHODS.md 3.12)
+ *   The scalar formulas are written once here so that the CPU reference (llmc/cpu_kernels.h) and
+ *   the device routines compute exactly the same expression.
  *
  * Why: no GPU is available to develop on; routines written once against these macros
  * (llmc/sd_fold.h, llmc/linear_scan.h) are executed by the CUDA kernels and, block by block, by
@@ -19,6 +26,7 @@
 #ifndef LLMC_GPU_SHARED_H
 #define LLMC_GPU_SHARED_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -36,7 +44,7 @@
 #define LLMC_BLOCK_SYNC() ((void)0)
 #endif
 
-static inline LLMC_HD float hd_bf16_to_f32(uint16_t b) {
+static inline LLMC_HD float bf16_to_f32(uint16_t b) {
 #if defined(__CUDA_ARCH__)
     return __uint_as_float((uint32_t)b << 16);
 #else
@@ -47,7 +55,9 @@ static inline LLMC_HD float hd_bf16_to_f32(uint16_t b) {
 #endif
 }
 
-static inline LLMC_HD uint16_t hd_f32_to_bf16(float f) {
+/* Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate. A NaN is kept a
+ * (quiet) NaN instead of letting the rounding carry turn it into infinity. */
+static inline LLMC_HD uint16_t f32_to_bf16(float f) {
 #if defined(__CUDA_ARCH__)
     const uint32_t u = __float_as_uint(f);
 #else
@@ -57,5 +67,14 @@ static inline LLMC_HD uint16_t hd_f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+
+/* softplus(x) = log(1 + e^x), taken as x above 20 where e^x would lose the 1 anyway */
+static inline LLMC_HD float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+/* sigmoid = softplus' */
+static inline LLMC_HD float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* phi(x) = elu(x) + 1: x + 1 for x > 0, e^x otherwise (always positive) */
+static inline LLMC_HD float elu1f(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
+/* phi'(x) from phi(x): 1 where phi > 1 (x > 0), phi itself elsewhere (e^x) */
+static inline LLMC_HD float elu1_gradf(float phi) { return phi > 1.0f ? 1.0f : phi; }
 
 #endif /* LLMC_GPU_SHARED_H */

@@ -23,7 +23,8 @@
  * the O(T^2) form (doc/sd_attention.md, "GPU").
  *
  * Defines:
- *   LINSCAN_EPS, lin_phi, lin_phi_grad   eps = 1e-6 and phi exactly as llmc/cpu_kernels.h
+ *   LINSCAN_EPS          eps = 1e-6 as llmc/cpu_kernels.h (phi = elu1f, phi' = elu1_gradf of
+ *                        llmc/gpu_shared.h, the reference's own)
  *   LinScanArgs, lin_scan_smem_floats, LinScanShape, lin_scan_choose (host: CH, TY for a d and a
  *   shared-memory limit), lin_scan_block (one block: one sequence, one output tile)
  *   lin_scratch_floats   fp32 scratch of one layer's forward/backward (q~, k~, v, dn, out, dg)
@@ -40,10 +41,6 @@
 
 #define LINSCAN_EPS 1e-6f /* = LIN_ATTN_EPS of llmc/cpu_kernels.h (test_gpu_emul checks) */
 #define LINSCAN_THREADS 256
-
-static inline LLMC_HD float lin_phi(float x) { return x > 0.0f ? x + 1.0f : expf(x); }
-/* phi'(x) from phi(x): 1 where phi > 1 (x > 0), phi itself elsewhere (e^x) */
-static inline LLMC_HD float lin_phi_grad(float f) { return f > 1.0f ? 1.0f : f; }
 
 typedef struct {
     const float *X, *K, *Y; /* (nseq, T, dx), (nseq, T, dx), (nseq, T, dy) */
@@ -221,9 +218,9 @@ static inline LLMC_HD void lin_split_element(float *qf, float *kf, float *vf, co
     size_t row, col;
     lin_head_index(e, T, h, d, &row, &col);
     const size_t A = (size_t)h * d, base = row * 3 * A + col;
-    qf[e] = lin_phi(c * hd_bf16_to_f32(qkv[base]));
-    kf[e] = lin_phi(c * hd_bf16_to_f32(qkv[base + A]));
-    vf[e] = hd_bf16_to_f32(qkv[base + 2 * A]);
+    qf[e] = elu1f(c * bf16_to_f32(qkv[base]));
+    kf[e] = elu1f(c * bf16_to_f32(qkv[base + A]));
+    vf[e] = bf16_to_f32(qkv[base + 2 * A]);
 }
 
 /* Row r = (b h + k) T + t: dn = dO / Z, dg = -(dO . o) / Z, with dO (B T, A) bf16 bits and the
@@ -235,7 +232,7 @@ static inline LLMC_HD void lin_dout_row(float *dn, float *dg, const uint16_t *do
     const float z = Z[r];
     float dot = 0.0f;
     for (int i = 0; i < d; i++) {
-        const float g = hd_bf16_to_f32(dout[base + i]);
+        const float g = bf16_to_f32(dout[base + i]);
         dot += g * o[r * (size_t)d + i];
         dn[r * (size_t)d + i] = g / z;
     }
@@ -247,8 +244,8 @@ static inline LLMC_HD void lin_merge_element(uint16_t *dst, size_t ld, size_t co
                                              const float *phi, float c, size_t e, int T, int h, int d) {
     size_t row, col;
     lin_head_index(e, T, h, d, &row, &col);
-    const float v = phi != NULL ? src[e] * c * lin_phi_grad(phi[e]) : src[e];
-    dst[row * ld + col0 + col] = hd_f32_to_bf16(v);
+    const float v = phi != NULL ? src[e] * c * elu1_gradf(phi[e]) : src[e];
+    dst[row * ld + col0 + col] = f32_to_bf16(v);
 }
 
 #endif /* LLMC_LINEAR_SCAN_H */

@@ -12,7 +12,7 @@
  *             (scalar D: dtheta = sign tr(dL) sigmoid(theta))
  *
  * Defines:
- *   sd_softplus, sd_sigmoid, sd_pack_index     the CPU reference's formulas
+ *   sd_pack_index             the CPU reference's packing of S (softplusf, sigmoidf: gpu_shared.h)
  *   sd_generator_element      L_k[i][j] from the bf16 parameters (one thread per element)
  *   SdRowmat, sd_rowmat_block  Y = X M^T or X M per head with fp32 M, bf16 X/Y, optional bf16
  *                             addend: one 64 x 64 output tile of one head per block, the inner
@@ -32,9 +32,6 @@
 
 #include "gpu_shared.h"
 
-static inline LLMC_HD float sd_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-static inline LLMC_HD float sd_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 /* Position of S_ij (i < j) in the row-major packed strict upper triangle: rows 0..i-1 hold
  * sum_{r<i} (d - 1 - r) = i d - i (i + 1) / 2 entries before row i. */
 static inline LLMC_HD size_t sd_pack_index(int i, int j, int d) {
@@ -47,11 +44,11 @@ static inline LLMC_HD float sd_generator_element(const uint16_t *skew, const uin
     const size_t npack = (size_t)d * (size_t)(d - 1) / 2;
     const uint16_t *sk = skew + (size_t)k * npack;
     if (i == j) {
-        const float th = hd_bf16_to_f32(scalar_d ? theta[k] : theta[(size_t)k * d + i]);
-        return (float)sign * sd_softplus(th);
+        const float th = bf16_to_f32(scalar_d ? theta[k] : theta[(size_t)k * d + i]);
+        return (float)sign * softplusf(th);
     }
-    if (i < j) return hd_bf16_to_f32(sk[sd_pack_index(i, j, d)]);
-    return -hd_bf16_to_f32(sk[sd_pack_index(j, i, d)]);
+    if (i < j) return bf16_to_f32(sk[sd_pack_index(i, j, d)]);
+    return -bf16_to_f32(sk[sd_pack_index(j, i, d)]);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -100,7 +97,7 @@ static inline LLMC_HD void sd_rowmat_block(const SdRowmat *p, size_t rb, int ab,
             const int r = idx / SD_TB, bb = idx % SD_TB;
             const size_t n = r0 + (size_t)r;
             const int b = b0 + bb;
-            Xs[r * (SD_TB + 1) + bb] = (n < p->N && b < d) ? hd_bf16_to_f32(p->X[n * p->ldx + col0 + b]) : 0.0f;
+            Xs[r * (SD_TB + 1) + bb] = (n < p->N && b < d) ? bf16_to_f32(p->X[n * p->ldx + col0 + b]) : 0.0f;
         }
         for (int idx = tid; idx < SD_TB * SD_TA; idx += nthreads) {
             const int bb = idx / SD_TA, aa = idx % SD_TA;
@@ -124,8 +121,8 @@ static inline LLMC_HD void sd_rowmat_block(const SdRowmat *p, size_t rb, int ab,
         const int a = a0 + aa;
         if (n >= p->N || a >= d) continue;
         float v = acc[idx];
-        if (p->Add != NULL) v += hd_bf16_to_f32(p->Add[n * p->ldadd + col0 + a]);
-        p->Y[n * p->ldy + col0 + a] = hd_f32_to_bf16(v);
+        if (p->Add != NULL) v += bf16_to_f32(p->Add[n * p->ldadd + col0 + a]);
+        p->Y[n * p->ldy + col0 + a] = f32_to_bf16(v);
     }
 }
 
@@ -140,16 +137,16 @@ static inline LLMC_HD void sd_params_backward_element(uint16_t *dskew, uint16_t 
     if (i < j) {
         uint16_t *g = dskew + (size_t)k * ((size_t)d * (size_t)(d - 1) / 2) + sd_pack_index(i, j, d);
         const float ds = dLk[(size_t)i * d + j] - dLk[(size_t)j * d + i];
-        *g = hd_f32_to_bf16(hd_bf16_to_f32(*g) + ds);
+        *g = f32_to_bf16(bf16_to_f32(*g) + ds);
     } else if (i == j && !scalar_d) {
         uint16_t *g = dtheta + (size_t)k * d + i;
-        const float th = hd_bf16_to_f32(theta[(size_t)k * d + i]);
-        *g = hd_f32_to_bf16(hd_bf16_to_f32(*g) + (float)sign * dLk[(size_t)i * d + i] * sd_sigmoid(th));
+        const float th = bf16_to_f32(theta[(size_t)k * d + i]);
+        *g = f32_to_bf16(bf16_to_f32(*g) + (float)sign * dLk[(size_t)i * d + i] * sigmoidf(th));
     } else if (i == 0 && j == 0) { /* scalar D */
         float trace = 0.0f;
         for (int r = 0; r < d; r++) trace += dLk[(size_t)r * d + r];
-        const float th = hd_bf16_to_f32(theta[k]);
-        dtheta[k] = hd_f32_to_bf16(hd_bf16_to_f32(dtheta[k]) + (float)sign * trace * sd_sigmoid(th));
+        const float th = bf16_to_f32(theta[k]);
+        dtheta[k] = f32_to_bf16(bf16_to_f32(dtheta[k]) + (float)sign * trace * sigmoidf(th));
     }
 }
 

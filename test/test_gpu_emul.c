@@ -7,7 +7,8 @@
  * (races between threads are not covered: see llmc/gpu_shared.h).
  *
  * Inputs are random bf16 values, as the GPU sees them; the reference gets the same values widened.
- * Metric: max |emulated - reference| / max |reference| per tensor. Tolerances:
+ * Metric (dev/cuda/check_common.h): max |emulated - reference| / max |reference| per tensor.
+ * Tolerances:
  *   generator L             0 (the same fp32 formulas)
  *   K', dU, dS, dtheta, o,  2^-7: one bf16 rounding of the output (8 significant bits: at most
  *   linear dq, dk, dv       2^-8 of the value, so of the largest value), 2x margin; the fp32 sums
@@ -24,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/checkpoint.h"
+#include "../dev/cuda/check_common.h" /* the metric, widen, omp_threads: as the GPU checks */
 #include "../llmc/cpu_kernels.h"
 #include "../llmc/linear_scan.h"
 #include "../llmc/sd_fold.h"
@@ -35,62 +36,14 @@
 #define TOL_FP32 1e-5
 #define TOL_LIN_BWD TOL_BF16_OUT
 
-static int omp_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
+/* One stream for the whole test: uniform [-1, 1) times scale, as bf16. The linear backward's
+ * floor (1e-3, rel_err_bf_floor) keeps a reference that is zero in exact arithmetic (T = 1: a
+ * single key gets weight 1 and the softmax-like gradient vanishes) from dividing rounding by 0. */
 static uint64_t g_rng = 88172645463325252ull;
-static float urand(void) { /* uniform [-1, 1) */
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((g_rng >> 40) / 8388608.0 - 1.0);
-}
-
 static uint16_t *rand_bf16(size_t n, float scale) {
     uint16_t *x = (uint16_t *)xmalloc(n * sizeof(uint16_t));
-    for (size_t i = 0; i < n; i++) x[i] = f32_to_bf16(scale * urand());
+    for (size_t i = 0; i < n; i++) x[i] = f32_to_bf16(scale * rand_unit(&g_rng));
     return x;
-}
-
-static float *widen(const uint16_t *x, size_t n) {
-    float *f = (float *)xmalloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) f[i] = bf16_to_f32(x[i]);
-    return f;
-}
-
-/* max |a - b| / max(max |b|, floor) over rows x cols taken with strides (a in bf16). The floor
- * (1e-3 for the linear backward, else 0) keeps a reference that is zero in exact arithmetic (T = 1:
- * a single key gets weight 1 and the softmax-like gradient vanishes) from dividing rounding by 0. */
-static double rel_err_bf_floor(const uint16_t *a, size_t lda, const float *b, size_t ldb, size_t rows,
-                               size_t cols, double floor) {
-    double e = 0.0, m = floor;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++) {
-            const double x = bf16_to_f32(a[r * lda + c]), y = b[r * ldb + c];
-            if (x != x) return INFINITY;
-            e = fmax(e, fabs(x - y));
-            m = fmax(m, fabs(y));
-        }
-    return m > 0 ? e / m : e;
-}
-
-static double rel_err_bf(const uint16_t *a, size_t lda, const float *b, size_t ldb, size_t rows, size_t cols) {
-    return rel_err_bf_floor(a, lda, b, ldb, rows, cols, 0.0);
-}
-
-static double rel_err_f(const float *a, const float *b, size_t n) {
-    double e = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (a[i] != a[i]) return INFINITY;
-        e = fmax(e, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return m > 0 ? e / m : e;
 }
 
 /* ----------------------------------------------------------------------------------------------

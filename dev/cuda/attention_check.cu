@@ -4,20 +4,20 @@
  *   attention_own     the own kernels (llmc/attention_own.cu): any head size, any T
  *   attention_cudnn   cuDNN flash attention (llmc/cudnn_att.cpp, -DCHECK_CUDNN)
  *
- *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C]
+ *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
  * Per head size (8, 16, 32, 64, 128, 256, and 12, 20 which are not multiples of 8; or -d):
  * random bf16 inputs at a small shape (default B 2, T 127: T is deliberately not a multiple of 4
  * or 8, h 2), outputs poisoned with NaN before each call, forward and backward compared with the
- * fp32 CPU reference (dev/cuda/attention_ref.h: metric, tolerances and the two controls that
- * must fail); then, with -time 1, the mean time of forward and backward at the benchmark shape
+ * CPU model's attention (dev/cuda/attention_ref.h: tolerances and the two controls that must
+ * fail); then, with -time 1, the mean time of forward and backward at the benchmark shape
  * (default B 16, T 1024, h = C/d with C 768), printed as a "TIME" line that dev/gpu_check.sh
- * reads. Ends with "N passed, N failed" and a non-zero exit on any failure. Shapes a path cannot
- * serve (cuDNN: d not a multiple of 8, or over its limit on this GPU) are listed as n/a.
+ * reads. Ends with "N passed, N failed" (test/harness.h) and a non-zero exit on any failure.
+ * Shapes a path cannot serve (cuDNN: d not a multiple of 8, or over its limit on this GPU) are
+ * listed as n/a.
  */
 #include "attention_ref.h"
 
-#include "../../llmc/cuda_common.cuh"
 #include "../../llmc/gpu_host.h"
 #ifdef CHECK_CUDNN
 #include "../../llmc/cudnn_att.h"
@@ -36,30 +36,32 @@ typedef struct {
 
 /* Device buffers of one shape. */
 typedef struct {
+    Dev *dv;
     int B, T, h, d;
     size_t A, N;
     floatX *qkv, *out, *dout, *dqkv, *att, *datt, *scratch;
     float *stats;
 } Bufs;
 
-static void bufs_alloc(Bufs *b, int B, int T, int h, int d) {
+static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
     memset(b, 0, sizeof(*b));
+    b->dv = dv;
     b->B = B;
     b->T = T;
     b->h = h;
     b->d = d;
     b->A = (size_t)h * d;
     b->N = (size_t)B * T;
-    dev_check(cudaMalloc(&b->qkv, b->N * 3 * b->A * 2), "cudaMalloc qkv");
-    dev_check(cudaMalloc(&b->out, b->N * b->A * 2), "cudaMalloc out");
-    dev_check(cudaMalloc(&b->dout, b->N * b->A * 2), "cudaMalloc dout");
-    dev_check(cudaMalloc(&b->dqkv, b->N * 3 * b->A * 2), "cudaMalloc dqkv");
-    dev_check(cudaMalloc(&b->stats, (size_t)B * h * T * 4), "cudaMalloc stats");
+    CUDA_CHECK(cudaMalloc(&b->qkv, b->N * 3 * b->A * 2));
+    CUDA_CHECK(cudaMalloc(&b->out, b->N * b->A * 2));
+    CUDA_CHECK(cudaMalloc(&b->dout, b->N * b->A * 2));
+    CUDA_CHECK(cudaMalloc(&b->dqkv, b->N * 3 * b->A * 2));
+    CUDA_CHECK(cudaMalloc(&b->stats, (size_t)B * h * T * 4));
 #ifndef CHECK_CUDNN
     const size_t tt = (size_t)B * h * T * T;
-    dev_check(cudaMalloc(&b->att, tt * 2), "cudaMalloc att");
-    dev_check(cudaMalloc(&b->datt, tt * 2), "cudaMalloc datt");
-    dev_check(cudaMalloc(&b->scratch, 7 * b->N * b->A * 2), "cudaMalloc scratch");
+    CUDA_CHECK(cudaMalloc(&b->att, tt * 2));
+    CUDA_CHECK(cudaMalloc(&b->datt, tt * 2));
+    CUDA_CHECK(cudaMalloc(&b->scratch, 7 * b->N * b->A * 2));
 #endif
 }
 
@@ -69,106 +71,96 @@ static void bufs_free(Bufs *b) {
         if (p[i]) cudaFree(p[i]);
 }
 
-static void forward(Dev *dv, Bufs *b) {
+/* step(b, 0) the forward, step(b, 1) the backward of the path under test (time_steps' CheckStep) */
+static void step(void *arg, int backward) {
+    Bufs *b = (Bufs *)arg;
 #ifdef CHECK_CUDNN
-    cudnn_att_forward(dv->cudnn, b->out, b->stats, b->qkv, b->B, b->h, b->T, b->d, 1);
+    if (!backward) cudnn_att_forward(b->dv->cudnn, b->out, b->stats, b->qkv, b->B, b->h, b->T, b->d, 1);
+    else cudnn_att_backward(b->dv->cudnn, b->dqkv, b->dout, b->qkv, b->out, b->stats, b->B, b->h, b->T, b->d);
 #else
-    attention_own_forward(b->out, b->att, b->scratch, b->qkv, b->B, b->T, b->h, b->d, &dv->ctx);
+    const GpuCtx *ctx = &b->dv->ctx;
+    if (!backward) attention_own_forward(b->out, b->att, b->scratch, b->qkv, b->B, b->T, b->h, b->d, ctx);
+    else attention_own_backward(b->dqkv, b->datt, b->scratch, b->dout, b->qkv, b->att, b->B, b->T, b->h, b->d, ctx);
 #endif
 }
 
-static void backward(Dev *dv, Bufs *b) {
-#ifdef CHECK_CUDNN
-    cudnn_att_backward(dv->cudnn, b->dqkv, b->dout, b->qkv, b->out, b->stats, b->B, b->h, b->T, b->d);
-#else
-    attention_own_backward(b->dqkv, b->datt, b->scratch, b->dout, b->qkv, b->att, b->B, b->T, b->h, b->d, &dv->ctx);
-#endif
-}
-
-/* Splits (B, T, 3A) into the q, k or v part (B, T, A) as floats. */
-static void part(float *dst, const float *qkv3, size_t N, size_t A, int which) {
-    for (size_t n = 0; n < N; n++) memcpy(dst + n * A, qkv3 + n * 3 * A + which * A, A * sizeof(float));
-}
-
-static void check_case(Dev *dv, Tally *tl, int B, int T, int h, int d) {
-    Bufs b;
-    bufs_alloc(&b, B, T, h, d);
-    const size_t N = b.N, A = b.A;
-    uint16_t *qkv = (uint16_t *)malloc(N * 3 * A * 2), *dout = (uint16_t *)malloc(N * A * 2);
-    uint16_t *out = (uint16_t *)malloc(N * A * 2), *dqkv = (uint16_t *)malloc(N * 3 * A * 2);
-    float *fq = (float *)malloc(N * 3 * A * 4), *fd = (float *)malloc(N * A * 4);
-    float *ro = (float *)malloc(N * A * 4), *rd = (float *)malloc(N * 3 * A * 4);
-    float *rc = (float *)malloc(N * A * 4), *lse = (float *)malloc((size_t)B * h * T * 4);
-    float *g = (float *)malloc(N * 3 * A * 4), *p1 = (float *)malloc(N * A * 4), *p2 = (float *)malloc(N * A * 4);
-    fill_random_bf16(qkv, N * 3 * A, 1000 + d);
-    fill_random_bf16(dout, N * A, 2000 + d);
-    for (size_t i = 0; i < N * 3 * A; i++) fq[i] = host_f32(qkv[i]);
-    for (size_t i = 0; i < N * A; i++) fd[i] = host_f32(dout[i]);
-    dev_check(cudaMemcpy(b.qkv, qkv, N * 3 * A * 2, cudaMemcpyHostToDevice), "copy qkv");
-    dev_check(cudaMemcpy(b.dout, dout, N * A * 2, cudaMemcpyHostToDevice), "copy dout");
-    const float scale = 1.0f / sqrtf((float)d);
-    ref_attention(ro, lse, rd, fq, fd, B, T, h, d, 1, scale);
-
-    poison(b.out, N * A * 2);
-    poison(b.stats, (size_t)B * h * T * 4);
-    if (b.att) poison(b.att, (size_t)B * h * T * T * 2);
-    forward(dv, &b);
-    dev_check(cudaStreamSynchronize(dv->ctx.stream), "forward");
-    dev_check(cudaMemcpy(out, b.out, N * A * 2, cudaMemcpyDeviceToHost), "copy out");
-    const size_t unwritten = count_nan_bf16(out, N * A);
-    const double ef = rel_error(out, ro, N * A);
-    report(tl, unwritten == 0 && ef <= TOL_FWD, "%s d %3d (B %d T %d h %d) forward: rel error %.2e <= %.2e, %zu poisoned left",
-           PATH_NAME, d, B, T, h, ef, TOL_FWD, unwritten);
-    ref_attention(rc, NULL, NULL, fq, fd, B, T, h, d, 0, scale);
-    const double c1 = rel_error(out, rc, N * A);
-    ref_attention(rc, NULL, NULL, fq, fd, B, T, 2 * h, d / 2, 1, 1.0f / sqrtf((float)(d / 2)));
-    const double c2 = rel_error(out, rc, N * A);
-    report(tl, c1 > TOL_FWD && c2 > TOL_FWD, "%s d %3d controls: vs unmasked %.2e, vs %d heads of %d %.2e (both > tol)",
-           PATH_NAME, d, c1, 2 * h, d / 2, c2);
-#ifdef CHECK_CUDNN
-    float *st = (float *)malloc((size_t)B * h * T * 4);
-    dev_check(cudaMemcpy(st, b.stats, (size_t)B * h * T * 4, cudaMemcpyDeviceToHost), "copy stats");
-    const double es = rel_error_f(st, lse, (size_t)B * h * T);
-    report(tl, es <= TOL_FWD, "%s d %3d stats (logsumexp): rel error %.2e", PATH_NAME, d, es);
-    free(st);
-#else
-    uint16_t *att = (uint16_t *)malloc((size_t)B * h * T * T * 2);
-    dev_check(cudaMemcpy(att, b.att, (size_t)B * h * T * T * 2, cudaMemcpyDeviceToHost), "copy att");
+#ifndef CHECK_CUDNN
+/* The own path's probabilities: each P is rounded to bf16 (2^-9 relative), so a row sums to 1
+ * within 2^-9; above the diagonal they must be exactly 0 (the backward reads the full rows). */
+static void check_probabilities(const Bufs *b) {
+    const size_t rows = (size_t)b->B * b->h * b->T, T = (size_t)b->T;
+    uint16_t *att = (uint16_t *)xmalloc(rows * T * 2);
+    CUDA_CHECK(cudaMemcpy(att, b->att, rows * T * 2, cudaMemcpyDeviceToHost));
     double worst_sum = 0.0;
     int upper_zero = 1;
-    for (size_t r = 0; r < (size_t)B * h * T; r++) {
-        const int t = (int)(r % T);
+    for (size_t r = 0; r < rows; r++) {
+        const size_t t = r % T;
         double s = 0.0;
-        for (int j = 0; j < T; j++) {
-            const float v = host_f32(att[r * T + j]);
+        for (size_t j = 0; j < T; j++) {
+            const float v = bf16_to_f32(att[r * T + j]);
             if (j <= t) s += v;
             else upper_zero &= v == 0.0f;
         }
         worst_sum = fmax(worst_sum, fabs(s - 1.0));
     }
-    /* each P is rounded to bf16 (2^-9 relative), so a row sums to 1 within 2^-9 */
-    report(tl, upper_zero && worst_sum <= 1.0 / 512 && count_nan_bf16(att, (size_t)B * h * T * T) == 0,
-           "%s d %3d probabilities: rows sum to 1 within %.1e, zeros above the diagonal", PATH_NAME, d, worst_sum);
+    CHECK(upper_zero && worst_sum <= 1.0 / 512 && count_nan_bf16(att, rows * T) == 0,
+          "%s d %3d probabilities: rows sum to 1 within %.1e, zeros above the diagonal", PATH_NAME, b->d, worst_sum);
     free(att);
+}
 #endif
 
-    poison(b.dqkv, N * 3 * A * 2);
-    backward(dv, &b);
-    dev_check(cudaStreamSynchronize(dv->ctx.stream), "backward");
-    dev_check(cudaMemcpy(dqkv, b.dqkv, N * 3 * A * 2, cudaMemcpyDeviceToHost), "copy dqkv");
-    for (size_t i = 0; i < N * 3 * A; i++) g[i] = host_f32(dqkv[i]);
+static void check_case(Dev *dv, int B, int T, int h, int d) {
+    Bufs b;
+    bufs_alloc(&b, dv, B, T, h, d);
+    const size_t N = b.N, A = b.A, A3 = 3 * A;
+    uint16_t *qkv = (uint16_t *)xmalloc(N * A3 * 2), *dout = (uint16_t *)xmalloc(N * A * 2);
+    uint16_t *out = (uint16_t *)xmalloc(N * A * 2), *dqkv = (uint16_t *)xmalloc(N * A3 * 2);
+    fill_random_bf16(qkv, N * A3, 1000 + d);
+    fill_random_bf16(dout, N * A, 2000 + d);
+    float *fq = widen(qkv, N * A3), *fd = widen(dout, N * A);
+    float *ro = (float *)xmalloc(N * A * 4), *rd = (float *)xmalloc(N * A3 * 4);
+    float *rc = (float *)xmalloc(N * A * 4), *lse = (float *)xmalloc((size_t)B * h * T * 4);
+    CUDA_CHECK(cudaMemcpy(b.qkv, qkv, N * A3 * 2, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(b.dout, dout, N * A * 2, cudaMemcpyHostToDevice));
+    ref_attention(ro, lse, rd, fq, fd, B, T, h, d);
+
+    poison(b.out, N * A * 2);
+    poison(b.stats, (size_t)B * h * T * 4);
+    if (b.att) poison(b.att, (size_t)B * h * T * T * 2);
+    step(&b, 0);
+    CUDA_CHECK(cudaStreamSynchronize(dv->ctx.stream));
+    CUDA_CHECK(cudaMemcpy(out, b.out, N * A * 2, cudaMemcpyDeviceToHost));
+    const double ef = rel_err_bf(out, A, ro, A, N, A);
+    CHECK(ef <= TOL_FWD, "%s d %3d (B %d T %d h %d) forward: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
+          B, T, h, ef, TOL_FWD);
+    ref_attention_one_ahead(rc, ro, fq, B, T, h, d);
+    const double c1 = rel_err_bf(out, A, rc, A, N, A);
+    ref_attention(rc, NULL, NULL, fq, NULL, B, T, 2 * h, d / 2);
+    const double c2 = rel_err_bf(out, A, rc, A, N, A);
+    CHECK(c1 > TOL_FWD && c2 > TOL_FWD,
+          "%s d %3d controls: vs a mask one key ahead %.2e, vs %d heads of %d %.2e (both > tol)", PATH_NAME, d, c1,
+          2 * h, d / 2, c2);
+#ifdef CHECK_CUDNN
+    float *st = (float *)xmalloc((size_t)B * h * T * 4);
+    CUDA_CHECK(cudaMemcpy(st, b.stats, (size_t)B * h * T * 4, cudaMemcpyDeviceToHost));
+    const double es = rel_err_f(st, lse, (size_t)B * h * T);
+    CHECK(es <= TOL_FWD, "%s d %3d stats (logsumexp): rel error %.2e", PATH_NAME, d, es);
+    free(st);
+#else
+    check_probabilities(&b);
+#endif
+
+    poison(b.dqkv, N * A3 * 2);
+    step(&b, 1);
+    CUDA_CHECK(cudaStreamSynchronize(dv->ctx.stream));
+    CUDA_CHECK(cudaMemcpy(dqkv, b.dqkv, N * A3 * 2, cudaMemcpyDeviceToHost));
     const char *names[3] = {"dq", "dk", "dv"};
     for (int w = 0; w < 3; w++) {
-        part(p1, g, N, A, w);
-        part(p2, rd, N, A, w);
-        const double eb = rel_error_f(p1, p2, N * A);
-        size_t nan = 0;
-        for (size_t i = 0; i < N * A; i++) nan += p1[i] != p1[i];
-        report(tl, nan == 0 && eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e, %zu poisoned left",
-               PATH_NAME, d, names[w], eb, TOL_BWD, nan);
+        const double eb = rel_err_bf(dqkv + w * A, A3, rd + w * A, A3, N, A);
+        CHECK(eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
+              names[w], eb, TOL_BWD);
     }
-    free(qkv); free(dout); free(out); free(dqkv); free(fq); free(fd); free(ro); free(rd); free(rc);
-    free(lse); free(g); free(p1); free(p2);
+    free(qkv); free(dout); free(out); free(dqkv); free(fq); free(fd); free(ro); free(rd); free(rc); free(lse);
     bufs_free(&b);
 }
 
@@ -176,39 +168,14 @@ static void check_case(Dev *dv, Tally *tl, int B, int T, int h, int d) {
 static void time_case(Dev *dv, int B, int T, int C, int d) {
     const int h = C / d > 0 ? C / d : 1;
     Bufs b;
-    bufs_alloc(&b, B, T, h, d);
-    uint16_t *x = (uint16_t *)malloc(b.N * 3 * b.A * 2);
-    fill_random_bf16(x, b.N * 3 * b.A, 7);
-    dev_check(cudaMemcpy(b.qkv, x, b.N * 3 * b.A * 2, cudaMemcpyHostToDevice), "copy");
-    dev_check(cudaMemcpy(b.dout, x, b.N * b.A * 2, cudaMemcpyHostToDevice), "copy");
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
+    bufs_alloc(&b, dv, B, T, h, d);
+    upload_random_bf16(b.qkv, b.N * 3 * b.A, 7);
+    upload_random_bf16(b.dout, b.N * b.A, 8);
     float ms_f = 0, ms_b = 0;
-    const int iters = 10;
-    for (int pass = 0; pass < 2; pass++) { /* pass 0 warms up (graph builds, cuBLAS heuristics) */
-        const int n = pass == 0 ? 2 : iters;
-        cudaEventRecord(e0, dv->ctx.stream);
-        for (int i = 0; i < n; i++) forward(dv, &b);
-        cudaEventRecord(e1, dv->ctx.stream);
-        cudaEventSynchronize(e1);
-        cudaEventElapsedTime(&ms_f, e0, e1);
-        ms_f /= n;
-        cudaEventRecord(e0, dv->ctx.stream);
-        for (int i = 0; i < n; i++) backward(dv, &b);
-        cudaEventRecord(e1, dv->ctx.stream);
-        cudaEventSynchronize(e1);
-        cudaEventElapsedTime(&ms_b, e0, e1);
-        ms_b /= n;
-    }
+    time_steps(step, &b, dv->ctx.stream, 2, 10, &ms_f, &ms_b);
     /* causal attention FLOPs: 4 B h T^2 d forward (half of the square), twice that backward */
     const double flops = 2.0 * B * h * (double)T * T * d;
-    printf("TIME path %s d %d B %d T %d h %d fwd_ms %.3f bwd_ms %.3f fwd_tflops %.1f bwd_tflops %.1f\n",
-           PATH_NAME, d, B, T, h, ms_f, ms_b, flops / ms_f / 1e9, 2.0 * flops / ms_b / 1e9);
-    fflush(stdout);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    free(x);
+    print_time(PATH_NAME, d, B, T, h, ms_f, ms_b, flops, 2.0 * flops);
     bufs_free(&b);
 }
 
@@ -223,22 +190,9 @@ static int supported(const Dev *dv, int d, char *why, size_t cap) {
 }
 
 int main(int argc, char **argv) {
-    int only_d = 0, B = 2, T = 127, h = 2, timing = 1, tB = 16, tT = 1024, tC = 768;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const int v = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "-d")) only_d = v;
-        else if (!strcmp(argv[i], "-B")) B = v;
-        else if (!strcmp(argv[i], "-T")) T = v;
-        else if (!strcmp(argv[i], "-h")) h = v;
-        else if (!strcmp(argv[i], "-time")) timing = v;
-        else if (!strcmp(argv[i], "-tB")) tB = v;
-        else if (!strcmp(argv[i], "-tT")) tT = v;
-        else if (!strcmp(argv[i], "-tC")) tC = v;
-        else {
-            fprintf(stderr, "error: %s: unknown flag (expected -d -B -T -h -time -tB -tT -tC)\n", argv[i]);
-            return 2;
-        }
-    }
+    CheckArgs a = {0, 2, 127, 2, 1, 16, 1024, 768};
+    const int r = check_args_parse(&a, argc, argv, "attention_" PATH_NAME);
+    if (r != 1) return r;
     Dev dv;
     gpu_ctx_init(&dv.ctx, 0);
     printf("attention_%s on %s (SM %d.%d)\n", PATH_NAME, dv.ctx.name, dv.ctx.sm / 10, dv.ctx.sm % 10);
@@ -246,22 +200,20 @@ int main(int argc, char **argv) {
     dv.cudnn = cudnn_att_create(dv.ctx.stream);
     printf("cuDNN %ld\n", cudnn_att_version());
 #endif
-    Tally tl = {0, 0};
     for (int i = 0; i < N_HEAD_SIZES; i++) {
         const int d = HEAD_SIZES[i];
-        if (only_d && d != only_d) continue;
+        if (a.only_d && d != a.only_d) continue;
         char why[256];
         if (!supported(&dv, d, why, sizeof(why))) {
             printf("n/a  %s d %3d: %s\n", PATH_NAME, d, why);
             continue;
         }
-        check_case(&dv, &tl, B, T, h, d);
-        if (timing) time_case(&dv, tB, tT, tC, d);
+        check_case(&dv, a.B, a.T, a.h, d);
+        if (a.timing) time_case(&dv, a.tB, a.tT, a.tC, d);
     }
 #ifdef CHECK_CUDNN
     cudnn_att_destroy(dv.cudnn);
 #endif
     gpu_ctx_free(&dv.ctx);
-    printf("%d passed, %d failed\n", tl.passed, tl.failed);
-    return tl.failed == 0 ? 0 : 1;
+    return test_finish();
 }

@@ -1,181 +1,79 @@
 /*
- * dev/cuda/attention_ref.h: what the standalone GPU checks share (attention_check.cu, sd_fold_check.cu,
- * linear_attention_check.cu): random bf16 inputs, the fp32 CPU reference of causal attention forward and
- * backward on the (B, T, 3, h, d) layout, error metrics, poisoning, timing, the case list.
+ * dev/cuda/attention_ref.h: the reference of dev/cuda/attention_check.cu. It is the project's CPU
+ * attention (llmc/cpu_kernels.h attention_forward / _backward, METHODS.md 2.2), the fp32 model the
+ * GPU trainer must match, run on the bf16 inputs the GPU sees, plus what the GPU paths also
+ * produce: the logsumexp of each row (cuDNN's stats).
  *
- * Reference (METHODS.md 2.2): logits s_tj = q_t . k_j / sqrt(d) for j <= t, P = softmax, o = P v;
- * backward dP = dO v^T, dS = P (dP - rowsum(P dP)), dq = dS k / sqrt(d), dk = dS^T q / sqrt(d),
- * dv = P^T dO; computed in fp32 (double accumulations) from the same bf16 inputs the GPU sees.
- *
- * Error metric: max |gpu - ref| / max |ref| per tensor. Tolerances (bf16): forward 2^-6: the
- * output is rounded once (2^-9 relative) and, on the own path, the scores and P are stored in
- * bf16 (2^-9 each, entering the output through the softmax and the P v sum), 4x margin; backward
- * 2^-5: dP and dS are bf16 too and dq, dk sum T terms of them. Controls that must exceed the
- * tolerance: the reference without the causal mask, and with the heads grouped as 2h heads of
- * d/2 (a wrong per-layer head size).
+ * Tolerances (bf16, metric of check_common.h): forward 2^-6: the output is rounded once (2^-9
+ * relative) and, on the own path, the scores and P are stored in bf16 (2^-9 each, entering the
+ * output through the softmax and the P v sum), 4x margin; backward 2^-5: dP and dS are bf16 too
+ * and dq, dk sum T terms of them. The fp32 reference itself is within ~1e-6 of exact arithmetic.
+ * Controls that must exceed the tolerance: the reference whose mask lets each query see one key
+ * ahead (an off-by-one mask), and the heads grouped as 2h heads of d/2 (a wrong per-layer head
+ * size).
  */
 #ifndef DEV_CUDA_ATTENTION_REF_H
 #define DEV_CUDA_ATTENTION_REF_H
 
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "../../llmc/cpu_kernels.h"
+#include "check_common.h"
 
 #define TOL_FWD (1.0 / 64.0)
 #define TOL_BWD (1.0 / 32.0)
 
-static const int HEAD_SIZES[] = {8, 16, 32, 64, 128, 256, 12, 20};
-#define N_HEAD_SIZES 8
-
-static inline void dev_check(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "error: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static inline uint16_t host_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-static inline float host_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* xorshift: reproducible inputs, uniform in [-1, 1) */
-static inline float rand_unit(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return (float)((*s >> 40) / 8388608.0 - 1.0);
-}
-
-static inline void fill_random_bf16(uint16_t *x, size_t n, uint64_t seed) {
-    uint64_t s = seed * 2654435761ull + 1;
-    for (size_t i = 0; i < n; i++) x[i] = host_bf16(rand_unit(&s));
-}
-
-/* Forward and backward reference. qkv (B, T, 3, h, d), dout/out (B, T, h, d), dqkv like qkv,
- * lse (B, h, T) the logsumexp of each scaled row (cuDNN's stats); lse and dqkv may be NULL.
- * causal = 0 gives the unmasked control; the head grouping (h, d) is a parameter, so the
- * regrouped control is the same call with (2h, d/2). */
-static inline void ref_attention(float *out, float *lse, float *dqkv, const float *qkv, const float *dout, int B,
-                          int T, int h, int d, int causal, float scale) {
+/* lse (B, h, T): log sum_j exp(s_tj) of row t's scaled logits, recovered from the probabilities
+ * as s_tj - log P_tj at the row's largest P (>= 1 / (t + 1), so the log is well conditioned). */
+static inline void ref_logsumexp(float *lse, const float *att, const float *qkv, int B, int T, int h, int d) {
     const size_t A = (size_t)h * d, A3 = 3 * A;
-    double *p = (double *)malloc((size_t)T * sizeof(double)), *dp = (double *)malloc((size_t)T * sizeof(double));
-    if (dqkv) memset(dqkv, 0, (size_t)B * T * A3 * sizeof(float));
-    for (int b = 0; b < B; b++) {
-        for (int k = 0; k < h; k++) {
+    const double scale = 1.0 / sqrt((double)d);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < h; k++)
             for (int t = 0; t < T; t++) {
+                const float *p = att + (((size_t)b * h + k) * T + t) * T;
+                int j = 0;
+                for (int s = 1; s <= t; s++) j = p[s] > p[j] ? s : j;
                 const float *q = qkv + ((size_t)b * T + t) * A3 + (size_t)k * d;
-                const int last = causal ? t : T - 1;
-                double mx = -INFINITY;
-                for (int j = 0; j <= last; j++) {
-                    const float *key = qkv + ((size_t)b * T + j) * A3 + A + (size_t)k * d;
-                    double s = 0.0;
-                    for (int i = 0; i < d; i++) s += (double)q[i] * key[i];
-                    p[j] = s * scale;
-                    mx = p[j] > mx ? p[j] : mx;
-                }
-                double sum = 0.0;
-                for (int j = 0; j <= last; j++) {
-                    p[j] = exp(p[j] - mx);
-                    sum += p[j];
-                }
-                for (int j = 0; j <= last; j++) p[j] /= sum;
-                if (lse) lse[((size_t)b * h + k) * T + t] = (float)(mx + log(sum));
-                float *o = out + ((size_t)b * T + t) * A + (size_t)k * d;
-                for (int i = 0; i < d; i++) {
-                    double acc = 0.0;
-                    for (int j = 0; j <= last; j++) acc += p[j] * qkv[((size_t)b * T + j) * A3 + 2 * A + (size_t)k * d + i];
-                    o[i] = (float)acc;
-                }
-                if (dqkv == NULL) continue;
-                const float *g = dout + ((size_t)b * T + t) * A + (size_t)k * d;
-                double pdp = 0.0;
-                for (int j = 0; j <= last; j++) {
-                    const float *v = qkv + ((size_t)b * T + j) * A3 + 2 * A + (size_t)k * d;
-                    double s = 0.0;
-                    for (int i = 0; i < d; i++) s += (double)g[i] * v[i];
-                    dp[j] = s;
-                    pdp += p[j] * s;
-                }
-                float *dq = dqkv + ((size_t)b * T + t) * A3 + (size_t)k * d;
-                for (int j = 0; j <= last; j++) {
-                    const double ds = p[j] * (dp[j] - pdp) * scale;
-                    const float *key = qkv + ((size_t)b * T + j) * A3 + A + (size_t)k * d;
-                    float *dk = dqkv + ((size_t)b * T + j) * A3 + A + (size_t)k * d;
-                    float *dv = dqkv + ((size_t)b * T + j) * A3 + 2 * A + (size_t)k * d;
-                    for (int i = 0; i < d; i++) {
-                        dq[i] += (float)(ds * key[i]);
-                        dk[i] += (float)(ds * q[i]);
-                        dv[i] += (float)(p[j] * g[i]);
-                    }
-                }
+                const float *key = qkv + ((size_t)b * T + j) * A3 + A + (size_t)k * d;
+                double dot = 0.0;
+                for (int i = 0; i < d; i++) dot += (double)q[i] * key[i];
+                lse[((size_t)b * h + k) * T + t] = (float)(dot * scale - log((double)p[j]));
             }
-        }
+}
+
+/* The causal reference on qkv (B, T, 3, h, d): out (B, T, h, d); lse (B, h, T) when non-NULL;
+ * with dout (B, T, h, d) non-NULL also dqkv (like qkv). */
+static inline void ref_attention(float *out, float *lse, float *dqkv, const float *qkv, const float *dout, int B,
+                                 int T, int h, int d) {
+    float *att = (float *)xmalloc((size_t)B * h * T * T * sizeof(float));
+    attention_forward(out, att, qkv, B, T, h, d);
+    if (lse != NULL) ref_logsumexp(lse, att, qkv, B, T, h, d);
+    if (dout != NULL) {
+        float *scratch = (float *)xmalloc((size_t)omp_threads() * T * sizeof(float));
+        attention_backward(dqkv, dout, qkv, att, B, T, h, d, scratch);
+        free(scratch);
     }
-    free(p);
-    free(dp);
+    free(att);
 }
 
-/* max |a - b| / max |b| over n values; NaN anywhere in a (an unwritten poisoned value) gives +inf */
-static inline double rel_error(const uint16_t *a_bf16, const float *b, size_t n) {
-    double e = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const float a = host_f32(a_bf16[i]);
-        if (a != a) return INFINITY;
-        e = fmax(e, fabs((double)a - b[i]));
-        m = fmax(m, fabs((double)b[i]));
+/* The off-by-one control: row t attends to keys 0..t+1. The same causal kernel gives it once every
+ * query is moved one row down (row t+1 then holds q_t and sees keys 0..t+1); the last row, which
+ * has no key ahead, keeps the causal value ref_out. */
+static inline void ref_attention_one_ahead(float *out, const float *ref_out, const float *qkv, int B, int T, int h,
+                                           int d) {
+    const size_t A = (size_t)h * d, A3 = 3 * A, N = (size_t)B * T;
+    float *shifted = (float *)xmalloc(N * A3 * sizeof(float)), *o = (float *)xmalloc(N * A * sizeof(float));
+    memcpy(shifted, qkv, N * A3 * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++)
+            memcpy(shifted + ((size_t)b * T + t) * A3, qkv + ((size_t)b * T + t - 1) * A3, A * sizeof(float));
+    ref_attention(o, NULL, NULL, shifted, NULL, B, T, h, d);
+    for (int b = 0; b < B; b++) {
+        const size_t row0 = (size_t)b * T;
+        memcpy(out + row0 * A, o + (row0 + 1) * A, (size_t)(T - 1) * A * sizeof(float));
+        memcpy(out + (row0 + T - 1) * A, ref_out + (row0 + T - 1) * A, A * sizeof(float));
     }
-    return m > 0 ? e / m : e;
-}
-
-static inline double rel_error_f(const float *a, const float *b, size_t n) {
-    double e = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
-    return m > 0 ? e / m : e;
-}
-
-static inline size_t count_nan_bf16(const uint16_t *x, size_t n) {
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += (x[i] & 0x7f80u) == 0x7f80u && (x[i] & 0x7fu) != 0;
-    return c;
-}
-
-/* 0xffff is a bf16 NaN: whatever a kernel fails to write stays NaN and is counted */
-/* cudaMemset runs on the legacy stream, which the kernels' non-blocking stream does not wait for
- * (nor for the DMA of a preceding pageable cudaMemcpy): wait for the device before the call. */
-static inline void poison(void *dev, size_t bytes) {
-    dev_check(cudaMemset(dev, 0xff, bytes), "cudaMemset (poison)");
-    dev_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (poison)");
-}
-
-typedef struct {
-    int passed, failed;
-} Tally;
-
-static inline void report(Tally *t, int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) t->passed++; else t->failed++;
+    free(shifted);
+    free(o);
 }
 
 #endif /* DEV_CUDA_ATTENTION_REF_H */
