@@ -162,21 +162,22 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call li
 
 # dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path, and the
 # checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
+DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) test/harness.h
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
 dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
 dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)
 define dev_attention
-$(2)/attention_own: dev/cuda/attention_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_attn_objs,$(1))
+$(2)/attention_own: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_attn_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_attn_objs,$(1)) -o $$@ -lcublas -lcublasLt
-$(2)/attention_cudnn: dev/cuda/attention_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o
+$(2)/attention_cudnn: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) -DCHECK_CUDNN $(call gencode,$(1)) $$< $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o \
 	  -o $$@ -lcublas -lcublasLt $(CUDNN_LDFLAGS)
-$(2)/sd_fold_check: dev/cuda/sd_fold_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_sd_objs,$(1))
+$(2)/sd_fold_check: dev/cuda/sd_fold_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_sd_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_sd_objs,$(1)) -o $$@ $(GPU_LIBS)
-$(2)/linear_attention_check: dev/cuda/linear_attention_check.cu dev/cuda/attention_ref.h $(GPU_HEADERS) $(call dev_lin_objs,$(1))
+$(2)/linear_attention_check: dev/cuda/linear_attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_lin_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_lin_objs,$(1)) -o $$@ $(GPU_LIBS)
 endef
@@ -197,6 +198,7 @@ gpu_config:
 
 # test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU
 TEST_BINS += build/test_gpu_host build/test_gpu_emul build/gpu_compile_check
+build/test_gpu_emul: dev/cuda/check_common.h
 
 .PHONY: clean_gpu
 clean: clean_gpu
