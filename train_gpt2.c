@@ -26,11 +26,11 @@
 #include "llmc/gpt2_cpu.h"
 #include "llmc/logger.h"
 #include "llmc/model_init.h"
-#include "llmc/outlier.h"
-#include "llmc/schedulers.h"
 #include "llmc/state.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_evals.h"
+#include "llmc/train_setup.h"
+#include "llmc/val_loss.h"
 #include "prism/schedule.h"
 
 /* Everything one training run owns. */
@@ -38,16 +38,9 @@ typedef struct {
     TrainArgs args;
     int given[ARG_TABLE_LEN]; /* which flags were on the command line */
     GPT2 model;
-    DataLoader train_loader, val_loader;
+    TrainLoop loop; /* loaders, LR schedule, outlier detectors, step counts (llmc/train_setup.h) */
     Tokenizer tokenizer;
     Logger logger;
-    LRSchedule lr_schedule;
-    OutlierDetector loss_outliers, norm_outliers;
-    int grad_accum;    /* micro-steps per update */
-    int num_steps;     /* updates in the run */
-    int start_step;    /* 0, or the step resumed from */
-    int resumed;       /* 1 while in the iteration that was resumed into */
-    int val_batches;   /* per evaluation */
     TrainEvals evals;   /* -h 1: the zero-shot evals run at every val step (-ht) */
     float *eval_losses; /* per-position losses of the eval forward (B*T) */
     int *eval_argmax;   /* per-position argmax of the logits, for greedy (last-word) files (B*T) */
@@ -57,25 +50,46 @@ typedef struct {
 /* ----------------------------------------------------------------------------------------------
  * Set-up */
 
-/* The model the run starts from: a checkpoint, or a descriptor plus an optional layer table
- * (Prism schedule, attention kinds) and model options (llmc/model_init.h, shared with the GPU
- * trainer). A resumed run repeats its original command line, so its model flags are not errors
- * there: the checkpoint's values win. */
-static void build_model(Run *r, const char *init_path, int resuming) {
-    const TrainArgs *a = &r->args;
+/* The model the run starts from (llmc/model_init.h, shared with the GPU trainer): with -y 1 the
+ * newest complete checkpoint, else -e, a checkpoint or a descriptor plus an optional layer table
+ * (Prism schedule, attention kinds) and model options. A resumed run repeats its original command
+ * line, so its model flags are not errors there: the checkpoint's values win. Returns the step
+ * resumed from, or -1. */
+static int build_model(Run *r) {
+    TrainArgs *a = &r->args;
+    char *init_path;
+    const int resume_step = train_resume_point(a, 1, &init_path);
     const int is_file = !config_is_descriptor_like(init_path);
     GPT2Config c;
     char err[2048];
-    if (!model_config_from_args(a, r->given, init_path, is_file, resuming, &c, err, sizeof(err))) {
+    if (!model_config_from_args(a, r->given, init_path, is_file, resume_step >= 0, &c, err, sizeof(err))) {
         llmc_die("%s", err);
     }
     if (is_file) {
         gpt2_build_from_checkpoint(&r->model, init_path);
         printf("loaded %s\n", init_path);
-        return;
+    } else {
+        gpt2_build_from_config(&r->model, &c, (uint32_t)a->seed);
+        printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
     }
-    gpt2_build_from_config(&r->model, &c, (uint32_t)a->seed);
-    printf("initialized %s from scratch (seed %d)\n", init_path, a->seed);
+    free(init_path);
+    return resume_step;
+}
+
+/* -y 1: the AdamW moments and the train loader's position at the checkpoint's step. */
+static void resume_state(Run *r, int resume_step) {
+    TrainLoop *t = &r->loop;
+    char path[4200];
+    ckpt_state_path(path, sizeof(path), r->args.out_dir, resume_step, 0);
+    const size_t n = r->model.layout.total;
+    r->model.m = (float *)xcalloc(n, sizeof(float));
+    r->model.v = (float *)xcalloc(n, sizeof(float));
+    const TrainState expect = train_state_at(&t->train_loader, 1, 0, 0, resume_step, 0, 0);
+    TrainState got;
+    state_read(path, &got, r->model.m, r->model.v, NULL, n, &t->train_loader, &expect);
+    t->start_step = resume_step;
+    t->resumed = 1;
+    printf("resumed from step %d (%s)\n", resume_step, path);
 }
 
 static void setup(Run *r) {
@@ -84,51 +98,15 @@ static void setup(Run *r) {
     if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
     if (a->out_dir[0] != '\0') make_dir(a->out_dir);
 
-    /* resume: the newest checkpoint with a DONE_ marker; none means a fresh start (as llm.c,
-     * so that a restart loop can use -y 1 from its first launch) */
-    int resume_step = a->resume ? find_max_done_step(a->out_dir) : -1;
-    char init_path[4200];
-    if (resume_step >= 0) {
-        ckpt_model_path(init_path, sizeof(init_path), a->out_dir, resume_step);
-        if (a->prism[0] != '\0') printf("resuming: the layer table comes from %s; -prism is not used\n", init_path);
-        a->prism[0] = '\0';
-    } else {
-        if (a->resume) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
-        snprintf(init_path, sizeof(init_path), "%s", a->init);
-    }
-    build_model(r, init_path, resume_step >= 0);
+    const int resume_step = build_model(r);
     const GPT2Config *c = &r->model.config;
     config_print(c, stdout);
     printf("parameters: %zu\n", r->model.layout.total);
 
     if (a->T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", a->T, c->max_seq_len);
     if (a->T < c->max_seq_len) printf("note: -t %d is shorter than the model's maxT %d\n", a->T, c->max_seq_len);
-    const int nproc = 1, rank = 0;
-    const long long tokens_per_micro = (long long)a->B * a->T * nproc;
-    if (a->total_batch == -1) a->total_batch = (int)tokens_per_micro;
-    if (a->total_batch % tokens_per_micro != 0) {
-        llmc_die("-d %d is not a multiple of B*T*processes = %lld", a->total_batch, tokens_per_micro);
-    }
-    r->grad_accum = (int)(a->total_batch / tokens_per_micro);
-
-    const int shuffle = !a->overfit;
-    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, rank, nproc, shuffle, c->vocab_size);
-    dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, rank, nproc, 0, c->vocab_size);
-    r->val_batches = a->val_batches == -1 ? (int)r->val_loader.total_samples
-                                          : LLMC_MIN(a->val_batches, (int)r->val_loader.total_samples);
-    r->num_steps = a->max_steps;
-    if (r->num_steps == -1) {
-        r->num_steps = (int)(r->train_loader.total_tokens / a->total_batch);
-        if (r->num_steps < 1) llmc_die("-x -1: the train data holds less than one batch of -d %d tokens", a->total_batch);
-    }
-    if (resume_step > r->num_steps) {
-        llmc_die("%s: checkpoint step %d is past the run's last step %d (-x)", a->out_dir, resume_step, r->num_steps);
-    }
-    LRKind kind = LR_COSINE;
-    lr_kind_from_name(a->lr_schedule, &kind);
-    lr_schedule_init(&r->lr_schedule, kind, a->lr, a->warmup, r->num_steps, a->final_lr_frac);
-    outlier_init(&r->loss_outliers);
-    outlier_init(&r->norm_outliers);
+    TrainLoop *t = &r->loop;
+    train_loop_setup(t, a, 0, 1, c->vocab_size, resume_step); /* one process: rank 0 of 1 */
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     if (a->hellaswag) {
         /* llm.c's -h 1 (FORMATS.md 6), scored with the training B and T, plus the -ht tasks */
@@ -137,48 +115,21 @@ static void setup(Run *r) {
         r->eval_argmax = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
     }
     r->sample_rng = 1337;
-
-    r->start_step = 0;
-    r->resumed = 0;
-    if (resume_step >= 0) {
-        char path[4200];
-        ckpt_state_path(path, sizeof(path), a->out_dir, resume_step, rank);
-        const size_t n = r->model.layout.total;
-        r->model.m = (float *)xcalloc(n, sizeof(float));
-        r->model.v = (float *)xcalloc(n, sizeof(float));
-        TrainState expect = {nproc, rank, 0, shuffle, resume_step, 0, 0, 0, 0}, got;
-        state_read(path, &got, r->model.m, r->model.v, NULL, n, &r->train_loader, &expect);
-        r->start_step = resume_step;
-        r->resumed = 1;
-        printf("resumed from step %d (%s)\n", resume_step, path);
-    }
-    logger_init(&r->logger, a->out_dir, rank, resume_step >= 0);
+    if (resume_step >= 0) resume_state(r, resume_step);
+    logger_init(&r->logger, a->out_dir, 0, resume_step >= 0);
 
     train_args_print(a, TRAINER_CPU, stdout);
 #ifdef _OPENMP
     printf("threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
 #endif
     printf("batch: B %d x T %d x %d micro-steps = %d tokens per step, %d steps\n", a->B, a->T,
-           r->grad_accum, a->total_batch, r->num_steps);
+           t->grad_accum, a->total_batch, t->num_steps);
     printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
-           (long long)r->train_loader.total_tokens, r->train_loader.n_files, r->val_batches);
+           (long long)t->train_loader.total_tokens, t->train_loader.n_files, t->val_batches);
 }
 
 /* ----------------------------------------------------------------------------------------------
  * Evaluation and sampling */
-
-/* Mean loss over the first val_batches batches of the val data (the same tokens every time). */
-static float evaluate(Run *r) {
-    DataLoader *dl = &r->val_loader;
-    dataloader_reset(dl);
-    double sum = 0.0;
-    for (int i = 0; i < r->val_batches; i++) {
-        dataloader_next_batch(dl);
-        gpt2_forward(&r->model, dl->inputs, dl->targets, dl->B, dl->T);
-        sum += r->model.mean_loss;
-    }
-    return (float)(sum / r->val_batches);
-}
 
 /* eval_run's forward: the model's logits, then the losses (and for greedy files the argmax) at
  * the scored positions. */
@@ -231,52 +182,32 @@ static void save_checkpoint(Run *r, int step) {
     ckpt_model_path(path, sizeof(path), a->out_dir, step);
     checkpoint_write_fp32(path, &r->model.config, r->model.params);
     ckpt_state_path(path, sizeof(path), a->out_dir, step, 0);
-    const DataLoader *dl = &r->train_loader;
-    TrainState s = {1, 0, 0, dl->should_shuffle, step, 13371337ull, 13371337ull,
-                    (uint64_t)dl->current_shard_idx, (uint64_t)dl->current_sample_idx};
+    const DataLoader *dl = &r->loop.train_loader;
+    const TrainState s = train_state_at(dl, 1, 0, 0, step, 13371337ull, 13371337ull);
     state_write(path, &s, r->model.m, r->model.v, NULL, r->model.layout.total, dl);
-    ckpt_done_path(path, sizeof(path), a->out_dir, step);
-    touch_file_atomic(path);
-    ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, 1);
-    printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
+    train_checkpoint_done(a, step, 1);
 }
 
 /* ----------------------------------------------------------------------------------------------
  * One optimizer step: grad_accum micro-batches, clipping, AdamW. Returns the mean loss. */
-typedef struct {
-    float loss, norm, lr;
-    double loss_z, norm_z;
-    int skipped;
-} StepResult;
-
 static StepResult train_step(Run *r, int step) {
     GPT2 *m = &r->model;
-    DataLoader *dl = &r->train_loader;
+    TrainLoop *t = &r->loop;
+    DataLoader *dl = &t->train_loader;
     const TrainArgs *a = &r->args;
-    StepResult res;
     if (a->overfit) dataloader_reset(dl);
     gpt2_zero_grad(m);
     double loss_sum = 0.0;
-    const float dloss = 1.0f / ((float)a->B * a->T * r->grad_accum);
-    for (int micro = 0; micro < r->grad_accum; micro++) {
+    const float dloss = 1.0f / ((float)a->B * a->T * t->grad_accum);
+    for (int micro = 0; micro < t->grad_accum; micro++) {
         dataloader_next_batch(dl);
         gpt2_forward(m, dl->inputs, dl->targets, a->B, a->T);
         gpt2_backward(m, dloss);
         loss_sum += m->mean_loss;
     }
-    res.loss = (float)(loss_sum / r->grad_accum);
-    res.norm = gpt2_grad_norm(m);
-    res.lr = lr_at(&r->lr_schedule, step);
-    res.loss_z = outlier_zscore(&r->loss_outliers, res.loss);
-    res.norm_z = outlier_zscore(&r->norm_outliers, res.norm);
-    outlier_push(&r->loss_outliers, res.loss);
-    outlier_push(&r->norm_outliers, res.norm);
-    res.skipped = (a->skip_loss_z > 0 && res.loss_z > a->skip_loss_z) ||
-                  (a->skip_norm_z > 0 && res.norm_z > a->skip_norm_z) || !isfinite(res.norm);
+    const StepResult res = train_step_judge(t, a, step, (float)(loss_sum / t->grad_accum), gpt2_grad_norm(m));
     if (!res.skipped) {
-        const float clip = 1.0f;
-        const float scale = res.norm > clip ? clip / res.norm : 1.0f;
-        gpt2_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, a->sd_decay_s, scale, step + 1);
+        gpt2_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, a->sd_decay_s, res.clip_scale, step + 1);
     }
     return res;
 }
@@ -291,30 +222,27 @@ static void format_eta(double seconds, char *buf, size_t cap) {
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
 static void train(Run *r) {
     const TrainArgs *a = &r->args;
-    const int N = r->num_steps;
+    TrainLoop *t = &r->loop;
+    const int N = t->num_steps;
     double total_time = 0.0;
     int timed_steps = 0;
-    for (int step = r->start_step; step <= N; step++) {
+    for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
-        if (last || (a->val_every > 0 && step % a->val_every == 0)) {
-            float val = evaluate(r);
+        if (train_due_val(a, step, last)) {
+            const float val = gpt2_val_loss(&r->model, &t->val_loader, t->val_batches);
             printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
         }
-        if (r->evals.count > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
-            run_evals(r, step);
-        }
-        if (a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
-        if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
-            save_checkpoint(r, step);
-        }
-        r->resumed = 0;
+        if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);
+        if (train_due_sample(a, step, last)) generate(r);
+        if (train_due_checkpoint(a, t, step, last)) save_checkpoint(r, step);
+        t->resumed = 0;
         if (last) break;
 
         const double t0 = wall_seconds();
         StepResult res = train_step(r, step);
         const double dt = wall_seconds() - t0;
-        if (step > r->start_step) { /* the first step warms caches; llm.c also excludes it */
+        if (step > t->start_step) { /* the first step warms caches; llm.c also excludes it */
             total_time += dt;
             timed_steps++;
         }
@@ -336,8 +264,7 @@ static void teardown(Run *r) {
     free(r->eval_argmax);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
-    dataloader_free(&r->train_loader);
-    dataloader_free(&r->val_loader);
+    train_loop_free(&r->loop);
     gpt2_free(&r->model);
 }
 

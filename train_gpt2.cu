@@ -32,10 +32,9 @@
 #include "llmc/linear_attention.cuh"
 #include "llmc/logger.h"
 #include "llmc/multi_gpu.h"
-#include "llmc/outlier.h"
-#include "llmc/schedulers.h"
 #include "llmc/state.h"
 #include "llmc/tokenizer.h"
+#include "llmc/train_setup.h"
 #include "prism/schedule.h"
 
 /* Everything one training run owns. */
@@ -47,12 +46,9 @@ typedef struct {
     CudnnAtt *cudnn;
     GPT2GPU model;
     AttPath path[LLMC_MAX_LAYERS];
-    DataLoader train_loader, val_loader;
+    TrainLoop loop; /* loaders, LR schedule, outlier detectors, step counts (llmc/train_setup.h) */
     Tokenizer tokenizer;
     Logger logger;
-    LRSchedule lr_schedule;
-    OutlierDetector loss_outliers, norm_outliers;
-    int grad_accum, num_steps, start_step, resumed, val_batches;
     TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht) */
     float *eval_losses; /* the eval callback's per-position losses (B', T') */
     int *eval_argmax;   /* and argmax at the scored positions, for greedy (last-word) files */
@@ -118,33 +114,8 @@ static void evals_setup(Run *r) {
     r->eval_argmax = (int *)xmalloc(N * sizeof(int));
 }
 
-static void setup_batch(Run *r, int resume_step) {
-    TrainArgs *a = &r->args;
-    const long long tokens_per_micro = (long long)a->B * a->T * r->mg.nproc;
-    if (a->total_batch == -1) a->total_batch = (int)tokens_per_micro;
-    if (a->total_batch % tokens_per_micro != 0) {
-        llmc_die("-d %d is not a multiple of B*T*processes = %lld", a->total_batch, tokens_per_micro);
-    }
-    r->grad_accum = (int)(a->total_batch / tokens_per_micro);
-    const int shuffle = !a->overfit;
-    const int V = r->model.config.vocab_size;
-    dataloader_init(&r->train_loader, a->train_pattern, a->B, a->T, r->mg.rank, r->mg.nproc, shuffle, V);
-    dataloader_init(&r->val_loader, a->val_pattern, a->B, a->T, r->mg.rank, r->mg.nproc, 0, V);
-    r->val_batches = a->val_batches == -1 ? (int)r->val_loader.total_samples
-                                          : LLMC_MIN(a->val_batches, (int)r->val_loader.total_samples);
-    r->num_steps = a->max_steps;
-    if (r->num_steps == -1) {
-        r->num_steps = (int)(r->train_loader.total_tokens / a->total_batch);
-        if (r->num_steps < 1) llmc_die("-x -1: the train data holds less than one batch of -d %d tokens", a->total_batch);
-    }
-    if (resume_step > r->num_steps) {
-        llmc_die("%s: checkpoint step %d is past the run's last step %d (-x)", a->out_dir, resume_step, r->num_steps);
-    }
-    LRKind kind = LR_COSINE;
-    lr_kind_from_name(a->lr_schedule, &kind);
-    lr_schedule_init(&r->lr_schedule, kind, a->lr, a->warmup, r->num_steps, a->final_lr_frac);
-}
-
+/* -y 1: the AdamW moments (and master weights) of this rank's shard, the stochastic-rounding RNG and
+ * the train loader's position at the checkpoint's step. */
 static void resume_state(Run *r, int resume_step) {
     const TrainArgs *a = &r->args;
     GPT2GPU *m = &r->model;
@@ -153,22 +124,18 @@ static void resume_state(Run *r, int resume_step) {
     const size_t n = m->shard.shard_total;
     float *mm = (float *)xmalloc(n * sizeof(float)), *vv = (float *)xmalloc(n * sizeof(float));
     float *master = a->master_weights ? (float *)xmalloc(n * sizeof(float)) : NULL;
-    TrainState expect, got;
-    memset(&expect, 0, sizeof(expect));
-    expect.num_processes = r->mg.nproc;
-    expect.process_rank = r->mg.rank;
-    expect.use_master_weights = a->master_weights;
-    expect.should_shuffle = !a->overfit;
-    expect.step = resume_step;
-    state_read(path, &got, mm, vv, master, n, &r->train_loader, &expect);
+    const TrainState expect = train_state_at(&r->loop.train_loader, r->mg.nproc, r->mg.rank, a->master_weights,
+                                             resume_step, 0, 0);
+    TrainState got;
+    state_read(path, &got, mm, vv, master, n, &r->loop.train_loader, &expect);
     gpt2gpu_set_opt_state(m, mm, vv, master);
     m->rng_state = got.rng_state;
     m->rng_state_last_update = got.rng_state_last_update;
     free(mm);
     free(vv);
     free(master);
-    r->start_step = resume_step;
-    r->resumed = 1;
+    r->loop.start_step = resume_step;
+    r->loop.resumed = 1;
     if (is_rank0(r)) printf("resumed from step %d (%s)\n", resume_step, path);
 }
 
@@ -187,19 +154,11 @@ static void setup(Run *r, int *argc, char ***argv) {
     if (a->out_dir[0] != '\0' && is_rank0(r)) make_dir(a->out_dir);
     multi_gpu_barrier(&r->mg);
 
-    /* resume: the newest checkpoint with a DONE_ marker (none: a fresh start, as llm.c) */
-    const int resume_step = a->resume ? find_max_done_step(a->out_dir) : -1;
-    char init_path[4200];
-    if (resume_step >= 0) {
-        ckpt_model_path(init_path, sizeof(init_path), a->out_dir, resume_step);
-        if (a->prism[0] != '\0' && is_rank0(r)) printf("resuming: the layer table comes from %s; -prism is not used\n", init_path);
-        a->prism[0] = '\0';
-    } else {
-        if (a->resume && is_rank0(r)) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
-        snprintf(init_path, sizeof(init_path), "%s", a->init);
-    }
+    char *init_path;
+    const int resume_step = train_resume_point(a, is_rank0(r), &init_path);
     GPT2Config c;
     float *host_params = load_or_init(r, init_path, resume_step >= 0, &c);
+    free(init_path);
     gpt2gpu_check_shapes(&c, a->T);
     if (is_rank0(r)) config_print(&c, stdout);
     choose_attention(r, &c);
@@ -219,14 +178,11 @@ static void setup(Run *r, int *argc, char ***argv) {
                gpt2gpu_param_bytes(&r->model) / 1073741824.0, act_plan_bytes(&r->model.alloc) / 1073741824.0,
                a->B, a->T, a->recompute);
     }
-    setup_batch(r, resume_step);
-    outlier_init(&r->loss_outliers);
-    outlier_init(&r->norm_outliers);
+    TrainLoop *t = &r->loop;
+    train_loop_setup(t, a, r->mg.rank, r->mg.nproc, c.vocab_size, resume_step);
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     evals_setup(r);
     r->sample_rng = 1337;
-    r->start_step = 0;
-    r->resumed = 0;
     if (resume_step >= 0) resume_state(r, resume_step);
     logger_init(&r->logger, a->out_dir, r->mg.rank, resume_step >= 0);
     r->flops_per_token = train_flops_per_token(&c, r->model.layout.total, a->T);
@@ -236,9 +192,9 @@ static void setup(Run *r, int *argc, char ***argv) {
     if (is_rank0(r)) {
         train_args_print(a, TRAINER_GPU, stdout);
         printf("batch: B %d x T %d x %d processes x %d micro-steps = %d tokens per step, %d steps\n",
-               a->B, a->T, r->mg.nproc, r->grad_accum, a->total_batch, r->num_steps);
+               a->B, a->T, r->mg.nproc, t->grad_accum, a->total_batch, t->num_steps);
         printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
-               (long long)r->train_loader.total_tokens, r->train_loader.n_files, r->val_batches);
+               (long long)t->train_loader.total_tokens, t->train_loader.n_files, t->val_batches);
         if (r->peak_tflops > 0) printf("MFU: %.3g GFLOP per token against %.1f TFLOP/s bf16 peak\n", r->flops_per_token / 1e9, r->peak_tflops);
         else printf("MFU: %s is not in the peak table (llmc/gpu_host.h); MFU prints -100%%\n", r->ctx.name);
     }
@@ -249,14 +205,15 @@ static void setup(Run *r, int *argc, char ***argv) {
 
 /* Mean loss over the first val_batches batches of each rank's val slice, averaged over ranks. */
 static float evaluate(Run *r) {
-    DataLoader *dl = &r->val_loader;
+    DataLoader *dl = &r->loop.val_loader;
+    const int batches = r->loop.val_batches;
     dataloader_reset(dl);
     gpt2gpu_zero_losses(&r->model);
-    for (int i = 0; i < r->val_batches; i++) {
+    for (int i = 0; i < batches; i++) {
         dataloader_next_batch(dl);
         gpt2gpu_forward(&r->model, dl->inputs, dl->targets, dl->B, dl->T, FWD_EVAL, 0.0f);
     }
-    return gpt2gpu_mean_loss(&r->model, (double)dl->B * dl->T * r->val_batches);
+    return gpt2gpu_mean_loss(&r->model, (double)dl->B * dl->T * batches);
 }
 
 /* eval_run's forward: gpt2gpu_eval_batch pads the batch into the training shape, so that every
@@ -332,68 +289,37 @@ static void save_checkpoint(Run *r, int step) {
     float *mm = (float *)xmalloc(n * sizeof(float)), *vv = (float *)xmalloc(n * sizeof(float));
     float *master = a->master_weights ? (float *)xmalloc(n * sizeof(float)) : NULL;
     gpt2gpu_get_opt_state(m, mm, vv, master);
-    const DataLoader *dl = &r->train_loader;
-    TrainState s;
-    memset(&s, 0, sizeof(s));
-    s.num_processes = r->mg.nproc;
-    s.process_rank = r->mg.rank;
-    s.use_master_weights = a->master_weights;
-    s.should_shuffle = dl->should_shuffle;
-    s.step = step;
-    s.rng_state = m->rng_state;
-    s.rng_state_last_update = m->rng_state_last_update;
-    s.shard_idx = (uint64_t)dl->current_shard_idx;
-    s.sample_idx = (uint64_t)dl->current_sample_idx;
+    const DataLoader *dl = &r->loop.train_loader;
+    const TrainState s = train_state_at(dl, r->mg.nproc, r->mg.rank, a->master_weights, step, m->rng_state,
+                                        m->rng_state_last_update);
     ckpt_state_path(path, sizeof(path), a->out_dir, step, r->mg.rank);
     state_write(path, &s, mm, vv, master, n, dl);
     free(mm);
     free(vv);
     free(master);
     multi_gpu_barrier(&r->mg);
-    if (is_rank0(r)) {
-        ckpt_done_path(path, sizeof(path), a->out_dir, step);
-        touch_file_atomic(path);
-        ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, r->mg.nproc);
-        printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
-    }
+    if (is_rank0(r)) train_checkpoint_done(a, step, r->mg.nproc);
 }
 
 /* ----------------------------------------------------------------------------------------------
  * One optimizer step: grad_accum micro-batches, the reduced loss and norm, clipping, AdamW. */
-typedef struct {
-    float loss, norm, lr;
-    double loss_z, norm_z;
-    int skipped;
-} StepResult;
-
 static StepResult train_step(Run *r, int step) {
     GPT2GPU *m = &r->model;
-    DataLoader *dl = &r->train_loader;
+    TrainLoop *t = &r->loop;
+    DataLoader *dl = &t->train_loader;
     const TrainArgs *a = &r->args;
-    StepResult res;
     if (a->overfit) dataloader_reset(dl);
     gpt2gpu_zero_grads(m);
     gpt2gpu_zero_losses(m);
-    const double tokens = (double)a->B * a->T * r->grad_accum;
-    for (int micro = 0; micro < r->grad_accum; micro++) {
+    const double tokens = (double)a->B * a->T * t->grad_accum;
+    for (int micro = 0; micro < t->grad_accum; micro++) {
         dataloader_next_batch(dl);
         gpt2gpu_forward(m, dl->inputs, dl->targets, a->B, a->T, FWD_TRAIN, (float)(1.0 / tokens));
-        gpt2gpu_backward(m, micro == r->grad_accum - 1);
+        gpt2gpu_backward(m, micro == t->grad_accum - 1);
     }
-    res.loss = gpt2gpu_mean_loss(m, tokens);
-    res.norm = gpt2gpu_grad_norm(m);
-    res.lr = lr_at(&r->lr_schedule, step);
-    res.loss_z = outlier_zscore(&r->loss_outliers, res.loss);
-    res.norm_z = outlier_zscore(&r->norm_outliers, res.norm);
-    outlier_push(&r->loss_outliers, res.loss);
-    outlier_push(&r->norm_outliers, res.norm);
-    res.skipped = (a->skip_loss_z > 0 && res.loss_z > a->skip_loss_z) ||
-                  (a->skip_norm_z > 0 && res.norm_z > a->skip_norm_z) || !isfinite(res.norm);
-    if (!res.skipped) {
-        const float clip = 1.0f;
-        const float scale = res.norm > clip ? clip / res.norm : 1.0f;
-        gpt2gpu_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, scale, step + 1);
-    }
+    const float loss = gpt2gpu_mean_loss(m, tokens);
+    const StepResult res = train_step_judge(t, a, step, loss, gpt2gpu_grad_norm(m));
+    if (!res.skipped) gpt2gpu_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, res.clip_scale, step + 1);
     return res;
 }
 
@@ -408,24 +334,21 @@ static void log_gpu(const Run *r) {
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
 static void train(Run *r) {
     const TrainArgs *a = &r->args;
-    const int N = r->num_steps;
+    TrainLoop *t = &r->loop;
+    const int N = t->num_steps;
     double total_time = 0.0, ema_tok = 0.0;
     int timed_steps = 0;
-    for (int step = r->start_step; step <= N; step++) {
+    for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
-        if (last || (a->val_every > 0 && step % a->val_every == 0)) {
+        if (train_due_val(a, step, last)) {
             const float val = evaluate(r);
             if (is_rank0(r)) printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
         }
-        if (r->evals.count > 0 && ((step > 0 && a->val_every > 0 && step % a->val_every == 0) || last)) {
-            run_evals(r, step);
-        }
-        if (is_rank0(r) && a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last)) generate(r);
-        if (a->checkpoint_every > 0 && !r->resumed && step > 0 && (step % a->checkpoint_every == 0 || last)) {
-            save_checkpoint(r, step);
-        }
-        r->resumed = 0;
+        if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);
+        if (is_rank0(r) && train_due_sample(a, step, last)) generate(r);
+        if (train_due_checkpoint(a, t, step, last)) save_checkpoint(r, step);
+        t->resumed = 0;
         if (last) break;
 
         CUDA_CHECK(cudaEventRecord(r->ev_start, r->ctx.stream));
@@ -437,13 +360,13 @@ static void train(Run *r) {
         const double dt = ms / 1000.0;
         const double tok_s = (double)a->total_batch / dt; /* all processes' tokens */
         double tok_s_shown = tok_s;
-        if (step > r->start_step) { /* the first step warms up cuBLAS/cuDNN; llm.c excludes it too */
+        if (step > t->start_step) { /* the first step warms up cuBLAS/cuDNN; llm.c excludes it too */
             total_time += dt;
             timed_steps++;
             ema_tok = 0.95 * ema_tok + 0.05 * tok_s;
             tok_s_shown = ema_tok / (1.0 - pow(0.95, timed_steps));
         }
-        const double mfu = mfu_estimate(r->flops_per_token, (double)a->B * a->T * r->grad_accum, dt, r->peak_tflops);
+        const double mfu = mfu_estimate(r->flops_per_token, (double)a->B * a->T * t->grad_accum, dt, r->peak_tflops);
         if (is_rank0(r)) {
             printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s%s\n",
                    step + 1, N, res.loss, res.loss_z, res.norm, res.norm_z, res.lr, ms, 100.0 * mfu,
@@ -462,8 +385,7 @@ static void teardown(Run *r) {
     free(r->eval_argmax);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
-    dataloader_free(&r->train_loader);
-    dataloader_free(&r->val_loader);
+    train_loop_free(&r->loop);
     CUDA_CHECK(cudaEventDestroy(r->ev_start));
     CUDA_CHECK(cudaEventDestroy(r->ev_end));
     gpt2gpu_free(&r->model);

@@ -131,13 +131,14 @@ static inline int eval_resolve_tasks(const EvalArgs *a, EvalJob *tasks) {
     return n;
 }
 
-/* Loads a task's file; a missing file names the writer that makes it. */
-static inline void eval_load_task(const EvalJob *t, int V, EvalFile *ef) {
+/* Loads and checks a task's file (its token ids are checked once the model's vocabulary is known:
+ * evalfile_check_vocab); a missing file names the writer that makes it. */
+static inline void eval_load_task(const EvalJob *t, EvalFile *ef) {
     if (!file_exists(t->path)) {
         if (t->writer) llmc_die("%s: eval file not found (write it with: python %s)", t->path, t->writer);
         llmc_die("%s: eval file not found", t->path);
     }
-    evalfile_load(ef, t->path, V);
+    evalfile_load(ef, t->path, 0);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -191,29 +192,30 @@ typedef struct {
     double acc, acc_norm, ppl, seconds;
 } EvalReport;
 
-static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJob *t, FILE *scores, EvalReport *rep) {
+/* Scores the first -n examples of the task's loaded file ef. */
+static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJob *t, const EvalFile *ef, FILE *scores,
+                                   EvalReport *rep) {
     const int V = em->config.vocab_size, T = em->T;
-    EvalFile ef;
-    eval_load_task(t, V, &ef);
-    const int n = a->n > 0 ? LLMC_MIN(a->n, ef.num_examples) : ef.num_examples;
-    char why[256];
-    const int bad = evalfile_check_shape(&ef, n, a->B, T, why, sizeof(why));
+    char why[EVAL_PATH_CAP + 256];
+    if (!evalfile_check_vocab(ef, V, why, sizeof(why))) llmc_die("%s", why);
+    const int n = a->n > 0 ? LLMC_MIN(a->n, ef->num_examples) : ef->num_examples;
+    const int bad = evalfile_check_shape(ef, n, a->B, T, why, sizeof(why));
     if (bad >= 0) llmc_die("%s: %s", t->path, why);
     memset(rep, 0, sizeof(*rep));
     rep->task = *t;
-    if (t->writer == NULL && ef.name[0] != '\0') snprintf(rep->task.name, sizeof(rep->task.name), "%s", ef.name);
-    rep->version = ef.version;
-    rep->scoring = ef.scoring;
-    rep->uses_norm = evalfile_uses_norm(&ef);
+    if (t->writer == NULL && ef->name[0] != '\0') snprintf(rep->task.name, sizeof(rep->task.name), "%s", ef->name);
+    rep->version = ef->version;
+    rep->scoring = ef->scoring;
+    rep->uses_norm = evalfile_uses_norm(ef);
     rep->n = n;
 
     EvalResults res;
-    eval_results_init(&res, &ef, n);
+    eval_results_init(&res, ef, n);
     const double t0 = wall_seconds();
     double last_report = t0;
     const int chunk = 64; /* progress every chunk once a task runs longer than 30 s */
     for (int lo = 0; lo < n; lo += chunk) {
-        eval_run_range(&ef, lo, LLMC_MIN(n, lo + chunk), a->B, T, V, em->forward, em->ctx, &res);
+        eval_run_range(ef, lo, LLMC_MIN(n, lo + chunk), a->B, T, V, em->forward, em->ctx, &res);
         if (wall_seconds() - last_report > 30.0 && lo + chunk < n) {
             last_report = wall_seconds();
             printf("  %s: %d/%d examples, %.1f examples/s\n", rep->task.name, lo + chunk, n,
@@ -224,10 +226,10 @@ static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJ
     rep->seconds = wall_seconds() - t0;
     rep->acc = (double)res.correct_sum / n;
     rep->acc_norm = (double)res.correct_mean / n;
-    rep->ppl = ef.scoring == EVAL_SCORE_GREEDY ? exp(res.greedy_loss / n) : 0.0;
+    rep->ppl = ef->scoring == EVAL_SCORE_GREEDY ? exp(res.greedy_loss / n) : 0.0;
     if (scores) {
         for (int i = 0; i < n; i++) {
-            for (int r = 0; r < ef.ex[i].n_rows; r++) {
+            for (int r = 0; r < ef->ex[i].n_rows; r++) {
                 const EvalRowScore *s = &res.rows[res.row_offset[i] + r];
                 fprintf(scores, "%s\t%d\t%d\t%d\t%d\t%.9g\t%.9g\t%d\n", rep->task.name, i, r, res.label[i], s->n_tok,
                         s->sum_loss, s->sum_loss / s->n_tok, s->all_argmax);
@@ -235,7 +237,6 @@ static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJ
         }
     }
     eval_results_free(&res);
-    evalfile_free(&ef);
 }
 
 static inline void eval_print_report(const EvalReport *r) {
@@ -273,19 +274,19 @@ static inline void eval_write_json(const char *path, const EvalArgs *a, int T, c
 }
 
 /* ----------------------------------------------------------------------------------------------
- * The program: every task file is checked before the model is built or anything is scored. */
+ * The program: every task file is read and checked once, before the model is built or anything
+ * is scored. */
 static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn open_model, EvalCloseFn close_model) {
     static EvalArgs a;
     eval_args_parse(&a, argc, argv);
     static EvalJob tasks[EVAL_MAX_TASKS];
     const int ntasks = eval_resolve_tasks(&a, tasks);
+    EvalFile *files = (EvalFile *)xcalloc((size_t)ntasks, sizeof(EvalFile)); /* all read up front */
     int needed = 1;
     for (int i = 0; i < ntasks; i++) {
-        EvalFile ef;
-        eval_load_task(&tasks[i], 0, &ef);
-        const int n = a.n > 0 ? LLMC_MIN(a.n, ef.num_examples) : ef.num_examples;
-        for (int k = 0; k < n; k++) needed = LLMC_MAX(needed, eval_example_positions(&ef.ex[k]));
-        evalfile_free(&ef);
+        eval_load_task(&tasks[i], &files[i]);
+        const int n = a.n > 0 ? LLMC_MIN(a.n, files[i].num_examples) : files[i].num_examples;
+        for (int k = 0; k < n; k++) needed = LLMC_MAX(needed, eval_example_positions(&files[i].ex[k]));
     }
     static EvalModel em;
     open_model(&em, a.model, a.B, a.T, needed);
@@ -305,7 +306,8 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     double total_s = 0.0;
     long long total_n = 0;
     for (int i = 0; i < ntasks; i++) {
-        eval_score_task(&em, &a, &tasks[i], scores, &reps[i]);
+        eval_score_task(&em, &a, &tasks[i], &files[i], scores, &reps[i]);
+        evalfile_free(&files[i]);
         eval_print_report(&reps[i]);
         total_s += reps[i].seconds;
         total_n += reps[i].n;
@@ -320,6 +322,7 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
         printf("wrote %s\n", a.json);
     }
     close_model(&em);
+    free(files);
     return 0;
 }
 

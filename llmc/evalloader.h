@@ -6,6 +6,7 @@
  *                             6) or version-2 (ours, doc/evals.md) file; 0 plus one error line
  *                             "<file>: <field>: <what was expected>" on any problem
  *   evalfile_load / _free     the same, dying on error
+ *   evalfile_check_vocab      every token id of a read file below the model's vocabulary size
  *   EvalExample, eval_row     one item; its option r is the row context[r or 0] + completion[r or 0]
  *   evalfile_check_shape      the first of n examples that needs more than B rows or T positions
  *   EvalBatch, eval_batch_pack  consecutive whole examples packed into the rows of a (B, T) batch;
@@ -110,20 +111,13 @@ static inline int eval_take_(EvalCursor_ *c, size_t k, const uint16_t **out) {
 
 /* One length-prefixed token sequence. */
 static inline int eval_read_seq_(EvalCursor_ *cur, const char *path, int idx, const char *what,
-                                 int j, int vocab_size, const uint16_t **toks, int *len, char *err,
-                                 size_t err_cap) {
+                                 int j, const uint16_t **toks, int *len, char *err, size_t err_cap) {
     const uint16_t *p;
     if (!eval_take_(cur, 1, &p)) EVAL_FAIL("%s: example %d: %s %d length: file ends early (truncated)", path, idx, what, j);
     *len = p[0];
     if (*len < 1) EVAL_FAIL("%s: example %d: %s %d length 0: expected >= 1 token", path, idx, what, j);
     if (!eval_take_(cur, (size_t)*len, toks)) {
         EVAL_FAIL("%s: example %d: %s %d: %d tokens announced, file ends early (truncated)", path, idx, what, j, *len);
-    }
-    for (int t = 0; t < *len; t++) {
-        if (vocab_size > 0 && (*toks)[t] >= vocab_size) {
-            EVAL_FAIL("%s: example %d: %s %d token %d = %d: expected < vocab size %d", path, idx, what, j, t,
-                      (*toks)[t], vocab_size);
-        }
     }
     return 1;
 }
@@ -161,8 +155,7 @@ static inline int eval_check_counts_(const EvalFile *ef, int idx, EvalExample *e
     return 1;
 }
 
-static inline int eval_parse_example_(EvalFile *ef, EvalCursor_ *cur, int idx, int vocab_size, char *err,
-                                      size_t err_cap) {
+static inline int eval_parse_example_(EvalFile *ef, EvalCursor_ *cur, int idx, char *err, size_t err_cap) {
     const char *path = ef->path;
     EvalExample *e = &ef->ex[idx];
     const size_t start = cur->pos;
@@ -180,12 +173,10 @@ static inline int eval_parse_example_(EvalFile *ef, EvalCursor_ *cur, int idx, i
     e->n_ctx = ef->version == 2 ? h[5] : 1;
     if (!eval_check_counts_(ef, idx, e, err, err_cap)) return 0;
     for (int j = 0; j < e->n_ctx; j++) {
-        if (!eval_read_seq_(cur, path, idx, "context", j, vocab_size, &e->ctx[j], &e->ctx_len[j], err, err_cap)) return 0;
+        if (!eval_read_seq_(cur, path, idx, "context", j, &e->ctx[j], &e->ctx_len[j], err, err_cap)) return 0;
     }
     for (int j = 0; j < e->n_comp; j++) {
-        if (!eval_read_seq_(cur, path, idx, "completion", j, vocab_size, &e->comp[j], &e->comp_len[j], err, err_cap)) {
-            return 0;
-        }
+        if (!eval_read_seq_(cur, path, idx, "completion", j, &e->comp[j], &e->comp_len[j], err, err_cap)) return 0;
     }
     const size_t nbytes = 2 * (cur->pos - start);
     if (h[1] != nbytes) EVAL_FAIL("%s: example %d: example_bytes %d: the fields add up to %zu", path, idx, h[1], nbytes);
@@ -220,6 +211,26 @@ static inline int eval_parse_header_(EvalFile *ef, const int32_t *h, char *err, 
     return 1;
 }
 
+/* Every token id of a parsed file below vocab_size: the model's vocabulary is known only once it
+ * is built, after the files are read (eval_main), so this check stands on its own. */
+static inline int evalfile_check_vocab(const EvalFile *ef, int vocab_size, char *err, size_t err_cap) {
+    for (int i = 0; i < ef->num_examples; i++) {
+        const EvalExample *e = &ef->ex[i];
+        for (int j = 0; j < e->n_ctx + e->n_comp; j++) {
+            const int is_ctx = j < e->n_ctx, k = is_ctx ? j : j - e->n_ctx;
+            const uint16_t *toks = is_ctx ? e->ctx[k] : e->comp[k];
+            const int len = is_ctx ? e->ctx_len[k] : e->comp_len[k];
+            for (int t = 0; t < len; t++) {
+                if (toks[t] >= vocab_size) {
+                    EVAL_FAIL("%s: example %d: %s %d token %d = %d: expected < vocab size %d", ef->path, i,
+                              is_ctx ? "context" : "completion", k, t, toks[t], vocab_size);
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 /* Reads and validates the whole file. vocab_size > 0 also checks every token id against it. */
 static inline int evalfile_read(EvalFile *ef, const char *path, int vocab_size, char *err, size_t err_cap) {
     memset(ef, 0, sizeof(*ef));
@@ -249,12 +260,13 @@ static inline int evalfile_read(EvalFile *ef, const char *path, int vocab_size, 
     ef->ex = (EvalExample *)xcalloc((size_t)ef->num_examples, sizeof(EvalExample));
     int ok = body == cur.n;
     if (!ok) snprintf(err, err_cap, "%s: body: read %zu of %zu words", path, body, cur.n);
-    for (int i = 0; ok && i < ef->num_examples; i++) ok = eval_parse_example_(ef, &cur, i, vocab_size, err, err_cap);
+    for (int i = 0; ok && i < ef->num_examples; i++) ok = eval_parse_example_(ef, &cur, i, err, err_cap);
     if (ok && cur.pos != cur.n) {
         snprintf(err, err_cap, "%s: body: %zu bytes after the last of header[2] = %d examples: expected none",
                  path, 2 * (cur.n - cur.pos), ef->num_examples);
         ok = 0;
     }
+    if (ok && vocab_size > 0) ok = evalfile_check_vocab(ef, vocab_size, err, err_cap);
     if (!ok) {
         free(ef->words);
         free(ef->ex);

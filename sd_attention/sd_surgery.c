@@ -27,7 +27,9 @@
 #include "../llmc/dataloader.h"
 #include "../llmc/gpt2_cpu.h"
 #include "../llmc/param_layout.h"
+#include "../llmc/train_setup.h"
 #include "../llmc/utils.h"
+#include "../llmc/val_loss.h"
 #include "surgery.h"
 
 #define OPT_CAP 1024
@@ -148,8 +150,7 @@ static void write_schedule(const GPT2Config *c, const char *path, const char *or
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Evaluation: the mean of the per-batch mean losses over the first N batches of the val data, as
- * ./train_gpt2 computes its val loss (no shuffle). */
+ * Evaluation: the trainer's val loss (llmc/val_loss.h) over the first -m batches. */
 typedef struct {
     int done;
     int B, T, batches;
@@ -162,17 +163,11 @@ static double evaluate(const char *model_path, const Options *o, int T, int *bat
     gpt2_build_from_checkpoint(&m, model_path);
     DataLoader dl;
     dataloader_init(&dl, o->val, o->B, T, 0, 1, 0, m.config.vocab_size);
-    const int avail = (int)LLMC_MIN(dl.total_samples, (int64_t)1 << 30);
-    *batches = o->batches == -1 ? avail : LLMC_MIN(o->batches, avail);
-    double sum = 0.0;
-    for (int i = 0; i < *batches; i++) {
-        dataloader_next_batch(&dl);
-        gpt2_forward(&m, dl.inputs, dl.targets, o->B, T);
-        sum += m.mean_loss;
-    }
+    *batches = train_val_batches(o->batches, &dl);
+    const double loss = gpt2_val_loss(&m, &dl, *batches);
     dataloader_free(&dl);
     gpt2_free(&m);
-    return (double)(float)(sum / *batches); /* the trainer's value: a float */
+    return loss;
 }
 
 /* ----------------------------------------------------------------------------------------------

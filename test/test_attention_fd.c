@@ -33,34 +33,12 @@
 #include <time.h>
 
 #include "../llmc/gpt2_cpu.h"
+#include "fd.h"
 #include "harness.h"
 
 #ifdef __FAST_MATH__
 #error "compile test_attention_fd.c without -ffast-math: the NaN sentinels and the FD need IEEE floats"
 #endif
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Comparison of an analytic gradient with a finite-difference one. */
-
-typedef struct {
-    double max_err; /* max |a - fd| */
-    double max_a;   /* max |a| */
-    double rel_l2;  /* ||a - fd|| / ||fd|| */
-} GradErr;
-
-static GradErr grad_err(const float *a, const double *fd, size_t n) {
-    GradErr e = {0.0, 0.0, 0.0};
-    double se = 0.0, sf = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - fd[i];
-        e.max_err = fmax(e.max_err, fabs(d));
-        e.max_a = fmax(e.max_a, fabs((double)a[i]));
-        se += d * d;
-        sf += fd[i] * fd[i];
-    }
-    e.rel_l2 = sf > 0.0 ? sqrt(se / sf) : (se > 0.0 ? INFINITY : 0.0);
-    return e;
-}
 
 /* Attention tolerance. Measured with step 1e-2 (fp32 forward, loss summed in double): max error
  * 1.3e-5 to 4.6e-5 of max|a| and relative L2 1.4e-5 to 5.4e-5 over the ten cases, dominated by
@@ -73,9 +51,7 @@ static GradErr grad_err(const float *a, const double *fd, size_t n) {
 #define ATT_ABS 1e-5
 #define ATT_REL_L2 1e-3
 
-static int att_within(const GradErr *e) {
-    return e->max_err <= ATT_REL_MAX * e->max_a + ATT_ABS && e->rel_l2 <= ATT_REL_L2;
-}
+static int att_within(FdErr e) { return fd_within(e, ATT_REL_MAX, ATT_ABS, ATT_REL_L2); }
 
 static double dot_loss(const float *out, const float *R, size_t n) {
     double s = 0.0;
@@ -199,8 +175,8 @@ static void attention_case(int h, int d, int T, int h2, int d2, uint32_t seed) {
         /* the perturbation actually applied (x +- step rounds in fp32) */
         fd[i] = (lp - lm) / ((double)(float)(x + ATT_STEP) - (double)(float)(x - ATT_STEP));
     }
-    GradErr e = grad_err(dqkv, fd, nq);
-    CHECK(att_within(&e), "%s: dqkv vs central differences on all %zu elements: max err %.2e "
+    FdErr e = fd_compare(dqkv, fd, nq);
+    CHECK(att_within(e), "%s: dqkv vs central differences on all %zu elements: max err %.2e "
           "(tol %.2e), max|a| %.3f, rel L2 %.2e (tol %.0e)", tag, nq, e.max_err,
           ATT_REL_MAX * e.max_a + ATT_ABS, e.max_a, e.rel_l2, ATT_REL_L2);
     /* each block (Q, K, V) on its own: Q and K carry the head split and the 1/sqrt(d) scale */
@@ -221,13 +197,13 @@ static void attention_case(int h, int d, int T, int h2, int d2, uint32_t seed) {
     memcpy(dwrong, dqkv, nq * sizeof(float));
     for (size_t r = 0; r < (size_t)B * T; r++)
         for (int j = 0; j < A; j++) dwrong[r * A3 + j] *= 1.1f; /* dQ 10% too large */
-    GradErr w = grad_err(dwrong, fd, nq);
-    CHECK(!att_within(&w), "%s: negative control dQ x 1.1 is detected (max err %.2e, rel L2 %.2e)",
+    FdErr w = fd_compare(dwrong, fd, nq);
+    CHECK(!att_within(w), "%s: negative control dQ x 1.1 is detected (max err %.2e, rel L2 %.2e)",
           tag, w.max_err, w.rel_l2);
     attention_forward(out2, att, qkv, B, T, h2, d2);
     attention_backward(dwrong, R, qkv, att, B, T, h2, d2, scratch);
-    w = grad_err(dwrong, fd, nq);
-    CHECK(!att_within(&w), "%s: negative control: the gradient of %d heads x %d is detected (max err "
+    w = fd_compare(dwrong, fd, nq);
+    CHECK(!att_within(w), "%s: negative control: the gradient of %d heads x %d is detected (max err "
           "%.2e, rel L2 %.2e)", tag, h2, d2, w.max_err, w.rel_l2);
 
     free(qkv); free(qkv2); free(R); free(out); free(out2); free(att); free(dqkv); free(dwrong);
@@ -285,34 +261,23 @@ typedef struct {
 } Sample;
 
 static int sample_within(const Sample *s, const float *a, int *worst, double *worst_ratio) {
-    double max_a = 0.0, se = 0.0, sf = 0.0;
-    for (int i = 0; i < s->n; i++) max_a = fmax(max_a, fabs((double)a[i]));
+    const FdErr e = fd_compare(a, s->fd, (size_t)s->n);
     int ok = 1;
     *worst = 0;
     *worst_ratio = 0.0;
     for (int i = 0; i < s->n; i++) {
         const double err = fabs((double)a[i] - s->fd[i]);
-        const double tol = MODEL_REL * fabs((double)a[i]) + MODEL_REL_MAX * max_a + MODEL_ABS;
+        const double tol = MODEL_REL * fabs((double)a[i]) + MODEL_REL_MAX * e.max_a + MODEL_ABS;
         if (err > tol) ok = 0;
         if (err / tol > *worst_ratio) {
             *worst_ratio = err / tol;
             *worst = i;
         }
-        se += (a[i] - s->fd[i]) * (a[i] - s->fd[i]);
-        sf += s->fd[i] * s->fd[i];
     }
-    const double rl2 = sf > 0.0 ? sqrt(se / sf) : 0.0;
-    return ok && rl2 <= MODEL_REL_L2;
+    return ok && e.rel_l2 <= MODEL_REL_L2;
 }
 
-static double sample_rel_l2(const Sample *s, const float *a) {
-    double se = 0.0, sf = 0.0;
-    for (int i = 0; i < s->n; i++) {
-        se += (a[i] - s->fd[i]) * (a[i] - s->fd[i]);
-        sf += s->fd[i] * s->fd[i];
-    }
-    return sf > 0.0 ? sqrt(se / sf) : 0.0;
-}
+static double sample_rel_l2(const Sample *s, const float *a) { return fd_compare(a, s->fd, (size_t)s->n).rel_l2; }
 
 static void model_fd(void) {
     GPT2Config cfg;

@@ -18,46 +18,8 @@
 
 #include "../llmc/gpt2_cpu.h"
 #include "../prism/schedule.h"
+#include "debug_state.h"
 #include "harness.h"
-
-typedef struct {
-    int B, T;
-    int *x, *y;
-    float *logits; /* (B, T, V) */
-    float loss;
-    float *grads; /* layout.total */
-    int n_steps;
-    int decay_sd_skew; /* header[4]: AdamW decays the packed S-D skew parameters */
-    float lr, beta1, beta2, eps, wd, clip;
-    float *losses;
-} DebugState;
-
-static void read_debug_state(const char *path, const GPT2 *model, DebugState *s) {
-    FILE *f = xfopen(path, "rb");
-    int32_t h[256];
-    xfread(h, sizeof(int32_t), 256, f, path, "header");
-    if (h[0] != 20240327 || h[1] != 2) llmc_die("%s: not a v2 debug state (magic %d, version %d)", path, h[0], h[1]);
-    s->B = h[2];
-    s->T = h[3];
-    s->decay_sd_skew = h[4];
-    const size_t N = (size_t)s->B * s->T, V = (size_t)model->config.vocab_size;
-    s->x = (int *)xmalloc(N * sizeof(int));
-    s->y = (int *)xmalloc(N * sizeof(int));
-    s->logits = (float *)xmalloc(N * V * sizeof(float));
-    s->grads = (float *)xmalloc(model->layout.total * sizeof(float));
-    xfread(s->x, sizeof(int), N, f, path, "x");
-    xfread(s->y, sizeof(int), N, f, path, "y");
-    xfread(s->logits, sizeof(float), N * V, f, path, "logits");
-    xfread(&s->loss, sizeof(float), 1, f, path, "loss");
-    xfread(s->grads, sizeof(float), model->layout.total, f, path, "grads");
-    xfread(&s->n_steps, sizeof(int), 1, f, path, "trailer n_steps");
-    float hp[6];
-    xfread(hp, sizeof(float), 6, f, path, "trailer hyperparameters");
-    s->lr = hp[0]; s->beta1 = hp[1]; s->beta2 = hp[2]; s->eps = hp[3]; s->wd = hp[4]; s->clip = hp[5];
-    s->losses = (float *)xmalloc((size_t)s->n_steps * sizeof(float));
-    xfread(s->losses, sizeof(float), (size_t)s->n_steps, f, path, "trailer losses");
-    xfclose(f, path);
-}
 
 /* max |a - b| and max |b| over n values */
 static void max_errors(const float *a, const float *b, size_t n, double *err, double *ref) {
@@ -133,7 +95,7 @@ int main(int argc, char **argv) {
     }
 
     DebugState ds;
-    read_debug_state(argv[2], &model, &ds);
+    debug_state_read(argv[2], model.layout.total, model.config.vocab_size, &ds);
     const int decay_sd_skew = ds.decay_sd_skew;
     const int B = ds.B, T = ds.T, V = c->vocab_size;
     const size_t N = (size_t)B * T;

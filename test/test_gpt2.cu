@@ -40,6 +40,7 @@
 #include "../llmc/gpu_host.h"
 #include "../llmc/linear_attention.cuh"
 #include "../llmc/multi_gpu.h"
+#include "debug_state.h"
 #include "harness.h"
 
 /* GPU error / parameter-rounding error: 8 activation + 4 weight rounding sites; 9 with S-D layers */
@@ -47,45 +48,6 @@ static double tol_k(const GPT2Config *c) {
     for (int l = 0; l < c->num_layers; l++)
         if (attn_kind_is_sd(c->layer[l].kind)) return 7.0;
     return 6.0;
-}
-
-typedef struct {
-    int B, T;
-    int decay_sd_skew; /* header[4]: the trajectory decays the packed S-D skew parameters */
-    int *x, *y;
-    float *logits; /* (B, T, V) */
-    float loss;
-    float *grads;  /* layout.total */
-    int n_steps;
-    float lr, beta1, beta2, eps, wd, clip;
-    float *losses;
-} DebugState;
-
-static void read_debug_state(const char *path, const ParamLayout *pl, int V, DebugState *s) {
-    FILE *f = xfopen(path, "rb");
-    int32_t h[256];
-    xfread(h, sizeof(int32_t), 256, f, path, "header");
-    if (h[0] != 20240327 || h[1] != 2) llmc_die("%s: header[0..1]: expected a v2 debug state (got %d, %d)", path, h[0], h[1]);
-    s->B = h[2];
-    s->T = h[3];
-    s->decay_sd_skew = h[4];
-    const size_t N = (size_t)s->B * s->T;
-    s->x = (int *)xmalloc(N * sizeof(int));
-    s->y = (int *)xmalloc(N * sizeof(int));
-    s->logits = (float *)xmalloc(N * V * sizeof(float));
-    s->grads = (float *)xmalloc(pl->total * sizeof(float));
-    xfread(s->x, sizeof(int), N, f, path, "x");
-    xfread(s->y, sizeof(int), N, f, path, "y");
-    xfread(s->logits, sizeof(float), N * V, f, path, "logits");
-    xfread(&s->loss, sizeof(float), 1, f, path, "loss");
-    xfread(s->grads, sizeof(float), pl->total, f, path, "grads");
-    xfread(&s->n_steps, sizeof(int), 1, f, path, "trailer n_steps");
-    float hp[6];
-    xfread(hp, sizeof(float), 6, f, path, "trailer hyperparameters");
-    s->lr = hp[0]; s->beta1 = hp[1]; s->beta2 = hp[2]; s->eps = hp[3]; s->wd = hp[4]; s->clip = hp[5];
-    s->losses = (float *)xmalloc((size_t)s->n_steps * sizeof(float));
-    xfread(s->losses, sizeof(float), (size_t)s->n_steps, f, path, "trailer losses");
-    xfclose(f, path);
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
@@ -233,7 +195,7 @@ int main(int argc, char **argv) {
     param_layout_init(&pl, &c);
     config_print(&c, stdout);
     DebugState ds;
-    read_debug_state(argv[2], &pl, c.vocab_size, &ds);
+    debug_state_read(argv[2], pl.total, c.vocab_size, &ds);
     const int V = c.vocab_size;
     const size_t N = (size_t)ds.B * ds.T, P = pl.total;
     CpuRef ref;

@@ -10,6 +10,7 @@
 #include "../llmc/eval_cli.h"
 #include "../llmc/evalloader.h"
 #include "../llmc/train_evals.h"
+#include "../llmc/train_setup.h"
 #include "../llmc/logger.h"
 #include "../llmc/outlier.h"
 #include "../llmc/param_layout.h"
@@ -47,5 +48,13 @@ int main() {
     CHECK(eval_choose_T(0, 100, 256) == 128 && eval_choose_T(0, 250, 256) == 256 && eval_choose_T(0, 2000, 2048) == 1024 &&
               eval_choose_T(0, 300, 256) == 256 && eval_choose_T(128, 20, 256) == 128,
           "C++: the evaluator's -t default (longest example rounded up to 64, at most maxT and 1024), explicit -t");
+    a.skip_loss_z = 3.0f;
+    TrainLoop t;
+    lr_schedule_init(&t.lr_schedule, LR_COSINE, 6e-4f, 10, 100, 0.0f);
+    outlier_init(&t.loss_outliers);
+    outlier_init(&t.norm_outliers);
+    const StepResult sr = train_step_judge(&t, &a, 0, 4.0f, 2.0f);
+    CHECK(!sr.skipped && sr.clip_scale == 0.5f && train_due_val(&a, 0, 0) == (a.val_every > 0),
+          "C++: train_setup.h step judge (clip 2.0 -> 0.5) and schedule");
     return test_finish();
 }

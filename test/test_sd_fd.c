@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../llmc/gpt2_cpu.h"
+#include "fd.h"
 #include "harness.h"
 
 #ifdef __FAST_MATH__
@@ -36,25 +37,7 @@
 #define FD_REL_MAX 5e-3
 #define FD_ABS 1e-5
 
-typedef struct {
-    double max_err, max_a, rel_l2;
-} Err;
-
-static Err compare(const float *a, const double *fd, size_t n) {
-    Err e = {0, 0, 0};
-    double se = 0, sf = 0;
-    for (size_t i = 0; i < n; i++) {
-        const double d = (double)a[i] - fd[i];
-        e.max_err = fmax(e.max_err, fabs(d));
-        e.max_a = fmax(e.max_a, fabs((double)a[i]));
-        se += d * d;
-        sf += fd[i] * fd[i];
-    }
-    e.rel_l2 = sf > 0 ? sqrt(se / sf) : (se > 0 ? INFINITY : 0);
-    return e;
-}
-
-static int within(Err e) { return e.rel_l2 <= FD_REL_L2 && e.max_err <= FD_REL_MAX * e.max_a + FD_ABS; }
+static int within(FdErr e) { return fd_within(e, FD_REL_MAX, FD_ABS, FD_REL_L2); }
 
 static float urand(Mt19937 *mt, float lo, float hi) { return lo + (hi - lo) * mt_uniform_f32(mt); }
 
@@ -155,30 +138,30 @@ static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, in
             an[m++] = dqkv[(size_t)n * A3 + j];
         }
     }
-    Err e_in = compare(an, fd, m);
+    FdErr e_in = fd_compare(an, fd, m);
     CHECK(within(e_in), "%s: d(inputs) vs FD on %zu values: rel L2 %.1e, max err %.1e (max|a| %.2f)", tag, m,
           e_in.rel_l2, e_in.max_err, e_in.max_a);
     if (sd) {
         double *fds = (double *)xmalloc((npack + 1) * sizeof(double)), *fdt = (double *)xmalloc(nth * sizeof(double));
         fd_grad(&y, y.skew, npack, fds);
         fd_grad(&y, y.theta, nth, fdt);
-        Err es = compare(dskew, fds, npack), et = compare(dtheta, fdt, nth);
+        FdErr es = fd_compare(dskew, fds, npack), et = fd_compare(dtheta, fdt, nth);
         CHECK(npack == 0 || within(es), "%s: d(packed skew) vs FD on %zu values: rel L2 %.1e (max|a| %.2e)", tag, npack,
               es.rel_l2, es.max_a);
         CHECK(within(et), "%s: d(theta) through softplus vs FD on %zu values: rel L2 %.1e (max|a| %.2e)", tag, nth,
               et.rel_l2, et.max_a);
         /* negative controls: a 10% error in dtheta, and the backward run with the other sign */
         for (size_t i = 0; i < nth; i++) dtheta[i] *= 1.1f;
-        Err bad = compare(dtheta, fdt, nth);
+        FdErr bad = fd_compare(dtheta, fdt, nth);
         CHECK(!within(bad), "%s: negative control dtheta x 1.1 detected (rel L2 %.1e)", tag, bad.rel_l2);
         float *dth2 = (float *)xcalloc(nth, sizeof(float)), *dsk2 = (float *)xcalloc(npack + 1, sizeof(float));
         sd_params_backward(dsk2, dth2, dL, y.theta, h, d, scalar_d, -sign);
-        Err wrong = compare(dth2, fdt, nth);
+        FdErr wrong = fd_compare(dth2, fdt, nth);
         CHECK(!within(wrong), "%s: negative control: the other sign of D detected (rel L2 %.1e)", tag, wrong.rel_l2);
         free(fds); free(fdt); free(dth2); free(dsk2);
     } else if (attn_kind_is_linear(kind)) {
         for (size_t i = 0; i < m; i++) an[i] *= (i % A3 >= (size_t)A && i % A3 < (size_t)2 * A) ? 1.1f : 1.0f;
-        Err bad = compare(an, fd, m);
+        FdErr bad = fd_compare(an, fd, m);
         CHECK(!within(bad), "%s: negative control dk x 1.1 detected (rel L2 %.1e)", tag, bad.rel_l2);
     }
     free(fd); free(an); free(dqkv); free(dL); free(dskew); free(dtheta); free(scratch);
@@ -247,7 +230,7 @@ static void model_case(int use_ln, uint32_t seed) {
             fd[k] = (lp - lm) / (2.0 * step);
             an[k] = m.grads[i];
         }
-        Err e = compare(an, fd, 30);
+        FdErr e = fd_compare(an, fd, 30);
         /* whole-model differences go through the 50257-way softmax: measured rel L2 <= 3e-3;
          * asserted 2e-2 (a 10% error in the parameter's gradient gives >= 0.1). */
         CHECK(e.rel_l2 <= 2e-2, "model (sd, sdlin, lin, mha)%s: d%s vs FD on 30 sampled values: rel L2 %.1e (max|a| %.2e)",

@@ -1,0 +1,181 @@
+/*
+ * llmc/train_setup.h: the host-side run logic both trainers share (train_gpt2.c on the CPU,
+ * train_gpt2.cu on GPUs), so that the two cannot drift apart in what a flag means.
+ *
+ * Defines:
+ *   TrainLoop            the loaders, LR schedule, outlier detectors and step counts of a run
+ *   train_resume_point   -y 1: the step to resume from (-1: none) and the model file to start from
+ *   train_loop_setup     -d into micro-steps, the loaders, -m, -x, the LR schedule (llm.c's rules)
+ *   train_val_batches    -m against the val data: the batches each evaluation takes
+ *   train_loop_free
+ *   train_step_judge     one step's lr, loss/norm z-scores, skip decision and clip scale
+ *   train_state_at       the state-file header of a rank at a step (also what a resume expects)
+ *   train_checkpoint_done  a checkpoint's DONE_ marker and the pruning of older ones
+ *   train_due_*          which of val loss, evals, sample, checkpoint step `step` does
+ *
+ * Plain C (static inline, explicit casts): gcc -std=c11 compiles it, and so does nvcc's host
+ * compiler as C++ (test/test_headers_cxx.cpp checks that).
+ */
+#ifndef LLMC_TRAIN_SETUP_H
+#define LLMC_TRAIN_SETUP_H
+
+#include <math.h>
+#include <stdio.h>
+
+#include "args.h"
+#include "dataloader.h"
+#include "outlier.h"
+#include "schedulers.h"
+#include "state.h"
+#include "utils.h"
+
+typedef struct {
+    DataLoader train_loader, val_loader;
+    LRSchedule lr_schedule;
+    OutlierDetector loss_outliers, norm_outliers;
+    int grad_accum;  /* micro-steps per update (per process) */
+    int num_steps;   /* updates in the run */
+    int start_step;  /* 0, or the step resumed from */
+    int resumed;     /* 1 while in the iteration that was resumed into (its checkpoint exists) */
+    int val_batches; /* per evaluation (per process) */
+} TrainLoop;
+
+/* -y 1: the newest checkpoint in -o with a DONE_ marker. Returns its step, or -1 for a fresh
+ * start; none found is a fresh start, as in llm.c, so that a restart loop can pass -y 1 from its
+ * first launch. *init_path gets the model file to start from, that checkpoint or -e (allocated:
+ * free it). A resumed run takes its layer table from the checkpoint, so -prism is dropped. */
+static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path) {
+    const size_t cap = 4200; /* -o (ARG_STR_CAP) and the checkpoint's file name */
+    char *path = (char *)xmalloc(cap);
+    *init_path = path;
+    const int step = a->resume ? find_max_done_step(a->out_dir) : -1;
+    if (step >= 0) {
+        ckpt_model_path(path, cap, a->out_dir, step);
+        if (a->prism[0] != '\0' && verbose) printf("resuming: the layer table comes from %s; -prism is not used\n", path);
+        a->prism[0] = '\0';
+        return step;
+    }
+    if (a->resume && verbose) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
+    snprintf(path, cap, "%s", a->init);
+    return -1;
+}
+
+/* -m: -1 is the whole val data (capped at 2^30 batches), otherwise at most that. */
+static inline int train_val_batches(int requested, const DataLoader *val) {
+    const int avail = (int)LLMC_MIN(val->total_samples, (int64_t)1 << 30);
+    return requested == -1 ? avail : LLMC_MIN(requested, avail);
+}
+
+/* The run's shape, as llm.c's: -d -1 is one micro-batch of all processes, otherwise a multiple of
+ * B*T*processes; -m -1 is the whole val data; -x -1 is one epoch of the train data. Each rank
+ * reads its own slice of the shards; -a 1 (overfit) reads without shuffling. The outlier
+ * detectors start empty; resume_step (or -1) must not lie past the last step. */
+static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int nproc, int vocab_size, int resume_step) {
+    const long long tokens_per_micro = (long long)a->B * a->T * nproc;
+    if (a->total_batch == -1) a->total_batch = (int)tokens_per_micro;
+    if (a->total_batch % tokens_per_micro != 0) {
+        llmc_die("-d %d is not a multiple of B*T*processes = %lld", a->total_batch, tokens_per_micro);
+    }
+    t->grad_accum = (int)(a->total_batch / tokens_per_micro);
+    dataloader_init(&t->train_loader, a->train_pattern, a->B, a->T, rank, nproc, !a->overfit, vocab_size);
+    dataloader_init(&t->val_loader, a->val_pattern, a->B, a->T, rank, nproc, 0, vocab_size);
+    t->val_batches = train_val_batches(a->val_batches, &t->val_loader);
+    t->num_steps = a->max_steps;
+    if (t->num_steps == -1) {
+        t->num_steps = (int)(t->train_loader.total_tokens / a->total_batch);
+        if (t->num_steps < 1) llmc_die("-x -1: the train data holds less than one batch of -d %d tokens", a->total_batch);
+    }
+    if (resume_step > t->num_steps) {
+        llmc_die("%s: checkpoint step %d is past the run's last step %d (-x)", a->out_dir, resume_step, t->num_steps);
+    }
+    LRKind kind = LR_COSINE;
+    lr_kind_from_name(a->lr_schedule, &kind);
+    lr_schedule_init(&t->lr_schedule, kind, a->lr, a->warmup, t->num_steps, a->final_lr_frac);
+    outlier_init(&t->loss_outliers);
+    outlier_init(&t->norm_outliers);
+    t->start_step = 0;
+    t->resumed = 0;
+}
+
+static inline void train_loop_free(TrainLoop *t) {
+    dataloader_free(&t->train_loader);
+    dataloader_free(&t->val_loader);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * One optimizer step, after the forward/backward passes gave its mean loss and gradient norm. */
+typedef struct {
+    float loss, norm, lr;
+    double loss_z, norm_z; /* against the recent steps (llmc/outlier.h) */
+    int skipped;           /* -sl / -sg: the update is skipped (and a non-finite norm always) */
+    float clip_scale;      /* the gradient factor that clips the norm to 1.0 */
+} StepResult;
+
+static inline StepResult train_step_judge(TrainLoop *t, const TrainArgs *a, int step, float loss, float norm) {
+    StepResult res;
+    res.loss = loss;
+    res.norm = norm;
+    res.lr = lr_at(&t->lr_schedule, step);
+    res.loss_z = outlier_zscore(&t->loss_outliers, loss);
+    res.norm_z = outlier_zscore(&t->norm_outliers, norm);
+    outlier_push(&t->loss_outliers, loss);
+    outlier_push(&t->norm_outliers, norm);
+    res.skipped = (a->skip_loss_z > 0 && res.loss_z > a->skip_loss_z) ||
+                  (a->skip_norm_z > 0 && res.norm_z > a->skip_norm_z) || !isfinite(norm);
+    const float clip = 1.0f;
+    res.clip_scale = norm > clip ? clip / norm : 1.0f;
+    return res;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The loop's schedule, as llm.c's: steps start..N, the N iteration only evaluates, samples and
+ * saves. The val loss is also taken at step 0; evals and samples wait for step > 0. A checkpoint is
+ * not rewritten in the iteration that resumed from it. */
+static inline int train_due_val(const TrainArgs *a, int step, int last) {
+    return last || (a->val_every > 0 && step % a->val_every == 0);
+}
+
+static inline int train_due_evals(const TrainArgs *a, int step, int last) {
+    return (step > 0 && a->val_every > 0 && step % a->val_every == 0) || last;
+}
+
+static inline int train_due_sample(const TrainArgs *a, int step, int last) {
+    return a->sample_every > 0 && ((step > 0 && step % a->sample_every == 0) || last);
+}
+
+static inline int train_due_checkpoint(const TrainArgs *a, const TrainLoop *t, int step, int last) {
+    return a->checkpoint_every > 0 && !t->resumed && step > 0 && (step % a->checkpoint_every == 0 || last);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Checkpoints (FORMATS.md 8) */
+
+/* The state-file header of this rank at `step`: the train loader's position, and the GPU's
+ * stochastic-rounding RNG with its value before the last update (the CPU trainer writes llm.c's
+ * constant 13371337). As the expectation of a resume, only the run's shape and the step count. */
+static inline TrainState train_state_at(const DataLoader *train, int nproc, int rank, int master_weights, int step,
+                                        uint64_t rng, uint64_t rng_last) {
+    TrainState s;
+    s.num_processes = nproc;
+    s.process_rank = rank;
+    s.use_master_weights = master_weights;
+    s.should_shuffle = train->should_shuffle;
+    s.step = step;
+    s.rng_state = rng;
+    s.rng_state_last_update = rng_last;
+    s.shard_idx = (uint64_t)train->current_shard_idx;
+    s.sample_idx = (uint64_t)train->current_sample_idx;
+    return s;
+}
+
+/* A checkpoint's last act, once (rank 0) after every rank wrote its files: the DONE_ marker that
+ * makes it complete (-y 1 resumes only from those), then the -nk/-nm pruning of older ones. */
+static inline void train_checkpoint_done(const TrainArgs *a, int step, int nproc) {
+    char path[4200];
+    ckpt_done_path(path, sizeof(path), a->out_dir, step);
+    touch_file_atomic(path);
+    ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, nproc);
+    printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
+}
+
+#endif /* LLMC_TRAIN_SETUP_H */

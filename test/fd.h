@@ -1,0 +1,38 @@
+/*
+ * test/fd.h: comparison of an analytic gradient with a finite-difference one, shared by the
+ * gradient tests (test/test_attention_fd.c, test/test_sd_fd.c). Each test keeps its own step
+ * and tolerances (stated and measured there); this file only measures the error.
+ */
+#ifndef TEST_FD_H
+#define TEST_FD_H
+
+#include <math.h>
+#include <stddef.h>
+
+typedef struct {
+    double max_err; /* max |a - fd| */
+    double max_a;   /* max |a| */
+    double rel_l2;  /* ||a - fd|| / ||fd|| (infinite when fd is all zero and a is not) */
+} FdErr;
+
+static inline FdErr fd_compare(const float *a, const double *fd, size_t n) {
+    FdErr e = {0.0, 0.0, 0.0};
+    double se = 0.0, sf = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - fd[i];
+        e.max_err = fmax(e.max_err, fabs(d));
+        e.max_a = fmax(e.max_a, fabs((double)a[i]));
+        se += d * d;
+        sf += fd[i] * fd[i];
+    }
+    e.rel_l2 = sf > 0.0 ? sqrt(se / sf) : (se > 0.0 ? INFINITY : 0.0);
+    return e;
+}
+
+/* The usual two-part tolerance: max |a - fd| <= rel_max * max|a| + abs_tol, and a relative L2
+ * error of at most rel_l2. */
+static inline int fd_within(FdErr e, double rel_max, double abs_tol, double rel_l2) {
+    return e.max_err <= rel_max * e.max_a + abs_tol && e.rel_l2 <= rel_l2;
+}
+
+#endif /* TEST_FD_H */
