@@ -30,6 +30,7 @@ CFLAGS_EXACT += -Wno-unknown-pragmas
 endif
 
 HEADERS = $(wildcard llmc/*.h) $(wildcard prism/*.h)
+TEST_HEADERS = $(wildcard test/*.h)
 C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint \
           test_dataloader test_headers_cxx
 TEST_BINS = $(addprefix build/,$(C_TESTS))
@@ -52,14 +53,14 @@ train_gpt2: train_gpt2.c $(HEADERS)
 build:
 	mkdir -p build
 
-build/test_attention_fd: test/test_attention_fd.c $(HEADERS) test/harness.h | build
+build/test_attention_fd: test/test_attention_fd.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
 # Every llmc/ and prism/ header must compile as C++17 too: train_gpt2.cu includes them unchanged.
 build/test_headers_cxx: test/test_headers_cxx.cpp $(HEADERS) | build
 	g++ -std=c++17 -O1 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE $< -o $@ $(LDLIBS)
 
-build/%: test/%.c $(HEADERS) test/harness.h | build
+build/%: test/%.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 $(TS_DATA):

@@ -84,7 +84,7 @@ $(GPU_OBJDIR)/$(call archtag,$(1))/train_gpt2.o: train_gpt2.cu $(GPU_HEADERS)
 $(GPU_OBJDIR)/$(call archtag,$(1))/eval_gpt2.o: eval_gpt2.cu $(GPU_HEADERS)
 	@mkdir -p $$(dir $$@)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
-$(GPU_OBJDIR)/$(call archtag,$(1))/test_gpt2.o: test/test_gpt2.cu test/harness.h $(GPU_HEADERS)
+$(GPU_OBJDIR)/$(call archtag,$(1))/test_gpt2.o: test/test_gpt2.cu $(TEST_HEADERS) $(GPU_HEADERS)
 	@mkdir -p $$(dir $$@)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
 endef
@@ -162,7 +162,7 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call li
 
 # dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path, and the
 # checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
-DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) test/harness.h
+DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
 dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
 dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)

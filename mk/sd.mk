@@ -1,8 +1,8 @@
 # mk/sd.mk: tests of S-D attention, linear attention and -ln 0 (METHODS.md section 3).
 TEST_BINS += build/test_sd_fd build/test_sd_stability build/test_sd_layout
 
-build/test_sd_fd: test/test_sd_fd.c $(HEADERS) test/harness.h | build
+build/test_sd_fd: test/test_sd_fd.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
-build/test_sd_stability: test/test_sd_stability.c $(HEADERS) test/harness.h | build
+build/test_sd_stability: test/test_sd_stability.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ -llapacke $(LDLIBS)

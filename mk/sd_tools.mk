@@ -18,8 +18,8 @@ sd_spectrum: sd_attention/sd_spectrum.c $(SD_TOOLS_HEADERS)
 sd_surgery: sd_attention/sd_surgery.c $(SD_TOOLS_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(SD_TOOLS_LIBS)
 
-build/test_spectrum: test/test_spectrum.c $(SD_TOOLS_HEADERS) test/harness.h | build
+build/test_spectrum: test/test_spectrum.c $(SD_TOOLS_HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(SD_TOOLS_LIBS)
 
-build/test_surgery: test/test_surgery.c $(SD_TOOLS_HEADERS) test/harness.h | build
+build/test_surgery: test/test_surgery.c $(SD_TOOLS_HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(SD_TOOLS_LIBS)
