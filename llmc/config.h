@@ -184,7 +184,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 return 1;
             }
         }
-        snprintf(msg, cap, "descriptor '%.200s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
+        snprintf(msg, cap, "descriptor '%s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
         return 0;
     }
     if (strncmp(desc, "gpt3:c", 6) == 0) {
@@ -192,7 +192,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
             for (int i = 0; i < 9; i++) {
                 if (gpt3_width[i] == v) {
                     if (v % gpt3_hsize[i] != 0) {
-                        snprintf(msg, cap, "descriptor '%.200s': C %d is not a multiple of head size %d",
+                        snprintf(msg, cap, "descriptor '%s': C %d is not a multiple of head size %d",
                                  desc, v, gpt3_hsize[i]);
                         return 0;
                     }
@@ -201,7 +201,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 }
             }
         }
-        snprintf(msg, cap, "descriptor '%.200s': C not in llm.c's GPT-3 table "
+        snprintf(msg, cap, "descriptor '%s': C not in llm.c's GPT-3 table "
                  "{384,768,1024,1536,2048,2560,4096,12288}", desc);
         return 0;
     }
@@ -212,21 +212,21 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
             *end == 'H' && parse_positive_int(end + 1, &end, &H) &&
             (*end == '\0' || (*end == 'T' && parse_positive_int(end + 1, &end, &T) && *end == '\0'))) {
             if (L > LLMC_MAX_LAYERS) {
-                snprintf(msg, cap, "descriptor '%.200s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
+                snprintf(msg, cap, "descriptor '%s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
                 return 0;
             }
             if (C % H != 0) {
-                snprintf(msg, cap, "descriptor '%.200s': %d heads do not divide C = %d", desc, H, C);
+                snprintf(msg, cap, "descriptor '%s': %d heads do not divide C = %d", desc, H, C);
                 return 0;
             }
             config_shape(c, T, L, C, H);
             return 1;
         }
-        snprintf(msg, cap, "descriptor '%.200s': expected L<layers>C<channels>H<heads>[T<maxT>], "
+        snprintf(msg, cap, "descriptor '%s': expected L<layers>C<channels>H<heads>[T<maxT>], "
                  "e.g. L6C128H2T256", desc);
         return 0;
     }
-    snprintf(msg, cap, "descriptor '%.200s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
+    snprintf(msg, cap, "descriptor '%s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
              "or L<l>C<c>H<h>[T<t>]", desc);
     return 0;
 }
