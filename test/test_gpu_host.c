@@ -407,33 +407,40 @@ static void test_stochastic_rounding(void) {
     CHECK(sr_hash(1, 0) != sr_hash(1, 1) && sr_hash(1, 0) != sr_hash(2, 0), "hash depends on seed and index");
 }
 
+/* Writes random bf16 parameters of model c (values in [-scale/2, scale/2)) through
+ * checkpoint_write_bf16, reads them back; returns 1 when every value came back bit for bit.
+ * back: the config read from the header; h: the raw header ints. */
+static int bf16_roundtrip(const char *path, const GPT2Config *c, float scale, uint64_t seed, GPT2Config *back,
+                          int32_t h[256]) {
+    ParamLayout pl;
+    param_layout_init(&pl, c);
+    uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
+    for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16(((float)xorshift_u32(&seed) / 4294967296.0f - 0.5f) * scale);
+    checkpoint_write_bf16(path, c, w);
+    int is_bf16 = 0;
+    checkpoint_read_header(path, back, &is_bf16);
+    float *f = (float *)xmalloc(pl.total * sizeof(float));
+    checkpoint_read_fp32(path, back, is_bf16, f);
+    int same = is_bf16;
+    for (size_t i = 0; i < pl.total; i++) same &= f32_to_bf16(f[i]) == w[i];
+    FILE *fh = xfopen(path, "rb");
+    xfread(h, 4, 256, fh, path, "header");
+    xfclose(fh, path);
+    free(w);
+    free(f);
+    return same;
+}
+
 static void test_bf16_checkpoint(void) {
     const char *path = "build/tmp_gpu_host_ckpt.bin";
     const GPT2Config cases[2] = {model_of("tiny", NULL), model_of("tiny", "1 2 4*2")};
     for (int k = 0; k < 2; k++) {
-        const GPT2Config *c = &cases[k];
-        ParamLayout pl;
-        param_layout_init(&pl, c);
-        uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
-        uint64_t st = 99;
-        for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16(((float)xorshift_u32(&st) / 4294967296.0f - 0.5f) * 0.1f);
-        checkpoint_write_bf16(path, c, w);
         GPT2Config back;
-        int is_bf16 = 0;
-        checkpoint_read_header(path, &back, &is_bf16);
-        float *f = (float *)xmalloc(pl.total * sizeof(float));
-        checkpoint_read_fp32(path, &back, is_bf16, f);
-        int same = 1;
-        for (size_t i = 0; i < pl.total; i++) same &= f32_to_bf16(f[i]) == w[i];
-        FILE *fh = xfopen(path, "rb");
         int32_t h[256];
-        xfread(h, 4, 256, fh, path, "header");
-        xfclose(fh, path);
-        CHECK(is_bf16 && same && h[1] == (k == 0 ? 5 : 105) && back.layer[0].n_head == c->layer[0].n_head,
+        const int same = bf16_roundtrip(path, &cases[k], 0.1f, 99, &back, h);
+        CHECK(same && h[1] == (k == 0 ? 5 : 105) && back.layer[0].n_head == cases[k].layer[0].n_head,
               "bf16 checkpoint (%s): version %d, read back bit for bit", k == 0 ? "uniform" : "Prism", h[1]);
         CHECK(!file_exists("build/tmp_gpu_host_ckpt.bin.tmp"), "written through NAME.tmp and renamed");
-        free(w);
-        free(f);
     }
     remove(path);
 }
@@ -618,33 +625,18 @@ static void test_kind_checkpoint_and_shards(void) {
     c.sd_scalar_d = 1;
     c.sd_d_sign = 1;
     c.lin_prescale = 1;
-    ParamLayout pl;
-    param_layout_init(&pl, &c);
     const char *path = "build/tmp_gpu_host_sd.bin";
-    uint16_t *w = (uint16_t *)xmalloc(pl.total * sizeof(uint16_t));
-    uint64_t st = 5;
-    for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16((float)xorshift_u32(&st) / 4294967296.0f - 0.5f);
-    checkpoint_write_bf16(path, &c, w);
     GPT2Config back;
-    int is_bf16 = 0;
-    checkpoint_read_header(path, &back, &is_bf16);
-    float *f = (float *)xmalloc(pl.total * sizeof(float));
-    checkpoint_read_fp32(path, &back, is_bf16, f);
-    int same = 1;
-    for (size_t i = 0; i < pl.total; i++) same &= f32_to_bf16(f[i]) == w[i];
-    FILE *fh = xfopen(path, "rb");
     int32_t h[256];
-    xfread(h, 4, 256, fh, path, "header");
-    xfclose(fh, path);
-    CHECK(is_bf16 && same && h[1] == 105 && h[9] == 15 && h[18] == ATTN_SD && h[21] == ATTN_SDLIN && h[23] == 24 &&
+    const int same = bf16_roundtrip(path, &c, 1.0f, 5, &back, h);
+    CHECK(same && h[1] == 105 && h[9] == 15 && h[18] == ATTN_SD && h[21] == ATTN_SDLIN && h[23] == 24 &&
               !back.use_ln && back.sd_scalar_d && back.sd_d_sign == 1 && back.lin_prescale,
           "S-D/linear/-ln 0 model: v105, flags %d (no LN | scalar D | +D | prescale), table and bits read back", h[9]);
     remove(path);
-    free(w);
-    free(f);
     GPT2Config z = model_of("tiny", "4:sd*2 4:sdlin 4:lin");
     check_shards(&z, 1, 2, "tiny S-D + linear");
     check_shards(&z, 0, 3, "tiny S-D + linear");
+    ParamLayout pl;
     param_layout_init(&pl, &z);
     ShardPlan *s = (ShardPlan *)xmalloc(sizeof(ShardPlan));
     char err[256];
