@@ -7,7 +7,7 @@
  * The same program as eval_gpt2 (llmc/eval_cli.h: flags, tasks, table, JSON, -scores) on the GPU
  * model of the trainer (llmc/gpt2_gpu.cu): bf16 weights and activations, every layer's attention
  * path chosen as train_gpt2cu's -attn auto, except that cuDNN only has to serve the forward (the
- * model is built forward-only: gpt2gpu_choose_paths_for), each batch padded to the allocated (B, T)
+ * model is built forward-only: gpt2gpu_choose_paths(..., 0, ...)), each batch padded to the allocated (B, T)
  * so one set of cuDNN graphs serves the whole run (gpt2gpu_eval_batch). Scores agree with the fp32
  * CPU program up to bf16 rounding: dev/gpu_check.sh compares the two on the same weights
  * (dev/eval_compare.py). One process, the first visible GPU (CUDA_VISIBLE_DEVICES selects).
@@ -50,7 +50,7 @@ static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     gpt2gpu_check_shapes(&c, em->T);
     multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
     gpu_ctx_init(&g->ctx, 0);
-    g->cudnn = gpt2gpu_choose_paths_for(&c, "auto", 0, &g->ctx, g->path); /* forward-only support */
+    g->cudnn = gpt2gpu_choose_paths(&c, "auto", 0, &g->ctx, g->path); /* forward-only support */
     attn_print_paths(&c, g->path, stdout);
     GPT2GPUOptions opt = {0, 0, 0, 0, 1}; /* forward only: no gradients or optimizer state */
     gpt2gpu_init(&g->model, &c, B, em->T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);

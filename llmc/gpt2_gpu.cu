@@ -140,8 +140,8 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
     if (T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", T, c->max_seq_len);
 }
 
-CudnnAtt *gpt2gpu_choose_paths_for(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
-                                   AttPath *path) {
+CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
+                               AttPath *path) {
     AttnRequest req = ATTN_REQ_AUTO;
     if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn or own", attn);
     if (req == ATTN_REQ_CUDNN && !cudnn_att_built()) {

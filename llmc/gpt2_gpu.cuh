@@ -11,7 +11,7 @@
  * backward (multi_gpu.h).
  *
  *   GPT2GPU               everything the model owns on the device and the host staging buffers
- *   gpt2gpu_check_shapes, gpt2gpu_choose_paths(_for)   shape limits; the attention path per layer
+ *   gpt2gpu_check_shapes, gpt2gpu_choose_paths        shape limits; the attention path per layer
  *   gpt2gpu_init          sizes every buffer from the config, the training (B, T), the per-layer
  *                         attention paths and the shard plan; prepares the cuDNN graphs
  *   gpt2gpu_set_params    fp32 host parameters -> bf16 device parameters (+ fp32 masters)
@@ -98,12 +98,8 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T);
  * layer. Returns the cuDNN context when some layer runs on cuDNN, else NULL. training = 1: cuDNN
  * must also run the layer's backward (a trainable model); 0: the forward only, for a model built
  * with opt.inference (eval_gpt2cu), so that e.g. d = 129...256 heads on SM 8.x run on cuDNN too. */
-CudnnAtt *gpt2gpu_choose_paths_for(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
-                                   AttPath *path);
-/* The paths of a trainable model (train_gpt2cu, test_gpt2cu). */
-static inline CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, const GpuCtx *ctx, AttPath *path) {
-    return gpt2gpu_choose_paths_for(c, attn, 1, ctx, path);
-}
+CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
+                               AttPath *path);
 
 void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOptions *opt,
                   const AttPath *path, int zero_stage, GpuCtx *ctx, CudnnAtt *cudnn, MultiGpu *mg);

@@ -111,7 +111,7 @@ static void test_path_selection(void) {
 }
 
 /* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as
- * gpt2gpu_choose_paths_for passes it): on an A100 the d = 256 layers then run on cuDNN too, which
+ * gpt2gpu_choose_paths passes it): on an A100 the d = 256 layers then run on cuDNN too, which
  * the training choice (the control, test_path_selection) puts on the own kernels. */
 static void test_inference_paths(void) {
     const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
