@@ -8,6 +8,7 @@
  *   dataloader_init / _reset / _next_batch / _resume / _free
  *   dataloader_write_shuffle / dataloader_read_shuffle
  *                         the permutation part of a state file (FORMATS.md 8)
+ *   dataloader_val_batches  -m: the val batches each evaluation takes
  *
  * The order of samples must equal llm.c's so that loss curves compare step by step: shard order
  * permuted at every reset (from the previous order), sample order inside a shard re-permuted from
@@ -244,6 +245,14 @@ static inline void dataloader_read_shuffle(DataLoader *dl, FILE *f, const char *
             llmc_die("%s: shard order entry %zu = %d out of range", path, i, dl->shard_indices[i]);
         }
     }
+}
+
+/* -m against the val data: the batches each evaluation takes. -1 is the whole val data (capped at
+ * 2^30 batches), otherwise at most `requested`; 0 would average over no batch (a NaN loss). */
+static inline int dataloader_val_batches(int requested, const DataLoader *val) {
+    if (requested == 0 || requested < -1) llmc_die("-m %d: expected -1 (the whole val data) or a positive number of batches", requested);
+    const int avail = (int)LLMC_MIN(val->total_samples, (int64_t)1 << 30);
+    return requested == -1 ? avail : LLMC_MIN(requested, avail);
 }
 
 static inline void dataloader_free(DataLoader *dl) {

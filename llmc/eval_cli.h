@@ -197,7 +197,6 @@ static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJ
                                    EvalReport *rep) {
     const int V = em->config.vocab_size, T = em->T;
     char why[EVAL_PATH_CAP + 256];
-    if (!evalfile_check_vocab(ef, V, why, sizeof(why))) llmc_die("%s", why);
     const int n = a->n > 0 ? LLMC_MIN(a->n, ef->num_examples) : ef->num_examples;
     const int bad = evalfile_check_shape(ef, n, a->B, T, why, sizeof(why));
     if (bad >= 0) llmc_die("%s: %s", t->path, why);
@@ -290,6 +289,10 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     }
     static EvalModel em;
     open_model(&em, a.model, a.B, a.T, needed);
+    for (int i = 0; i < ntasks; i++) { /* every file's token ids against this model, before any scoring */
+        char why[EVAL_PATH_CAP + 256];
+        if (!evalfile_check_vocab(&files[i], em.config.vocab_size, why, sizeof(why))) llmc_die("%s", why);
+    }
     printf("%s: %s (%d layers, C %d, maxT %d, %zu parameters), B %d, T %d, %s\n", prog, a.model,
            em.config.num_layers, em.config.channels, em.config.max_seq_len, em.num_params, a.B, em.T, em.where);
     FILE *scores = NULL;

@@ -211,20 +211,29 @@ static inline int eval_parse_header_(EvalFile *ef, const int32_t *h, char *err, 
     return 1;
 }
 
+/* One token sequence of example i (its k-th context or completion) below vocab_size. */
+static inline int eval_check_seq_(const uint16_t *toks, int len, const char *path, int i, const char *what, int k,
+                                  int vocab_size, char *err, size_t err_cap) {
+    for (int t = 0; t < len; t++) {
+        if (toks[t] >= vocab_size) {
+            EVAL_FAIL("%s: example %d: %s %d token %d = %d: expected < vocab size %d", path, i, what, k, t, toks[t],
+                      vocab_size);
+        }
+    }
+    return 1;
+}
+
 /* Every token id of a parsed file below vocab_size: the model's vocabulary is known only once it
  * is built, after the files are read (eval_main), so this check stands on its own. */
 static inline int evalfile_check_vocab(const EvalFile *ef, int vocab_size, char *err, size_t err_cap) {
     for (int i = 0; i < ef->num_examples; i++) {
         const EvalExample *e = &ef->ex[i];
-        for (int j = 0; j < e->n_ctx + e->n_comp; j++) {
-            const int is_ctx = j < e->n_ctx, k = is_ctx ? j : j - e->n_ctx;
-            const uint16_t *toks = is_ctx ? e->ctx[k] : e->comp[k];
-            const int len = is_ctx ? e->ctx_len[k] : e->comp_len[k];
-            for (int t = 0; t < len; t++) {
-                if (toks[t] >= vocab_size) {
-                    EVAL_FAIL("%s: example %d: %s %d token %d = %d: expected < vocab size %d", ef->path, i,
-                              is_ctx ? "context" : "completion", k, t, toks[t], vocab_size);
-                }
+        for (int k = 0; k < e->n_ctx; k++) {
+            if (!eval_check_seq_(e->ctx[k], e->ctx_len[k], ef->path, i, "context", k, vocab_size, err, err_cap)) return 0;
+        }
+        for (int k = 0; k < e->n_comp; k++) {
+            if (!eval_check_seq_(e->comp[k], e->comp_len[k], ef->path, i, "completion", k, vocab_size, err, err_cap)) {
+                return 0;
             }
         }
     }

@@ -6,7 +6,6 @@
  *   TrainLoop            the loaders, LR schedule, outlier detectors and step counts of a run
  *   train_resume_point   -y 1: the step to resume from (-1: none) and the model file to start from
  *   train_loop_setup     -d into micro-steps, the loaders, -m, -x, the LR schedule (llm.c's rules)
- *   train_val_batches    -m against the val data: the batches each evaluation takes
  *   train_loop_free
  *   train_step_judge     one step's lr, loss/norm z-scores, skip decision and clip scale
  *   train_state_at       the state-file header of a rank at a step (also what a resume expects)
@@ -60,12 +59,6 @@ static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path
     return -1;
 }
 
-/* -m: -1 is the whole val data (capped at 2^30 batches), otherwise at most that. */
-static inline int train_val_batches(int requested, const DataLoader *val) {
-    const int avail = (int)LLMC_MIN(val->total_samples, (int64_t)1 << 30);
-    return requested == -1 ? avail : LLMC_MIN(requested, avail);
-}
-
 /* The run's shape, as llm.c's: -d -1 is one micro-batch of all processes, otherwise a multiple of
  * B*T*processes; -m -1 is the whole val data; -x -1 is one epoch of the train data. Each rank
  * reads its own slice of the shards; -a 1 (overfit) reads without shuffling. The outlier
@@ -79,7 +72,7 @@ static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int np
     t->grad_accum = (int)(a->total_batch / tokens_per_micro);
     dataloader_init(&t->train_loader, a->train_pattern, a->B, a->T, rank, nproc, !a->overfit, vocab_size);
     dataloader_init(&t->val_loader, a->val_pattern, a->B, a->T, rank, nproc, 0, vocab_size);
-    t->val_batches = train_val_batches(a->val_batches, &t->val_loader);
+    t->val_batches = dataloader_val_batches(a->val_batches, &t->val_loader);
     t->num_steps = a->max_steps;
     if (t->num_steps == -1) {
         t->num_steps = (int)(t->train_loader.total_tokens / a->total_batch);

@@ -11,7 +11,7 @@
 #include "dataloader.h"
 #include "gpt2_cpu.h"
 
-/* batches: how many (train_val_batches gives -m's count); the loader is rewound first. */
+/* batches: how many (dataloader_val_batches gives -m's count); the loader is rewound first. */
 static inline float gpt2_val_loss(GPT2 *model, DataLoader *val, int batches) {
     dataloader_reset(val);
     double sum = 0.0;

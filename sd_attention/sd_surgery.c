@@ -27,7 +27,6 @@
 #include "../llmc/dataloader.h"
 #include "../llmc/gpt2_cpu.h"
 #include "../llmc/param_layout.h"
-#include "../llmc/train_setup.h"
 #include "../llmc/utils.h"
 #include "../llmc/val_loss.h"
 #include "surgery.h"
@@ -163,7 +162,7 @@ static double evaluate(const char *model_path, const Options *o, int T, int *bat
     gpt2_build_from_checkpoint(&m, model_path);
     DataLoader dl;
     dataloader_init(&dl, o->val, o->B, T, 0, 1, 0, m.config.vocab_size);
-    *batches = train_val_batches(o->batches, &dl);
+    *batches = dataloader_val_batches(o->batches, &dl);
     const double loss = gpt2_val_loss(&m, &dl, *batches);
     dataloader_free(&dl);
     gpt2_free(&m);

@@ -145,6 +145,7 @@ expect_error "scalar_d without S-D layers" "no S-D layers" ./sd_surgery -e "$S" 
 expect_error "-o missing" "^error: -o: expected" ./sd_surgery -e "$M" -op scalar_d
 expect_error "-o without .bin" "^error: -o: expected a name ending in .bin" ./sd_surgery -e "$M" -o "$d/x" -op scalar_d
 expect_error "-o equal to -e" "^error: -o: the output must differ" ./sd_surgery -e "$M" -o "$M" -op scalar_d
+expect_error "-m 0 (no val batch: a NaN loss)" "^error: -m 0: expected -1 \(the whole val data\) or a positive number" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -m 0
 expect_error "-t beyond maxT" "^error: -t 65: exceeds the model's maxT 64" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -t 65
 expect_error "bad val pattern" "no file matches" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$d/none_*.bin" -t 32
 expect_error "bad integer" "^error: -k 'two': expected an integer" ./sd_surgery -e "$M" -o "$d/x.bin" -op linearize -k two
