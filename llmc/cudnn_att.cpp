@@ -13,7 +13,8 @@
  * operation (FORMATS.md 15.3). Writing that graph by hand in the backend API would pin it to one
  * backend version.
  *
- * Graph per (B, h, T, d, kind), kind = forward for inference, forward with stats, backward; built
+ * Graph per (B, h, T, d, kind), kind = forward (always with the stats: training and evaluation run
+ * the same graph, so they score alike) or backward; built
  * once, cached here (no static caches: the cache belongs to the CudnnAtt object). The attention
  * scale 1/sqrt(d_l) is a graph constant: d is part of the key. The backward is requested
  * deterministic, which bit-exact resume needs.
@@ -35,8 +36,8 @@
 namespace fe = cudnn_frontend;
 
 enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV };
-enum GraphKind { FWD_INFER = 0, FWD_TRAIN = 1, BWD = 2 };
-static const char *const KIND_NAMES[3] = {"forward (inference)", "forward (training)", "backward"};
+enum GraphKind { FWD = 0, BWD = 1 };
+static const char *const KIND_NAMES[2] = {"forward", "backward"};
 
 struct GraphKey {
     int B, h, T, d, kind;
@@ -133,15 +134,13 @@ static std::shared_ptr<fe::graph::Graph> build_forward(const GraphKey &k) {
     auto V = input(*g, "V", UID_V, k, qkv_strides(k));
     auto opts = fe::graph::SDPA_attributes()
                     .set_name("attention")
-                    .set_generate_stats(k.kind == FWD_TRAIN)
+                    .set_generate_stats(true)
                     .set_causal_mask(true)
                     .set_attn_scale(1.0f / sqrtf((float)k.d));
     auto outs = g->sdpa(Q, K, V, opts);
     outs[0]->set_output(true).set_uid(UID_O).set_dim({k.B, k.h, k.T, k.d}).set_stride(out_strides(k));
-    if (k.kind == FWD_TRAIN) {
-        outs[1]->set_output(true).set_uid(UID_STATS).set_data_type(fe::DataType_t::FLOAT)
-            .set_dim({k.B, k.h, k.T, 1}).set_stride({(int64_t)k.h * k.T, (int64_t)k.T, 1, 1});
-    }
+    outs[1]->set_output(true).set_uid(UID_STATS).set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({k.B, k.h, k.T, 1}).set_stride({(int64_t)k.h * k.T, (int64_t)k.T, 1, 1});
     return g;
 }
 
@@ -231,7 +230,7 @@ static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {
 }
 
 void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
-    get_graph(ca, GraphKey{B, h, T, d, FWD_TRAIN});
+    get_graph(ca, GraphKey{B, h, T, d, FWD});
     if (backward) get_graph(ca, GraphKey{B, h, T, d, BWD});
 }
 
@@ -247,13 +246,12 @@ static void run(CudnnAtt *ca, const GraphKey &k, std::unordered_map<int64_t, voi
 }
 
 void cudnn_att_forward(CudnnAtt *ca, void *out, float *stats, const void *qkv, int B, int h, int T,
-                       int d, int training) {
-    const GraphKey k{B, h, T, d, training ? FWD_TRAIN : FWD_INFER};
+                       int d) {
+    const GraphKey k{B, h, T, d, FWD};
     const size_t A = (size_t)h * d;
     char *base = (char *)const_cast<void *>(qkv);
     std::unordered_map<int64_t, void *> pack = {
-        {UID_Q, base}, {UID_K, base + 2 * A}, {UID_V, base + 4 * A}, {UID_O, out}};
-    if (training) pack[UID_STATS] = stats;
+        {UID_Q, base}, {UID_K, base + 2 * A}, {UID_V, base + 4 * A}, {UID_O, out}, {UID_STATS, stats}};
     run(ca, k, pack);
 }
 
@@ -305,8 +303,8 @@ size_t cudnn_att_workspace_bytes(const CudnnAtt *ca) {
     return 0;
 }
 void cudnn_att_forward(CudnnAtt *ca, void *out, float *stats, const void *qkv, int B, int h, int T,
-                       int d, int training) {
-    (void)ca; (void)out; (void)stats; (void)qkv; (void)B; (void)h; (void)T; (void)d; (void)training;
+                       int d) {
+    (void)ca; (void)out; (void)stats; (void)qkv; (void)B; (void)h; (void)T; (void)d;
     not_built();
 }
 void cudnn_att_backward(CudnnAtt *ca, void *dqkv, const void *dout, const void *qkv,

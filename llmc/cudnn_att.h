@@ -8,7 +8,8 @@
  * permute kernels are needed:
  *   qkv   (B, T, 3, h, d)  Q, K, V of every head
  *   out   (B, T, h, d)     the layer's attention output
- *   stats (B, h, T)        logsumexp of each softmax row, written in training mode for the backward
+ *   stats (B, h, T)        logsumexp of each softmax row (fp32), written by every forward; the
+ *                          backward reads it
  *   dqkv  (B, T, 3, h, d)  overwritten
  * One graph per (B, h, T, d, kind) is built on first use and cached in the CudnnAtt object; the
  * trainer prepares every shape at start-up so that no graph is built inside a timed step.
@@ -33,7 +34,7 @@ void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward);
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca);
 
 void cudnn_att_forward(CudnnAtt *ca, void *out, float *stats, const void *qkv, int B, int h, int T,
-                       int d, int training);
+                       int d);
 void cudnn_att_backward(CudnnAtt *ca, void *dqkv, const void *dout, const void *qkv,
                         const void *out, const float *stats, int B, int h, int T, int d);
 

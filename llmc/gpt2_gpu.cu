@@ -120,8 +120,10 @@ static void index_segments(GPT2GPU *m) {
 /* The cuDNN graphs of the allocated shape (forward with stats; backward unless the model is
  * inference-only), built now so that no step pays for a build. Evaluation runs the same forward
  * graph (it also writes the stats, which costs B h T floats), in the trainer and in eval_gpt2cu
- * alike, so both score a checkpoint bit for bit the same; sampling's (1, T) forward graph is
- * built on its first use. */
+ * alike, so both score a checkpoint bit for bit the same wherever their path tables agree (an
+ * inference-only model may run a layer on cuDNN that a trainer keeps on the own kernels because
+ * cuDNN lacks its backward: d 129-256 on SM 8.x); sampling's (1, T) forward graph is built on its
+ * first use. */
 static void prepare_cudnn(GPT2GPU *m) {
     for (int l = 0; l < m->config.num_layers; l++) {
         if (m->path[l] != ATT_PATH_CUDNN) continue;
@@ -361,7 +363,7 @@ static void attention_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
     const int B = m->cur.B, T = m->cur.T;
     qkv_forward(m, l, a);
     if (m->path[l] == ATT_PATH_CUDNN) {
-        cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size, 1);
+        cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size);
     } else if (m->path[l] == ATT_PATH_LINEAR) {
         linear_attention_forward(a->atty, actf(m, ACT_LIN_SCRATCH), a->qkv, B, T, ls->n_head, ls->head_size,
                                  m->config.lin_prescale, m->ctx);

@@ -499,8 +499,7 @@ void adamw_update(floatX *params, float *master, const floatX *grads, float *m, 
                   size_t global_off, size_t shard_off, size_t count, const AdamWArgs *a,
                   cudaStream_t stream) {
     if (count == 0) return;
-    const unsigned blocks = (unsigned)LLMC_MIN(ceil_div(count, 512), (size_t)65535);
-    adamw_kernel<<<blocks, 512, 0, stream>>>(params, master, grads, m, v, global_off, shard_off, count, *a);
+    adamw_kernel<<<grid_stride_blocks(count, 512), 512, 0, stream>>>(params, master, grads, m, v, global_off, shard_off, count, *a);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -560,12 +559,12 @@ __global__ void cast_bf16_f32_kernel(float *dst, const floatX *src, size_t n) {
 
 void cast_f32_to_bf16(floatX *dst, const float *src, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    cast_f32_bf16_kernel<<<(unsigned)LLMC_MIN(ceil_div(n, 256), (size_t)65535), 256, 0, stream>>>(dst, src, n);
+    cast_f32_bf16_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(dst, src, n);
     CUDA_CHECK_LAUNCH();
 }
 
 void cast_bf16_to_f32(float *dst, const floatX *src, size_t n, cudaStream_t stream) {
     if (n == 0) return;
-    cast_bf16_f32_kernel<<<(unsigned)LLMC_MIN(ceil_div(n, 256), (size_t)65535), 256, 0, stream>>>(dst, src, n);
+    cast_bf16_f32_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(dst, src, n);
     CUDA_CHECK_LAUNCH();
 }

@@ -95,6 +95,7 @@ static LtMatmul lt_problem(bool trans_a, bool trans_b, uint64_t m, uint64_t n, u
 struct LtAlgoCache {
     LtAlgoTable table;
     cublasLtMatmulAlgo_t algo[LT_ALGO_SLOTS];
+    int warned_full; /* the table-full warning is printed once */
 };
 
 static LtAlgoKey lt_key(const LtMatmul *mm, size_t workspace) {
@@ -163,7 +164,13 @@ static cublasLtMatmulAlgo_t lt_algo(const LtMatmul *mm, cublasLtMatmulDesc_t des
     if (slot >= 0) return c->algo[slot];
     const cublasLtMatmulAlgo_t algo = lt_heuristic(mm, &key, desc, la, lb, ld, ctx);
     slot = lt_algo_insert(&c->table, &key);
-    if (slot >= 0) c->algo[slot] = algo;
+    if (slot >= 0) {
+        c->algo[slot] = algo;
+    } else if (!c->warned_full) {
+        c->warned_full = 1;
+        fprintf(stderr, "warning: cuBLASLt algorithm cache full (%d problems): new matmul shapes now run "
+                "the heuristic on every call (raise LT_ALGO_SLOTS in llmc/gpu_host.h)\n", LT_ALGO_SLOTS);
+    }
     return algo;
 }
 

@@ -75,7 +75,7 @@ static void bufs_free(Bufs *b) {
 static void step(void *arg, int backward) {
     Bufs *b = (Bufs *)arg;
 #ifdef CHECK_CUDNN
-    if (!backward) cudnn_att_forward(b->dv->cudnn, b->out, b->stats, b->qkv, b->B, b->h, b->T, b->d, 1);
+    if (!backward) cudnn_att_forward(b->dv->cudnn, b->out, b->stats, b->qkv, b->B, b->h, b->T, b->d);
     else cudnn_att_backward(b->dv->cudnn, b->dqkv, b->dout, b->qkv, b->out, b->stats, b->B, b->h, b->T, b->d);
 #else
     const GpuCtx *ctx = &b->dv->ctx;
