@@ -109,6 +109,23 @@ static void evals_setup(Run *r) {
     if (!a->hellaswag) return;
     train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, r->model.config.vocab_size,
                       is_rank0(r));
+    if (r->mg.nproc > 1) {
+        /* an eval file missing on some node only would leave the ranks issuing different numbers of
+         * all-reduces (a hang). With m the task mask (< 32) summed over the N ranks as floats (exact
+         * integers below 2^24), N sum(m^2) = (sum m)^2 exactly when every rank has the same m
+         * (Cauchy-Schwarz), and every rank sees the same two sums, so all of them stop or none. */
+        const float m = (float)train_evals_mask(&r->evals);
+        float v[2] = {m, m * m};
+        float *d = r->model.scalars + 2;
+        CUDA_CHECK(cudaMemcpyAsync(d, v, sizeof(v), cudaMemcpyHostToDevice, r->ctx.stream));
+        multi_gpu_allreduce_f32(&r->mg, d, 2, 0, r->ctx.stream);
+        CUDA_CHECK(cudaMemcpyAsync(v, d, sizeof(v), cudaMemcpyDeviceToHost, r->ctx.stream));
+        CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
+        if ((double)r->mg.nproc * v[1] != (double)v[0] * v[0]) {
+            llmc_die("-h 1: the ranks found different eval files under dev/data (this rank's task mask %d): "
+                     "every node needs the same files", (int)m);
+        }
+    }
     const size_t N = (size_t)a->B * a->T;
     r->eval_losses = (float *)xmalloc(N * sizeof(float));
     r->eval_argmax = (int *)xmalloc(N * sizeof(int));

@@ -86,7 +86,12 @@ CudnnAtt *cudnn_att_create(cudaStream_t stream) {
                 "LD_LIBRARY_PATH?)\n", cudnnGetErrorString(st));
         exit(EXIT_FAILURE);
     }
-    cudnnSetStream(ca->handle, stream);
+    const cudnnStatus_t ss = cudnnSetStream(ca->handle, stream);
+    if (ss != CUDNN_STATUS_SUCCESS) {
+        fflush(stdout);
+        fprintf(stderr, "error: cuDNN: cudnnSetStream failed: %s\n", cudnnGetErrorString(ss));
+        exit(EXIT_FAILURE);
+    }
     ca->stream = stream;
     return ca;
 }
@@ -183,33 +188,40 @@ static bool try_build(CudnnAtt *ca, fe::graph::Graph &g, const char **step, std:
     return st.is_good();
 }
 
-/* Returns the cached graph of this key, building it and sizing the workspace the first time. A
- * backend without a deterministic backward for this shape gets the default one and a warning:
- * training works, but a resumed run is then not bit-identical. */
-/* The frontend reports most problems as error codes, some as exceptions (e.g. "no suitable
- * implementation" while the graph is assembled): both end in one error line. */
-static std::shared_ptr<fe::graph::Graph> build_graph(CudnnAtt *ca, const GraphKey &k) {
-    const char *step = "assemble";
+/* Assembles and builds one graph; false with the failing step and message instead of throwing. The
+ * frontend reports most problems as error codes, some as exceptions (e.g. "no suitable
+ * implementation" while the graph is assembled): both come back the same way. */
+static std::shared_ptr<fe::graph::Graph> try_graph(CudnnAtt *ca, const GraphKey &k, bool deterministic,
+                                                   const char **step, std::string *msg) {
+    *step = "assemble";
     try {
-        auto g = k.kind == BWD ? build_backward(k, true) : build_forward(k);
-        std::string msg;
-        if (try_build(ca, *g, &step, &msg)) return g;
-        if (k.kind != BWD) die_cudnn(k, step, msg);
-        step = "assemble (non-deterministic)";
-        g = build_backward(k, false);
-        std::string msg2;
-        if (!try_build(ca, *g, &step, &msg2)) die_cudnn(k, step, msg2);
-        if (!ca->warned_nondeterministic) {
-            fprintf(stderr, "warning: cuDNN attention backward (B %d, heads %d, T %d, head size %d): no "
-                    "deterministic engine (%s); using the default one, so resumed runs are not bit-exact "
-                    "(-attn own is)\n", k.B, k.h, k.T, k.d, msg.c_str());
-            ca->warned_nondeterministic = true;
-        }
-        return g;
+        auto g = k.kind == BWD ? build_backward(k, deterministic) : build_forward(k);
+        if (try_build(ca, *g, step, msg)) return g;
     } catch (const std::exception &e) {
-        die_cudnn(k, step, e.what());
+        *msg = e.what();
     }
-    return nullptr; /* not reached */
+    return nullptr;
+}
+
+/* Returns a built graph of this key, or a one-line error. A backend without a deterministic
+ * backward for this shape (an error code or an exception) gets the default one and a warning:
+ * training works, but a resumed run is then not bit-identical. */
+static std::shared_ptr<fe::graph::Graph> build_graph(CudnnAtt *ca, const GraphKey &k) {
+    const char *step = nullptr;
+    std::string msg;
+    auto g = try_graph(ca, k, true, &step, &msg);
+    if (g) return g;
+    if (k.kind != BWD) die_cudnn(k, step, msg);
+    std::string msg2;
+    g = try_graph(ca, k, false, &step, &msg2);
+    if (!g) die_cudnn(k, (std::string(step) + " (non-deterministic)").c_str(), msg2);
+    if (!ca->warned_nondeterministic) {
+        fprintf(stderr, "warning: cuDNN attention backward (B %d, heads %d, T %d, head size %d): no "
+                "deterministic engine (%s); using the default one, so resumed runs are not bit-exact "
+                "(-attn own is)\n", k.B, k.h, k.T, k.d, msg.c_str());
+        ca->warned_nondeterministic = true;
+    }
+    return g;
 }
 
 static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {

@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <nccl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #ifdef USE_MPI
@@ -72,6 +73,17 @@ static void id_over_tcp(ncclUniqueId *id, int rank, int nproc, const char *serve
         }
         if (listen(srv, nproc) != 0) llmc_die("-pi tcp: listen: %s", strerror(errno));
         for (int i = 1; i < nproc; i++) {
+            /* a rank that never connects (a wrong -ps, a process that died) must not hang rank 0 */
+            struct pollfd p;
+            p.fd = srv;
+            p.events = POLLIN;
+            p.revents = 0;
+            const int ready = poll(&p, 1, 300 * 1000);
+            if (ready < 0) llmc_die("-pi tcp: poll: %s", strerror(errno));
+            if (ready == 0) {
+                llmc_die("-pi tcp: rank 0: %d of %d ranks connected to port %d within 300 s (check -ps and -pn "
+                         "on the others)", i - 1, nproc - 1, NCCL_TCP_PORT);
+            }
             const int c = accept(srv, NULL, NULL);
             if (c < 0) llmc_die("-pi tcp: accept: %s", strerror(errno));
             if (send(c, id, sizeof(*id), 0) != (ssize_t)sizeof(*id)) llmc_die("-pi tcp: send: %s", strerror(errno));
@@ -106,9 +118,23 @@ static void id_over_tcp(ncclUniqueId *id, int rank, int nproc, const char *serve
     }
 }
 
+/* The id file of this launch: under Slurm its name carries the job and step ids, so a file left by
+ * a crashed earlier launch (written, never removed) cannot be read by this one; a hand-started
+ * run uses ncclUniqueId.sync and relies on it having been removed (doc/gpu.md). */
+static void fs_id_path(char *path, size_t cap, const char *dir) {
+    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    char name[128];
+    if (job != NULL && job[0] != '\0') {
+        snprintf(name, sizeof(name), "ncclUniqueId.%.40s.%.40s.sync", job, step != NULL ? step : "0");
+    } else {
+        snprintf(name, sizeof(name), "ncclUniqueId.sync");
+    }
+    path_join(path, cap, dir, name);
+}
+
 static void id_over_fs(ncclUniqueId *id, int rank, const char *dir) {
     char path[4200];
-    path_join(path, sizeof(path), dir, "ncclUniqueId.sync");
+    fs_id_path(path, sizeof(path), dir);
     if (rank == 0) {
         AtomicFile af;
         atomic_open(&af, path);
@@ -132,6 +158,24 @@ static void id_over_fs(ncclUniqueId *id, int rank, const char *dir) {
 
 /* ---------------------------------------------------------------------------------------------
  * Process identity */
+
+/* The number of processes an MPI-style launcher (mpirun, srun with PMI) started, 0 if none. */
+static int launcher_world_size(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && atoi(v) > 0) return atoi(v);
+    }
+    return getenv("PMIX_RANK") != NULL ? 1 : 0;
+}
+
+/* -pg: the GPU of a process is its rank on the node; where the launcher shows each process only
+ * its own GPU (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank) that GPU is device 0. */
+static int visible_device(int local_rank) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count == 1) return 0;
+    return local_rank;
+}
 void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_method, int num_processes,
                     int process_rank, int gpus_per_node, int zero_stage) {
     memset(mg, 0, sizeof(*mg));
@@ -142,8 +186,7 @@ void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_meth
 #if defined(MULTI_GPU) && defined(USE_MPI)
     /* MPI only under an MPI launcher: a plain single-process start must not depend on a working
      * MPI runtime (llm.c's MPI builds exited there, FORMATS.md 18 #12) */
-    const int launched = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK") ||
-                         getenv("MPI_LOCALNRANKS");
+    const int launched = launcher_world_size() > 0;
     if (mpi_mode && !launched && num_processes > 1) {
         llmc_die("-pi mpi with -pn %d: start the processes with mpirun (or use -pi tcp / -pi fs)", num_processes);
     }
@@ -155,8 +198,10 @@ void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_meth
         /* the local GPU is the rank among the processes of this node */
         MPI_Comm node;
         MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, mg->rank, MPI_INFO_NULL, &node);
-        MPI_Comm_rank(node, &mg->local_device);
+        int local_rank = 0;
+        MPI_Comm_rank(node, &local_rank);
         MPI_Comm_free(&node);
+        mg->local_device = visible_device(local_rank);
         if (num_processes > 1 && num_processes != mg->nproc) {
             llmc_warn("-pn %d ignored: MPI started %d processes", num_processes, mg->nproc);
         }
@@ -169,13 +214,20 @@ void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_meth
         llmc_die("-pi mpi with -pn %d: this binary was built without MPI; use -pi tcp or -pi fs",
                  num_processes);
     }
+    /* N copies of a one-process run on one GPU, all writing the same files, is never what
+     * `mpirun -np N` meant */
+    if (mpi_mode && launcher_world_size() > 1) {
+        llmc_die("-pi mpi: started by an MPI launcher with %d processes, but this binary was built without "
+                 "MPI (the build looks for mpi.h: make train_gpt2cu OPENMPI_DIR=...; or use -pi tcp / -pi fs)",
+                 launcher_world_size());
+    }
 #endif
 #ifndef MULTI_GPU
     if (num_processes > 1) {
         llmc_die("-pn %d: this binary was built with NO_MULTI_GPU=1 (one process only)", num_processes);
     }
 #endif
-    mg->local_device = mg->nproc > 1 ? mg->rank % gpus_per_node : 0;
+    mg->local_device = mg->nproc > 1 ? visible_device(mg->rank % gpus_per_node) : 0;
 }
 
 #ifndef MULTI_GPU
@@ -224,7 +276,7 @@ void multi_gpu_connect(MultiGpu *mg, const char *init_method, const char *server
     /* every rank has the id now: remove the file so that a later run cannot read a stale one */
     if (mg->rank == 0 && strcmp(init_method, "fs") == 0) {
         char path[4200];
-        path_join(path, sizeof(path), fs_path, "ncclUniqueId.sync");
+        fs_id_path(path, sizeof(path), fs_path);
         remove(path);
     }
 }

@@ -38,6 +38,14 @@ typedef struct {
     int count;
 } TrainEvals;
 
+/* The set of tasks that will be scored, one bit per EVAL_TASKS entry: ranks must agree on it (every
+ * task is one all-reduce per evaluation), which train_gpt2.cu checks at set-up. */
+static inline int train_evals_mask(const TrainEvals *te) {
+    int mask = 0;
+    for (int i = 0; i < te->count; i++) mask |= 1 << (int)(te->e[i].task - EVAL_TASKS);
+    return mask;
+}
+
 /* The name in messages: llm.c's "HellaSwag" for hellaswag, else the task name. */
 static inline const char *train_eval_display_name(const EvalTask *task) {
     return strcmp(task->name, "hellaswag") == 0 ? "HellaSwag" : task->name;

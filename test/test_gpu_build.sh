@@ -9,7 +9,7 @@
 #   - --help runs on a machine without a GPU and lists -attn (generated from llmc/args.h);
 #   - bad flags and impossible requests are one error line and a non-zero exit, before any GPU
 #     work: an unknown -attn value, -attn cudnn in a build without cuDNN, -pn 2 with -pi mpi
-#     outside mpirun, -pn 2 in a single-GPU build;
+#     outside mpirun, -pn 2 in a single-GPU build, a build without MPI under an MPI launcher;
 #   - without a GPU, a training run stops with one "error:" line (a CUDA error), not a crash.
 set -u
 cd "$(dirname "$0")/.."
@@ -76,6 +76,9 @@ done
 expect_error "stub build: -attn cudnn" "^error: -attn cudnn: this binary was built without cuDNN" $d/train_gpt2cu_stub_single -attn cudnn
 expect_error "MPI build: -pn 2 outside mpirun" "^error: -pi mpi with -pn 2: start the processes with mpirun" \
   env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE -u PMIX_RANK $d/train_gpt2cu_cudnn_mpi -pn 2
+expect_error "single-GPU build under mpirun -np 2 (not N copies of one run)" \
+  "^error: -pi mpi: started by an MPI launcher with 2 processes, but this binary was built without MPI" \
+  env OMPI_COMM_WORLD_SIZE=2 $d/train_gpt2cu_stub_single
 expect_error "single-GPU build: -pn 2" "^error: -pn 2: this binary was built with NO_MULTI_GPU=1" \
   $d/train_gpt2cu_stub_single -pn 2 -pi fs -pf build
 expect_error "test_gpt2cu without arguments" "^usage: " $d/test_gpt2cu_cudnn_mpi
