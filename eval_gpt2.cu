@@ -50,7 +50,7 @@ static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     gpt2gpu_check_shapes(&c, em->T);
     multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
     gpu_ctx_init(&g->ctx, 0);
-    g->cudnn = gpt2gpu_choose_paths(&c, "auto", 0, &g->ctx, g->path); /* forward-only support */
+    g->cudnn = gpt2gpu_choose_paths(&c, "auto", 0, B, em->T, &g->ctx, g->path); /* forward-only support */
     attn_print_paths(&c, g->path, stdout);
     GPT2GPUOptions opt = {0, 0, 0, 0, 1}; /* forward only: no gradients or optimizer state */
     gpt2gpu_init(&g->model, &c, B, em->T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);

@@ -82,7 +82,7 @@ static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Conf
 }
 
 static void choose_attention(Run *r, const GPT2Config *c) {
-    r->cudnn = gpt2gpu_choose_paths(c, r->args.attn, 1, &r->ctx, r->path);
+    r->cudnn = gpt2gpu_choose_paths(c, r->args.attn, 1, r->args.B, r->args.T, &r->ctx, r->path);
     if (is_rank0(r)) attn_print_paths(c, r->path, stdout);
 }
 

@@ -203,31 +203,36 @@ static std::shared_ptr<fe::graph::Graph> try_graph(CudnnAtt *ca, const GraphKey 
     return nullptr;
 }
 
-/* Returns a built graph of this key, or a one-line error. A backend without a deterministic
- * backward for this shape (an error code or an exception) gets the default one and a warning:
- * training works, but a resumed run is then not bit-identical. */
-static std::shared_ptr<fe::graph::Graph> build_graph(CudnnAtt *ca, const GraphKey &k) {
-    const char *step = nullptr;
-    std::string msg;
-    auto g = try_graph(ca, k, true, &step, &msg);
-    if (g) return g;
-    if (k.kind != BWD) die_cudnn(k, step, msg);
+/* A built graph of this key, or nullptr with the failing step and message. A backend without a
+ * deterministic backward for this shape (an error code or an exception) gets the default one and a
+ * warning: training works, but a resumed run is then not bit-identical. */
+static std::shared_ptr<fe::graph::Graph> build_graph(CudnnAtt *ca, const GraphKey &k, const char **step,
+                                                     std::string *msg) {
+    auto g = try_graph(ca, k, true, step, msg);
+    if (g || k.kind != BWD) return g;
     std::string msg2;
-    g = try_graph(ca, k, false, &step, &msg2);
-    if (!g) die_cudnn(k, (std::string(step) + " (non-deterministic)").c_str(), msg2);
+    g = try_graph(ca, k, false, step, &msg2);
+    if (!g) {
+        *step = "build (default engine, after no deterministic one)";
+        *msg = msg2;
+        return nullptr;
+    }
     if (!ca->warned_nondeterministic) {
         fprintf(stderr, "warning: cuDNN attention backward (B %d, heads %d, T %d, head size %d): no "
                 "deterministic engine (%s); using the default one, so resumed runs are not bit-exact "
-                "(-attn own is)\n", k.B, k.h, k.T, k.d, msg.c_str());
+                "(-attn own is)\n", k.B, k.h, k.T, k.d, msg->c_str());
         ca->warned_nondeterministic = true;
     }
     return g;
 }
 
-static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {
+/* The cached graph of this key, built (and the workspace grown) the first time; nullptr with the
+ * failing step and message when cuDNN cannot build it. */
+static fe::graph::Graph *find_graph(CudnnAtt *ca, const GraphKey &k, const char **step, std::string *msg) {
     auto it = ca->graphs.find(k);
-    if (it != ca->graphs.end()) return *it->second;
-    auto g = build_graph(ca, k);
+    if (it != ca->graphs.end()) return it->second.get();
+    auto g = build_graph(ca, k, step, msg);
+    if (!g) return nullptr;
     int64_t ws = 0;
     fe_check(g->get_workspace_size(ws), k, "get_workspace_size");
     if ((size_t)ws > ca->workspace_size) {
@@ -238,12 +243,34 @@ static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {
         ca->workspace_size = (size_t)ws;
     }
     ca->graphs[k] = g;
+    return g.get();
+}
+
+static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {
+    const char *step = "assemble";
+    std::string msg;
+    fe::graph::Graph *g = find_graph(ca, k, &step, &msg);
+    if (!g) die_cudnn(k, step, msg);
     return *g;
 }
 
 void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
     get_graph(ca, GraphKey{B, h, T, d, FWD});
     if (backward) get_graph(ca, GraphKey{B, h, T, d, BWD});
+}
+
+int cudnn_att_try_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward, char *err, size_t cap) {
+    for (int kind = FWD; kind <= (backward ? BWD : FWD); kind++) {
+        const GraphKey k{B, h, T, d, kind};
+        const char *step = "assemble";
+        std::string msg;
+        if (find_graph(ca, k, &step, &msg) == nullptr) {
+            snprintf(err, cap, "cuDNN cannot build the %s graph (B %d, heads %d, T %d, head size %d): %s: %s",
+                     KIND_NAMES[kind], B, h, T, d, step, msg.c_str());
+            return 0;
+        }
+    }
+    return 1;
 }
 
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca) { return ca->workspace_size; }
@@ -309,6 +336,11 @@ void cudnn_att_destroy(CudnnAtt *ca) { (void)ca; }
 void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
     (void)ca; (void)B; (void)h; (void)T; (void)d; (void)backward;
     not_built();
+}
+int cudnn_att_try_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward, char *err, size_t cap) {
+    (void)ca; (void)B; (void)h; (void)T; (void)d; (void)backward; (void)err; (void)cap;
+    not_built();
+    return 0;
 }
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca) {
     (void)ca;

@@ -18,6 +18,7 @@
 #define LLMC_CUDNN_ATT_H
 
 #include <cuda_runtime.h>
+#include <stddef.h>
 
 typedef struct CudnnAtt CudnnAtt;
 
@@ -31,6 +32,9 @@ void cudnn_att_destroy(CudnnAtt *ca);
  * with `backward`, the backward graph of this shape. A shape cuDNN refuses is a one-line error
  * naming it. */
 void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward);
+/* The same without dying: 1 when the graphs are built (and cached), else 0 with one line in err
+ * (-attn auto then serves the layer with the own kernels). */
+int cudnn_att_try_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward, char *err, size_t cap);
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca);
 
 void cudnn_att_forward(CudnnAtt *ca, void *out, float *stats, const void *qkv, int B, int h, int T,

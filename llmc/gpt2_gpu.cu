@@ -142,8 +142,8 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
     if (T > c->max_seq_len) llmc_die("-t %d exceeds the model's maxT = %d", T, c->max_seq_len);
 }
 
-CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
-                               AttPath *path) {
+CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, int B, int T,
+                               const GpuCtx *ctx, AttPath *path) {
     AttnRequest req = ATTN_REQ_AUTO;
     if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn or own", attn);
     if (req == ATTN_REQ_CUDNN && !cudnn_att_built()) {
@@ -153,7 +153,7 @@ CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int traini
     env.sm = ctx->sm;
     env.cudnn_built = cudnn_att_built();
     env.cudnn_version = cudnn_att_version();
-    char err[512];
+    char err[1024];
     if (!attn_select_paths(c, req, &env, training, path, err, sizeof(err))) llmc_die("%s", err);
     int any_cudnn = 0;
     for (int l = 0; l < c->num_layers; l++) {
@@ -162,7 +162,29 @@ CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int traini
         }
         any_cudnn |= path[l] == ATT_PATH_CUDNN;
     }
-    return any_cudnn ? cudnn_att_create(ctx->stream) : NULL;
+    if (!any_cudnn) return NULL;
+    /* The rules above are static (head size, SM, backend version); the graphs are built now, and a
+     * shape the backend still refuses is an error with -attn cudnn and an own-kernel layer with
+     * -attn auto (with a warning), so that "auto" never stops a run that the own kernels can serve. */
+    CudnnAtt *ca = cudnn_att_create(ctx->stream);
+    any_cudnn = 0;
+    for (int l = 0; l < c->num_layers; l++) {
+        if (path[l] != ATT_PATH_CUDNN) continue;
+        const LayerSpec *ls = &c->layer[l];
+        if (!cudnn_att_try_prepare(ca, B, ls->n_head, T, ls->head_size, training, err, sizeof(err))) {
+            if (req == ATTN_REQ_CUDNN) llmc_die("-attn cudnn: layer %d: %s", l, err);
+            fflush(stdout);
+            fprintf(stderr, "warning: layer %d: %s; -attn auto runs it on the own kernels\n", l, err);
+            path[l] = ATT_PATH_OWN;
+            continue;
+        }
+        any_cudnn = 1;
+    }
+    if (!any_cudnn) {
+        cudnn_att_destroy(ca);
+        return NULL;
+    }
+    return ca;
 }
 
 void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOptions *opt,

@@ -97,9 +97,11 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T);
  * (gpu_host.h attn_select_paths) and the linear-attention limits; dies with one line naming the
  * layer. Returns the cuDNN context when some layer runs on cuDNN, else NULL. training = 1: cuDNN
  * must also run the layer's backward (a trainable model); 0: the forward only, for a model built
- * with opt.inference (eval_gpt2cu), so that e.g. d = 129...256 heads on SM 8.x run on cuDNN too. */
-CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, const GpuCtx *ctx,
-                               AttPath *path);
+ * with opt.inference (eval_gpt2cu), so that e.g. d = 129...256 heads on SM 8.x run on cuDNN too.
+ * The cuDNN graphs of the (B, T) shape are built here: a layer whose graphs the backend refuses
+ * runs on the own kernels with attn = "auto" (a warning), and is an error with "cudnn". */
+CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, int B, int T,
+                               const GpuCtx *ctx, AttPath *path);
 
 void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOptions *opt,
                   const AttPath *path, int zero_stage, GpuCtx *ctx, CudnnAtt *cudnn, MultiGpu *mg);

@@ -107,7 +107,7 @@ static void gpu_setup(Gpu *g, const GPT2Config *c, const float *params, int B, i
     memset(g, 0, sizeof(*g));
     multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
     gpu_ctx_init(&g->ctx, 0);
-    g->cudnn = gpt2gpu_choose_paths(c, attn, 1, &g->ctx, g->path);
+    g->cudnn = gpt2gpu_choose_paths(c, attn, 1, B, T, &g->ctx, g->path);
     attn_print_paths(c, g->path, stdout);
     GPT2GPUOptions opt = {recompute, gelu_fusion, 1, decay_sd_skew, 0};
     gpt2gpu_init(&g->model, c, B, T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
