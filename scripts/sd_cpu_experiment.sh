@@ -13,8 +13,8 @@
 # For each arm: ./sd_spectrum on the final checkpoint (per-layer erank of the routing part: S for
 # S-D heads, the skew part of W_Q W_K^T for standard heads), then ./sd_surgery -op linearize -k K
 # for K = 1..L-1 with the val loss before and after on the first 20 val windows (10,240 tokens).
-# The "before" loss does not depend on K; the summary takes it from the K = 1 run (sd_surgery
-# evaluates it on every run, as it has no flag to skip it).
+# The "before" loss does not depend on K: only the K = 1 run evaluates it (-eval_before 0 for the
+# others) and the summary takes it from there.
 # Outputs in --out (default out/sd_cpu): <arm>/ (main.log, checkpoint), <arm>.spectrum.{txt,json},
 # <arm>.lin<K>.report.json, summary.md. Finished steps are skipped when started again.
 set -euo pipefail
@@ -63,8 +63,10 @@ for arm in mha sd sd_noln; do
   [ -f "$OUT/$arm.spectrum.json" ] || run ./sd_spectrum "$ckpt" -json "$OUT/$arm.spectrum.json" > "$OUT/$arm.spectrum.txt"
   for k in $(seq 1 $((L - 1))); do
     [ -f "$OUT/$arm.lin$k.report.json" ] && continue
+    # the input's val loss does not depend on K: only the K = 1 run evaluates it
     run ./sd_surgery -e "$ckpt" -o "$OUT/$arm.lin$k.bin" -op linearize -k "$k" \
-      -j "$TS/tiny_shakespeare_val.bin" -m 20 -b 4 -t 128 > "$OUT/$arm.lin$k.log"
+      -j "$TS/tiny_shakespeare_val.bin" -m 20 -b 4 -t 128 -eval_before $([ "$k" = 1 ] && echo 1 || echo 0) \
+      > "$OUT/$arm.lin$k.log"
     [ "$DRY" = 1 ] || rm -f "$OUT/$arm.lin$k.bin"
   done
 done

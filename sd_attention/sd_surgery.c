@@ -6,7 +6,7 @@
  *   ./sd_surgery -e model.bin -o out.bin -op linearize -k K [-lin_prescale 0|1]
  *   ./sd_surgery -e model.bin -o out.bin -op scalar_d [-keep_layout 1]
  *   ./sd_surgery -e model.bin -o out.bin -op shrink (-planes M | -rank90 1) [-round8 1]
- *   ... [-j VAL_SHARD -m N -b B -t T]        evaluate before and after
+ *   ... [-j VAL_SHARD -m N -b B -t T] [-eval_before 0]   evaluate before (unless 0) and after
  *   ./sd_surgery --help
  *
  * Outputs: out.bin (fp32, v3 if the result is llm.c's uniform model, else v103; NAME.tmp + rename),
@@ -50,6 +50,7 @@ typedef struct {
     int batches;         /* -m; -1 the whole val data */
     int B;               /* -b */
     int T;               /* -t; 0 the model's maxT */
+    int eval_before;     /* -eval_before */
 } Options;
 
 /* The CliOpt group of a flag is the op it belongs to (0: every op). */
@@ -66,6 +67,7 @@ static const CliOpt OPTS[] = {
     O_INT("-m", batches, -1, 1 << 30, OP_ANY, "val batches (-1: the whole val data)"),
     O_INT("-b", B, 1, 1 << 20, OP_ANY, "batch size of the evaluation"),
     O_INT("-t", T, 0, 1 << 20, OP_ANY, "sequence length of the evaluation (0: the model's maxT)"),
+    O_INT("-eval_before", eval_before, 0, 1, OP_ANY, "0: evaluate only the output (the input's loss is known, e.g. from a sweep's first run)"),
     O_INT("-k", k, 1, LLMC_MAX_LAYERS, OP_LINEARIZE, "linearize layers 0..K-1 (mha -> lin, sd -> sdlin)"),
     O_INT("-lin_prescale", lin_prescale, -1, 1, OP_LINEARIZE, "linear q/k prescale flag of the output (-1: keep the checkpoint's)"),
     O_INT("-keep_layout", keep_layout, 0, 1, OP_SCALAR_D, "1: keep d equal thetas per head instead of the scalar-D layout"),
@@ -79,6 +81,7 @@ static void options_defaults(Options *o) {
     memset(o, 0, sizeof(*o));
     o->lin_prescale = -1;
     o->batches = 20;
+    o->eval_before = 1;
     o->B = 4;
 }
 
@@ -329,13 +332,19 @@ int main(int argc, char **argv) {
         ev.done = 1;
         ev.B = o.B;
         ev.T = T;
-        ev.loss_before = evaluate(o.model, &o, T, &ev.batches);
+        ev.loss_before = o.eval_before ? evaluate(o.model, &o, T, &ev.batches) : NAN; /* NAN: null in the report */
         ev.loss_after = evaluate(o.out, &o, T, &ev.batches); /* the file just written */
         ev.seconds = wall_seconds() - t0;
-        printf("val loss before %.6f (ppl %.4f), after %.6f (ppl %.4f): perplexity %+.2f%% "
-               "(%d batches of %d x %d, %.1f s)\n", ev.loss_before, exp(ev.loss_before), ev.loss_after,
-               exp(ev.loss_after), 100.0 * (exp(ev.loss_after - ev.loss_before) - 1.0), ev.batches,
-               o.B, T, ev.seconds);
+        if (o.eval_before) {
+            printf("val loss before %.6f (ppl %.4f), after %.6f (ppl %.4f): perplexity %+.2f%% "
+                   "(%d batches of %d x %d, %.1f s)\n", ev.loss_before, exp(ev.loss_before), ev.loss_after,
+                   exp(ev.loss_after), 100.0 * (exp(ev.loss_after - ev.loss_before) - 1.0), ev.batches,
+                   o.B, T, ev.seconds);
+        } else {
+            printf("val loss after %.6f (ppl %.4f); the input not evaluated (-eval_before 0) "
+                   "(%d batches of %d x %d, %.1f s)\n", ev.loss_after, exp(ev.loss_after), ev.batches, o.B, T,
+                   ev.seconds);
+        }
     }
     write_report(report, &o, &ic, &r, &ev);
     printf("wrote %s\n", report);

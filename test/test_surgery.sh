@@ -145,6 +145,13 @@ expect_error "scalar_d without S-D layers" "no S-D layers" ./sd_surgery -e "$S" 
 expect_error "-o missing" "^error: -o: expected" ./sd_surgery -e "$M" -op scalar_d
 expect_error "-o without .bin" "^error: -o: expected a name ending in .bin" ./sd_surgery -e "$M" -o "$d/x" -op scalar_d
 expect_error "-o equal to -e" "^error: -o: the output must differ" ./sd_surgery -e "$M" -o "$M" -op scalar_d
+./sd_surgery -e "$M" -o "$d/nb.bin" -op linearize -k 1 -eval_before 0 "${EV[@]}" > "$d/nb.log" 2>&1
+./sd_surgery -e "$M" -o "$d/wb.bin" -op linearize -k 1 "${EV[@]}" > "$d/wb.log" 2>&1
+check "-eval_before 0: the same after-loss, no before-loss (null in the report, not printed)" \
+  "$PYTHON" -c "import json, sys; a = json.load(open('$d/nb.report.json'))['val']; b = json.load(open('$d/wb.report.json'))['val']
+sys.exit(not (a['loss_after'] == b['loss_after'] and a['loss_before'] is None and a['ppl_change'] is None
+              and isinstance(b['loss_before'], float)))"
+check "-eval_before 0 prints the after-loss only" grep -q "^val loss after .*(-eval_before 0)" "$d/nb.log"
 expect_error "-m 0 (no val batch: a NaN loss)" "^error: -m 0: expected -1 \(the whole val data\) or a positive number" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -m 0
 expect_error "-t beyond maxT" "^error: -t 65: exceeds the model's maxT 64" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -t 65
 expect_error "bad val pattern" "no file matches" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$d/none_*.bin" -t 32
