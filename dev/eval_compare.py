@@ -10,9 +10,10 @@ CPU program as the reference and the bf16 GPU program as the candidate. Checks, 
   - the same (example, option) rows and token counts;
   - every option's mean completion loss within --abs_tol (bf16 weights and activations move a
     loss of a few nats by ~1e-2; the default leaves a margin of a few times that);
-  - choice tasks: the reference's prediction (argmin of the sum and of the mean) reproduced on
-    every example whose reference gap between best and runner-up exceeds 2 x the worst loss
-    difference seen (only a gap that small can be flipped by the rounding);
+  - choice tasks, reported, not checked: how many predictions (argmin of the sum and of the mean
+    loss) flipped, and both accuracies. A flip needs the two options' losses to move by the
+    reference's gap between them, so every flip lies within twice the worst loss difference: the
+    loss check above already bounds them, and a check of the flips could never fail on its own;
   - greedy tasks: hit/miss identical on at least --greedy_agree of the examples (a hit flips when
     a top-2 logit gap is within bf16 rounding, and the scores carry no gaps to tell those apart).
 
@@ -114,20 +115,11 @@ def main(argv=None):
                                            f"(>= {a.greedy_agree:g}); acc ref {acc_r:.4f} cand {acc_c:.4f}")
             continue
         pr, pc = predictions(r), predictions(c)
-        tie = 2 * worst
-        unexplained = near = 0
-        for i in pr:
-            for idx, gap_idx in ((0, 2), (1, 3)):
-                if pr[i][idx] != pc[i][idx]:
-                    if pr[i][gap_idx] <= tie:
-                        near += 1
-                    else:
-                        unexplained += 1
+        flips = [sum(pr[i][idx] != pc[i][idx] for i in pr) for idx in (0, 1)]
         acc = [sum(p[0] == p[4] for p in x.values()) / len(x) for x in (pr, pc)]
         norm = [sum(p[1] == p[4] for p in x.values()) / len(x) for x in (pr, pc)]
-        check(unexplained == 0, f"{task}: predictions identical except near-ties (gap <= {tie:.2e}): "
-                                f"{near} near-tie flips, {unexplained} unexplained; acc {acc[0]:.4f} / {acc[1]:.4f}, "
-                                f"acc_norm {norm[0]:.4f} / {norm[1]:.4f}")
+        print(f"     {task}: predictions flipped on {flips[0]} (sum loss) and {flips[1]} (mean loss) of {len(pr)} "
+              f"examples; acc {acc[0]:.4f} / {acc[1]:.4f}, acc_norm {norm[0]:.4f} / {norm[1]:.4f}")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

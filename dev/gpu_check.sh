@@ -36,6 +36,9 @@ OUTDIR=${GPU_CHECK_OUT:-build/gpu_check}
 mkdir -p "$OUTDIR"
 SUMMARY=$OUTDIR/summary.txt
 : > "$SUMMARY"
+# a rerun on a warm machine must not trust the last run's outputs: logs, debug states, eval files
+rm -rf "$OUTDIR/states" "$OUTDIR/evalrun"
+rm -f "$OUTDIR"/*.log
 BUDGET=${GPU_CHECK_BUDGET:-470}
 DEADLINE=$((SECONDS + BUDGET))
 PY=${PYTHON:-python3}
@@ -62,17 +65,18 @@ summary_of() {
   sline=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1)
   [ -n "$sline" ] && echo "$sline" || tail -n 1 "$1" 2>/dev/null
 }
-# run NAME SECONDS CMD...: output to $OUTDIR/NAME.log; never past the deadline
+# run NAME SECONDS CMD...: output to $OUTDIR/NAME.log (removed first: no stale log is ever read);
+# never past the deadline
 run() {
   local name=$1 limit=$2
   shift 2
   local l
   l=$(left)
   [ "$limit" -gt "$l" ] && limit=$l
+  rm -f "$OUTDIR/$name.log"
   if [ "$limit" -le 5 ]; then
     log "NOT RUN $name: the time budget is spent"
-    FAILED=$((FAILED + 1))
-    return 124
+    return 124  # every caller passes the status to result(), which counts the failure once
   fi
   timeout "$limit" "$@" > "$OUTDIR/$name.log" 2>&1
 }
@@ -124,7 +128,10 @@ if [ -n "$CUDNN_HOME" ] && [ -n "$FRONTEND" ]; then
   USE_CUDNN=1
   log "cuDNN frontend: $(grep -h 'define CUDNN_FRONTEND_\(MAJOR\|MINOR\|PATCH\)_VERSION' "$FRONTEND/cudnn_frontend_version.h" 2>/dev/null | awk '{printf "%s.", $3}' | sed 's/\.$//') in $FRONTEND"
 else
-  log "cuDNN path NOT built (cuDNN: ${CUDNN_HOME:-missing}, frontend headers: ${FRONTEND:-missing}); own kernels only"
+  # cuDNN is the default path on this GPU: a run that never builds it has not checked the trainer
+  # users will run, so it fails unless GPU_CHECK_NO_CUDNN=1 says that is intended
+  [ "${GPU_CHECK_NO_CUDNN:-0}" = 1 ]
+  result $? "cuDNN path built (cuDNN: ${CUDNN_HOME:-missing}, frontend headers: ${FRONTEND:-missing}; carry build/cudnn_frontend, doc/gpu.md); own kernels only"
 fi
 CC_GPU=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
 [ -n "$CC_GPU" ] || CC_GPU=90
@@ -201,6 +208,11 @@ tg() {  # state, attn, extra flags
   grep '^FAIL' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 5 | sed 's/^/    /' | sumtee
   # -attn auto serves a layer whose cuDNN graphs the backend refuses with the own kernels: here
   # that would leave the cuDNN path untested, so it counts as a failure
+  # the uniform model's head size (16) is one cuDNN serves: with cuDNN built, auto must choose it
+  if [ "$1_$2" = uniform_auto ] && [ "$USE_CUDNN" = 1 ]; then
+    grep -q -- '-> cudnn' "$OUTDIR/test_gpt2cu_$tag.log"
+    result $? "test_gpt2cu $tag: -attn auto put the layers on cuDNN (the printed path table)"
+  fi
   if grep -q 'attn auto runs it on the own kernels' "$OUTDIR/test_gpt2cu_$tag.log"; then
     result 1 "test_gpt2cu $tag: cuDNN refused a layer's graphs (see the warning in the log)"
     grep '^warning: layer' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 3 | sed 's/^/    /' | sumtee
@@ -256,25 +268,31 @@ for name, n in (("rand_train_000000.bin", 4 * 1024 * 1024), ("rand_val_000000.bi
 EOF
 result $? "random token shards (4M train, 80K val tokens)"
 STEPS=6
-bench() {  # name, B, extra args; prints "ms tok/s mfu" from the step lines after the first two
-  local name=$1 B=$2
+# bench NAME B ARGS...: sets BENCH to "ms tok/s mfu" from the step lines after the first two, or
+# "- - -" when the run did not finish (exit status, cut by the budget, no step lines). Not called
+# in $(...): run's NOT RUN line and the result counts must reach the summary.
+bench() {
+  local name=$1 B=$2 rc
   shift 2
   run "bench_${name}_B$B" 100 ./train_gpt2cu -e d12 "$@" -i "$DATA/rand_train_*.bin" -j "$DATA/rand_val_*.bin" \
     -b "$B" -t 1024 -x $STEPS -v 0 -m 1 -s 0 -l 6e-4 -u 2 -c 0.1 -attn auto
-  awk '/^step /{n++; if (n > 2) {for (i = 1; i <= NF; i++) {if ($i == "ms") ms += $(i - 1); if ($i == "bf16") {m = $(i - 1); sub("%", "", m); mfu += m}; if ($i == "tok/s") tok = $(i - 1)}; k++}}
-       END{if (k > 0) printf "%.1f %.0f %.1f%%\n", ms / k, tok, mfu / k; else print "- - -"}' "$OUTDIR/bench_${name}_B$B.log"
+  rc=$?
+  BENCH=
+  [ $rc -eq 0 ] && BENCH=$(awk '/^step /{n++; if (n > 2) {for (i = 1; i <= NF; i++) {if ($i == "ms") ms += $(i - 1); if ($i == "bf16") {m = $(i - 1); sub("%", "", m); mfu += m}; if ($i == "tok/s") tok = $(i - 1)}; k++}}
+       END{if (k > 0) printf "%.1f %.0f %.1f%%\n", ms / k, tok, mfu / k}' < "$OUTDIR/bench_${name}_B$B.log" 2>/dev/null)
+  [ -n "$BENCH" ] || BENCH="- - -"
 }
 log "    B | uniform ms  tok/s    MFU | Prism ms   tok/s    MFU | Prism/uniform tok/s"
 for B in ${GPU_CHECK_BATCHES:-16 64}; do
-  u=$(bench uniform "$B")
-  p=$(bench prism "$B" -prism prism/schedules/d12_prism.txt)
-  read -r ums utok umfu <<< "$u"
-  read -r pms ptok pmfu <<< "$p"
+  bench uniform "$B"
+  read -r ums utok umfu <<< "$BENCH"
+  bench prism "$B" -prism prism/schedules/d12_prism.txt
+  read -r pms ptok pmfu <<< "$BENCH"
   ratio=$(awk -v a="$ptok" -v b="$utok" 'BEGIN{if (b > 0 && a > 0) printf "%.3f", a / b; else print "-"}')
   line=$(printf "  %3d | %8s %8s %6s | %8s %8s %6s | %s" "$B" "$ums" "$utok" "$umfu" "$pms" "$ptok" "$pmfu" "$ratio")
   log "$line"
   [ "$utok" != "-" ] && [ "$ptok" != "-" ]
-  result $? "throughput B $B ran (logs bench_*_B$B.log)"
+  result $? "throughput B $B: both runs finished their $STEPS steps (logs bench_*_B$B.log)"
 done
 grep -h "^attention:" "$OUTDIR"/bench_prism_B16.log 2>/dev/null | sed 's/^/    /' | sumtee
 # the new layer kinds at B 16: every layer S-D without LayerNorm, every layer linear
@@ -285,11 +303,11 @@ for k in sd lin; do
   label=$k
   extra=(-prism "$OUTDIR/d12_$k.txt")
   if [ "$k" = sd ]; then extra+=(-ln 0); label="sd -ln 0"; fi
-  r=$(bench "$k" 16 "${extra[@]}")
-  read -r kms ktok kmfu <<< "$r"
+  bench "$k" 16 "${extra[@]}"
+  read -r kms ktok kmfu <<< "$BENCH"
   log "$(printf "    d12 %-9s | %8s %8s %6s" "$label" "$kms" "$ktok" "$kmfu")"
   [ "$ktok" != "-" ]
-  result $? "throughput d12 $k B 16 ran (log bench_${k}_B16.log)"
+  result $? "throughput d12 $k B 16 finished $STEPS steps (log bench_${k}_B16.log)"
 done
 
 # ---------------------------------------------------------------------------------------------

@@ -492,6 +492,21 @@ def test_compare():
     check(rc == 1 and "FAIL piqa: per-option mean loss" in out, "eval_compare: the same shift fails --abs_tol 0.005")
     rc, out, _ = run(cmp + [tsv["ref"], tsv["other"]])
     check(rc == 1 and "FAIL" in out, "eval_compare: another model's scores fail (negative control)")
+    # choice tasks report flipped predictions (not a check: a flip is always within twice the loss
+    # drift, which the loss check bounds): ref sums 10.00 / 10.05, candidate 10.10 / 10.00 flips
+    # the sum-loss prediction but not the mean-loss one (0.5025 / 0.5 both pick option 1)
+    head = "task\texample\toption\tlabel\tn_tok\tsum_loss\tmean_loss\tall_argmax\n"
+    def tsv_rows(name, sums):
+        path = os.path.join(TMP, name)
+        with open(path, "w") as g:
+            g.write(head)
+            for opt, (n, sm) in enumerate(zip((10, 20), sums)):
+                g.write(f"piqa\t0\t{opt}\t0\t{n}\t{sm!r}\t{sm / n!r}\t0\n")
+        return path
+    ref_t, cand_t = tsv_rows("tie_ref.tsv", (10.0, 10.05)), tsv_rows("tie_cand.tsv", (10.1, 10.0))
+    rc, out, err = run(cmp + [ref_t, cand_t])
+    check(rc == 0 and "predictions flipped on 1 (sum loss) and 0 (mean loss) of 1 examples; acc 1.0000 / 0.0000" in out,
+          f"eval_compare: a sum-loss flip is reported with both accuracies: {out.strip()} {err.strip()}")
     broken = os.path.join(TMP, "compare_broken.tsv")
     with open(broken, "w") as g:
         g.write("task\texample\n")
