@@ -12,7 +12,8 @@
 #   1. versions: driver, GPU, CUDA (nvcc), cuDNN (header, library, PyTorch's), NCCL
 #   2. libraries: cuDNN from the toolkit or, failing that, PyTorch's site-packages nvidia/cudnn;
 #      the cuDNN frontend headers from pip or build/cudnn_frontend/include (carry a copy there
-#      from a machine that has them); without headers the cuDNN path is not built and says so
+#      from a machine that has them); without headers the cuDNN path is not built, which is a
+#      failure unless GPU_CHECK_NO_CUDNN=1
 #   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn,
 #      sd_fold_check, linear_attention_check
 #   4. test_gpt2cu on PyTorch debug states (uniform, Prism, explicit head sizes, head sizes 20 and
