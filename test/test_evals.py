@@ -9,9 +9,9 @@ Sections (all run by default; name some to run only those):
              version-2 round trip; the Python reader's one-line errors
   agreement  eval_gpt2 (C) against the PyTorch model of train_gpt2.py on the first examples of
              every task, same random-init checkpoint: per-option mean losses within 1e-4 relative,
-             identical greedy hits, identical predictions except near-ties (a gap between the two
-             best options below twice the largest C-vs-Python difference: only there may rounding
-             flip the argmin), accuracies equal up to those. Negative control: the Python scores of
+             identical greedy hits, the JSON's accuracies those of the scores; flipped predictions
+             and near-ties are reported, not checked (any flip lies within the loss tolerance,
+             so a check of them could never fail on its own). Negative control: the Python scores of
              a model with another seed must miss the 1e-4 tolerance. Also: -b 2 and -b 8 pack the
              same WinoGrande examples differently and must give the same scores (1e-6 relative).
   cli        eval_gpt2's one-line errors: missing file, truncated file, wrong magic, example longer
@@ -338,26 +338,24 @@ def test_agreement():
                   f"{task}: continuation perplexity C {report[task]['ppl']:.4f} vs PyTorch {py_ppl:.4f} (1e-4 rel)")
             summary.append(f"{task}: worst rel {worst:.1e}, acc {c_acc:.4f}")
             continue
-        flips = [(p[0] != p[2], p[1] != p[3], p[4] < tie, p[5] < tie) for p in preds]
-        bad_flips = sum((fs and not ts) or (fm and not tm) for fs, fm, ts, tm in flips)
-        near = sum(ts or tm for _, _, ts, tm in flips)
-        n_flip = sum(fs or fm for fs, fm, _, _ in flips)
-        check(bad_flips == 0, f"{task}: predictions identical except near-ties (gap < {tie:.1e}): "
-                              f"{n_flip} differ, {near} near-ties, {bad_flips} unexplained")
+        # Flipped predictions are counted, not checked: a flip needs both options' losses to move by
+        # the gap between them, so it always lies within `tie` of the loss check above, which already
+        # bounds them (a flip check could never fail on its own).
+        n_flip = sum(p[0] != p[2] or p[1] != p[3] for p in preds)
+        near = sum(p[4] < tie or p[5] < tie for p in preds)
         labels = [x.label for x in ex]
         c_acc = np.mean([p[0] == y for p, y in zip(preds, labels)])
         c_norm = np.mean([p[1] == y for p, y in zip(preds, labels)])
         py_acc = np.mean([p[2] == y for p, y in zip(preds, labels)])
         py_norm = np.mean([p[3] == y for p, y in zip(preds, labels)])
-        slack = near / len(ex)
-        check(abs(c_acc - report[task]["acc"]) < 1e-6 and abs(c_acc - py_acc) <= slack + 1e-12
-              and abs(c_norm - py_norm) <= slack + 1e-12
+        check(abs(c_acc - report[task]["acc"]) < 1e-6
               and ("acc_norm" not in report[task] or abs(report[task]["acc_norm"] - c_norm) < 1e-6),
-              f"{task}: acc C {c_acc:.4f} / PyTorch {py_acc:.4f}, acc_norm C {c_norm:.4f} / PyTorch {py_norm:.4f} "
-              f"(equal up to {near} near-ties)")
+              f"{task}: the JSON's acc {report[task]['acc']:.4f} and acc_norm are the scores' (C {c_acc:.4f} / "
+              f"{c_norm:.4f}; PyTorch {py_acc:.4f} / {py_norm:.4f}, {n_flip} flipped, {near} near-ties)")
         check(("acc_norm" in report[task]) == (task != "winogrande"),
               f"{task}: acc_norm {'not reported (one shared continuation)' if task == 'winogrande' else 'reported (per-option completions)'}")
-        summary.append(f"{task}: worst rel {worst:.1e}, {near} near-ties, acc {c_acc:.4f}, acc_norm {c_norm:.4f}")
+        summary.append(f"{task}: worst rel {worst:.1e}, {n_flip} flipped, {near} near-ties, acc {c_acc:.4f}, "
+                       f"acc_norm {c_norm:.4f}")
     print("agreement: " + "; ".join(summary))
 
     # negative control: another model's scores must fail the same comparison
