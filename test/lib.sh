@@ -6,7 +6,8 @@
 #                           CMD must exit non-zero with exactly one stderr line that matches
 #                           the extended regex PATTERN (the "one clear line" rule)
 #   run_sub CMD...          run a test program that ends with "N passed, N failed" and add its
-#                           counts (a missing summary line counts as one failure)
+#                           counts (a missing summary line counts as one failure, and so does a
+#                           non-zero exit status: a crash after the summary must not pass)
 #   finish                  print "N passed, N failed"; exit non-zero on any failure
 T_PASS=0
 T_FAIL=0
@@ -30,16 +31,20 @@ expect_error() {
   fi
 }
 run_sub() {
-  local out summary p f
+  local out rc summary p f
   out=$("$@" 2>&1)
+  rc=$?
   echo "$out"
   summary=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
   if [ -z "$summary" ]; then
-    fail "$* produced no summary line"
+    fail "$* produced no summary line (exit $rc)"
     return
   fi
   p=${summary%% passed*}; f=${summary#*passed, }; f=${f%% failed*}
   T_PASS=$((T_PASS + p)); T_FAIL=$((T_FAIL + f))
+  # A program whose own assertions all passed but that exits non-zero (crash in cleanup, a
+  # leak checker, an error after the summary) is a failure too.
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then fail "$* exited $rc after \"$summary\""; fi
 }
 finish() {
   echo "$T_PASS passed, $T_FAIL failed"

@@ -37,7 +37,9 @@ check "train_gpt2.py wrote a uniform (v3) and a Prism (1 2 4 4, v103) model" \
   bash -c "od -An -t d4 -j 4 -N 4 '$d/uniform.bin' | grep -qw 3 && od -An -t d4 -j 4 -N 4 '$d/prism.bin' | grep -qw 103"
 
 ./sd_spectrum "$M" -heads 1 -csv "$d/m.csv" -json "$d/m.json" -png "$d/m.png" > "$d/m.txt" 2> "$d/m.err"
-check "sd_spectrum on the mixed model: exit 0, nothing on stderr" test ! -s "$d/m.err"
+rc=$?
+check "sd_spectrum on the mixed model: exit 0 (got $rc), nothing on stderr" \
+  test "$rc" -eq 0 -a ! -s "$d/m.err"
 check "the table has the 4 layer rows with their kinds" \
   bash -c "grep -Ec '^ +[0-3] +4 x +16 (sd|sdlin|lin|mha) ' '$d/m.txt' | grep -qx 4"
 check "-heads 1 adds 16 head rows" bash -c "grep -c '^ *head [0-3] ' '$d/m.txt' | grep -qx 16"
