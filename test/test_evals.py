@@ -9,7 +9,9 @@ Sections (all run by default; name some to run only those):
              version-2 round trip; the Python reader's one-line errors
   agreement  eval_gpt2 (C) against the PyTorch model of train_gpt2.py on the first examples of
              every task, same random-init checkpoint: per-option mean losses within 1e-4 relative,
-             identical greedy hits, the JSON's accuracies those of the scores; flipped predictions
+             identical greedy hits (LAMBADA has none for a random model, so also on greedy_own.bin:
+             the model's own argmax continuations, 6 hits of 12), the JSON's accuracies those of
+             the scores; flipped predictions
              and near-ties are reported, not checked (any flip lies within the loss tolerance,
              so a check of them could never fail on its own). Negative control: the Python scores of
              a model with another seed must miss the 1e-4 tolerance. Also: -b 2 and -b 8 pack the
@@ -18,7 +20,8 @@ Sections (all run by default; name some to run only those):
              than -t, too few rows for the options, unknown task, no model, -t above maxT; --help
   trainer    train_gpt2 -h 1 on the tiny checkpoint: prints "HellaSwag: k/n = f" at the val steps
              and the last step, logs "s:%d eval:%.4f", and its number equals eval_gpt2's acc_norm
-             on the checkpoint of the same step; with the file missing, one message and the run
+             on the checkpoint of the same step; likewise -ht lambada (fed greedy_own.bin, so that
+             the accuracy is not 0) equals eval_gpt2's acc; with the file missing, one message and the run
              completes; -b 2 is one error line
   fineweb    dev/data/fineweb.py on the fixture test/fixtures/fineweb (shard size 40): shard 0 is
              val, names as llm.c's, every shard but the last full, an EOT before every document,
@@ -189,11 +192,6 @@ def test_format():
     got = open(outs["raw"], "rb").read()
     check(got == expected, f"version-1 bytes equal FORMATS.md 6 built by hand ({len(got)} vs {len(expected)} bytes)")
     check(open(outs["text"], "rb").read() == got, "the 6-line text form of the same items gives the identical file")
-    hdr = np.frombuffer(got[:1024], dtype="<i4")
-    w = np.frombuffer(got[1024:], dtype="<u2")
-    check(list(hdr[:4]) == [20240522, 1, 3, hdr[3]] and not hdr[4:].any(), "v1 header: magic, 1, 3 examples, longest; rest 0")
-    check(w[0] == 65535 and w[2] == 0 and w[3] == 0 and w[4] == 4 and 2 * (w[1] // 2) == w[1],
-          "v1 example 0: delimiter 65535, example_bytes, index 0, label 0, 4 completions")
 
     # version 2 round trip: 2-5 options, per-option contexts, shared completions, greedy
     rng = np.random.default_rng(5)
@@ -329,7 +327,7 @@ def test_agreement():
                                   f"(worst {worst:.2e}, {sum(len(r) for r in py)} options)")
         tie = 2 * worst_abs  # an argmin can flip only if its gap is below the two rows' errors
         if scoring == "greedy":
-            check(hit_mm == 0, f"{task}: greedy hits identical ({hit_mm} mismatches)")
+            check(hit_mm == 0, f"{task}: greedy hits identical ({hit_mm} mismatches; examples with hits: greedy_own below)")
             c_acc = sum(c_scores[task][(i, 0)][3] for i in range(len(ex))) / len(ex)
             py_acc = sum(r[0][2] for r in py) / len(ex)
             check(c_acc == py_acc == report[task]["acc"], f"{task}: acc C {c_acc:.4f} = PyTorch {py_acc:.4f} = JSON")
@@ -375,12 +373,19 @@ def test_agreement():
     check(rc == 0 and set(b2) == set(b8) and d <= 1e-6, f"winogrande with -b 2 vs -b 8: same scores (worst {d:.1e}) {err.strip()}")
 
 
-def test_greedy_hits(model):
-    """A random model never gets a LAMBADA word right, so the greedy rule is checked on
-    continuations taken from the PyTorch model's own argmax: 2 greedy tokens after each of 12
-    LAMBADA contexts (cut to their last 24 tokens), kept as they are for even examples (all hits)
-    and with the second token replaced for odd ones (misses). Contexts whose top-2 logit gap is
-    below 1e-3 at either step are skipped (there rounding could legitimately pick another token)."""
+_greedy_own = None
+
+
+def greedy_own_file(model):
+    """A greedy task a random model scores hits on (a random model never gets a LAMBADA word
+    right): 2 greedy tokens of the PyTorch model's own argmax after each of 12 LAMBADA contexts
+    (cut to their last 24 tokens), kept as they are for even examples (hits) and with the second
+    token replaced for odd ones (misses). Contexts whose top-2 logit gap is below 1e-3 at either
+    step are skipped (there rounding could legitimately pick another token). Written once per run
+    to greedy_own.bin; returns (path, examples, expected hits [1, 0, 1, 0, ...])."""
+    global _greedy_own
+    if _greedy_own is not None:
+        return _greedy_own
     import torch
     _, lam = eval_common.read_evalfile(task_path("lambada"), limit=40)
     exs, expect = [], []
@@ -404,11 +409,24 @@ def test_greedy_hits(model):
                 break
     path = os.path.join(TMP, "greedy_own.bin")
     eval_common.write_evalfile(path, exs, version=2, scoring="greedy", name="greedy_own")
-    tsv = os.path.join(TMP, "scores_greedy.tsv")
-    rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", path, "-b", "4", "-scores", tsv])
+    _greedy_own = (path, exs, expect)
+    return _greedy_own
+
+
+def test_greedy_hits(model):
+    """The greedy rule on greedy_own.bin (6 hits, 6 misses): C's hits equal the construction's and
+    PyTorch's (score_rows_torch), and the JSON's acc is 6/12, so an always-miss (or always-hit)
+    greedy path fails here, which it cannot on LAMBADA with a random model."""
+    path, exs, expect = greedy_own_file(model)
+    tsv, js = os.path.join(TMP, "scores_greedy.tsv"), os.path.join(TMP, "greedy_own.json")
+    rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", path, "-b", "4", "-scores", tsv, "-json", js])
     hits = [v[3] for _, v in sorted(read_scores(tsv)["greedy_own"].items())] if rc == 0 else []
-    check(len(exs) == 12 and hits == expect,
-          f"greedy rule on the model's own argmax continuations: hits {hits} (expected {expect}) {err.strip()}")
+    py_hits = [int(r[0][2]) for r in eval_common.score_rows_torch(model, exs, "greedy")]
+    check(len(exs) == 12 and hits == expect and py_hits == expect,
+          f"greedy rule on the model's own argmax continuations: C hits {hits}, PyTorch {py_hits} "
+          f"(expected {expect}) {err.strip()}")
+    acc = json.load(open(js))["tasks"]["greedy_own"]["acc"] if rc == 0 else None
+    check(acc == 0.5, f"greedy_own: the JSON's acc {acc} = 6/12")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,6 +523,19 @@ def test_compare():
     rc, out, err = run(cmp + [ref_t, cand_t])
     check(rc == 0 and "predictions flipped on 1 (sum loss) and 0 (mean loss) of 1 examples; acc 1.0000 / 0.0000" in out,
           f"eval_compare: a sum-loss flip is reported with both accuracies: {out.strip()} {err.strip()}")
+    # greedy: a reference without hits (a random model on LAMBADA) makes the hit agreement
+    # uninformative, and eval_compare says so; a reference with hits does not get the note
+    rc, out, err = run(cmp + [tsv["ref"], tsv["ref"]])
+    note = "NOTE lambada: the reference has 0 greedy hits in 12 examples, so the hit agreement is uninformative"
+    check(rc == 0 and note in out, f"eval_compare: a reference without greedy hits gets the NOTE line {err.strip()}")
+    hit_t = os.path.join(TMP, "greedy_hits.tsv")
+    with open(hit_t, "w") as g:
+        g.write(head)
+        for i in range(4):
+            g.write(f"lambada\t{i}\t0\t0\t2\t1.0\t0.5\t{i % 2}\n")
+    rc, out, err = run(cmp + [hit_t, hit_t])
+    check(rc == 0 and "PASS lambada: greedy hits identical on 1.000 of 4 examples" in out and "NOTE" not in out,
+          f"eval_compare: a reference with greedy hits gets no NOTE: {out.strip()} {err.strip()}")
     broken = os.path.join(TMP, "compare_broken.tsv")
     with open(broken, "w") as g:
         g.write("task\texample\n")
@@ -538,8 +569,12 @@ def test_trainer():
     cwd = fresh_cwd("trainer_with_file")
     os.makedirs(os.path.join(cwd, "dev", "data", "hellaswag"))
     os.symlink(task_path("hellaswag"), os.path.join(cwd, "dev", "data", "hellaswag", "hellaswag_val.bin"))
+    # the trainer's -ht lambada reads greedy_own.bin (examples with hits, see greedy_own_file): a
+    # random model scores 0 on LAMBADA itself, and 0 = 0 would not tell a broken greedy path
+    import train_gpt2
+    own, _, _ = greedy_own_file(train_gpt2.load_model(MODEL))
     os.makedirs(os.path.join(cwd, "dev", "data", "lambada"))
-    os.symlink(task_path("lambada"), os.path.join(cwd, "dev", "data", "lambada", "lambada_test.bin"))
+    os.symlink(own, os.path.join(cwd, "dev", "data", "lambada", "lambada_test.bin"))
     rc, out, err = run(base + ["-b", "4", "-x", "2", "-v", "1", "-hn", "8", "-n", "1", "-ht", "hellaswag,lambada",
                                "-o", "out"], cwd=cwd)
     lines = [ln for ln in out.splitlines() if re.match(r"HellaSwag: \d+/\d+ = \d\.\d{6}$", ln)]
@@ -554,14 +589,16 @@ def test_trainer():
     check(len(lam) == 2 and len(lam_log) == 2 and lam_log[0].startswith("s:1 eval_lambada:"),
           f"-ht hellaswag,lambada: 'lambada: k/8 = f' and 's:%d eval_lambada:' at steps 1 and 2 ({lam}, {lam_log})")
     rc2, out2, _ = run([EVAL_GPT2, "-e", os.path.join(cwd, "out", "model_00000001.bin"), "-tasks", "hellaswag,lambada",
-                        "-dir", DATA, "-n", "8", "-t", "256", "-json", os.path.join(TMP, "step1.json")])
+                        "-dir", os.path.join(cwd, "dev", "data"), "-n", "8", "-t", "256",
+                        "-json", os.path.join(TMP, "step1.json")])
     if rc == 0 and rc2 == 0 and lines and lam:
         acc = float(lines[0].split("=")[1])
         tasks = json.load(open(os.path.join(TMP, "step1.json")))["tasks"]
         c = tasks["hellaswag"]["acc_norm"]
         check(abs(acc - c) < 1e-6, f"the trainer's step-1 HellaSwag {acc:.4f} = eval_gpt2 acc_norm {c:.4f} on model_00000001.bin")
         acc_l, c_l = float(lam[0].split("=")[1]), tasks["lambada"]["acc"]
-        check(abs(acc_l - c_l) < 1e-6, f"the trainer's step-1 LAMBADA {acc_l:.4f} = eval_gpt2 acc {c_l:.4f} (greedy path)")
+        check(abs(acc_l - c_l) < 1e-6 and c_l > 0,
+              f"the trainer's step-1 'lambada' (greedy_own.bin) {acc_l:.4f} = eval_gpt2 acc {c_l:.4f} > 0 (greedy path, with hits)")
     else:
         check(False, "eval_gpt2 on the step-1 checkpoint")
     cwd = fresh_cwd("trainer_without_file")
@@ -613,10 +650,10 @@ def test_fineweb():
     check(all(len(t) == size for t in toks[:-1]) and 0 < len(toks[-1]) <= size,
           f"every shard but the last holds exactly {size} tokens (last {len(toks[-1])})")
     flat = np.concatenate(toks).tolist()
+    # encode() never emits the EOT id (the literal '<|endoftext|>' in a document is text:
+    # test/test_data.py), so this also says: an EOT before each document and nowhere else
     check(flat == expected, f"the shards concatenate to [EOT] + tokens of every document, in file order "
                             f"({len(flat)} vs {len(expected)} tokens)")
-    check(all(flat[s] == 50256 for s in starts) and flat.count(50256) == len(docs),
-          f"an EOT before each of the {len(docs)} documents and nowhere else (the literal '<|endoftext|>' is text)")
     split = [k * size for k in range(1, n) if k * size not in starts]
     check(len(split) > 0, f"documents split across shard boundaries (at tokens {split})")
     same = all(open(os.path.join(outs["classic2"], s), "rb").read() == open(os.path.join(outs["classic1"], s), "rb").read()

@@ -3,9 +3,12 @@ inputs.
 
 - The main.log parser: train/val/eval records of llm.c's format (FORMATS.md 9), eval_<task>
   records, older trl-only lines, and a resumed run whose repeated steps replace the earlier ones.
-- Each script writes a PNG that exists, is a PNG, and is non-trivial: at least 2% of its pixels are
-  not white and it has at least 8 distinct colours (a blank figure of the same size fails this
-  check: the negative control). Each prints "wrote <file>" and leaves no .tmp file.
+- Each script writes a PNG that exists, is a PNG, and shows its curves: each curve's colour (the
+  first N of matplotlib's colour cycle, one per run or model) covers at least 300 pixels. Axes,
+  labels, grid and gray reference lines are black or gray, and one legend entry is about 60
+  pixels, so the negative control, the script's own figure with its curves not drawn (Axes.plot
+  made a no-op while the script runs), fails this check. Each prints "wrote <file>" and leaves no
+  .tmp file.
 - Malformed inputs (a bad line in main.log, a non-number or a missing column in a CSV, a missing
   run) are one error line naming the file (and line), with a non-zero exit.
 """
@@ -44,20 +47,46 @@ def run(*args):
     return p.returncode, p.stdout, p.stderr
 
 
-def nontrivial_png(path):
-    """(ok, description): a PNG with >= 2% non-white pixels and >= 8 distinct colours."""
+# A drawn curve covers over a thousand pixels here (measured 1067 to 4443); a legend entry alone ~60.
+CURVE_PIXELS = 300
+
+
+def curves_png(path, n_curves):
+    """(ok, description): a PNG in which each of the first n_curves colours of matplotlib's colour
+    cycle (those the scripts give their runs or models) covers >= CURVE_PIXELS pixels (each
+    channel within 0.08 of the colour: the opaque part of the lines and markers)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.image as mpimg
+    from matplotlib.colors import to_rgb
     if not os.path.isfile(path):
         return False, "missing"
     with open(path, "rb") as f:
         if f.read(8) != b"\x89PNG\r\n\x1a\n":
             return False, "not a PNG"
     img = mpimg.imread(path)[..., :3]
-    nonwhite = float((img < 0.98).any(-1).mean())
-    colours = len(np.unique((img * 255).astype(np.uint8).reshape(-1, 3), axis=0))
-    return nonwhite >= 0.02 and colours >= 8, f"{nonwhite:.1%} non-white, {colours} colours"
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"][:n_curves]
+    counts = [int((np.abs(img - np.array(to_rgb(c))).max(-1) < 0.08).sum()) for c in cycle]
+    return min(counts) >= CURVE_PIXELS, f"pixels per curve colour {counts}"
+
+
+def without_curves(script, argv):
+    """Run scripts/<script>.py's main(argv) in this process with Axes.plot a no-op: the script's
+    own layout (axes, titles, grid, legend, gray reference lines) without its curves."""
+    import contextlib
+    import io
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.axes
+    import warnings
+    plot = matplotlib.axes.Axes.plot
+    matplotlib.axes.Axes.plot = lambda self, *args, **kwargs: []
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # "No artists with labels found to put in legend"
+            return load(script).main(argv)
+    finally:
+        matplotlib.axes.Axes.plot = plot
 
 
 def synthetic_logs():
@@ -97,22 +126,16 @@ def test_parser(pl, paths):
 
 def test_plot_logs(paths):
     out = os.path.join(TMP, "loss.png")
-    rc, so, se = run("scripts/plot_logs.py", os.path.dirname(paths["a"]), os.path.dirname(paths["b"]),
-                     paths["c"], "-o", out, "--baseline", "3.28:target")
-    ok, desc = nontrivial_png(out)
-    check(rc == 0 and ok, f"plot_logs.py: 3 runs (one with evals) -> non-trivial PNG ({desc}); {se.strip()}")
+    args = [os.path.dirname(paths["a"]), os.path.dirname(paths["b"]), paths["c"], "--baseline", "3.28:target"]
+    rc, so, se = run("scripts/plot_logs.py", *args, "-o", out)
+    ok, desc = curves_png(out, 3)
+    check(rc == 0 and ok, f"plot_logs.py: 3 runs (one with evals) -> a PNG with each run's curves ({desc}); {se.strip()}")
     check(f"wrote {out}" in so.splitlines(), "plot_logs.py prints where it wrote the PNG")
     check(not os.path.exists(out + ".tmp"), "plot_logs.py leaves no .tmp file")
-    # negative control: a blank figure of the same kind fails the non-trivial check
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    blank = os.path.join(TMP, "blank.png")
-    fig = plt.figure(figsize=(14, 5))
-    fig.savefig(blank, dpi=110)
-    plt.close(fig)
-    ok, desc = nontrivial_png(blank)
-    check(not ok, f"negative control: a blank PNG is not non-trivial ({desc})")
+    empty = os.path.join(TMP, "loss_no_curves.png")
+    rc = without_curves("plot_logs", args + ["-o", empty])
+    ok, desc = curves_png(empty, 3)
+    check(rc == 0 and not ok, f"negative control: plot_logs.py's figure without its curves fails the check ({desc})")
 
 
 def test_plot_logs_errors(paths):
@@ -158,8 +181,13 @@ def test_plot_attn():
     write(both, CSV_HEADER + csv_rows("p.bin", [5, 9, 14, 16]) + csv_rows("u.bin", [7, 10, 12, 15]))
     out = os.path.join(TMP, "attn.png")
     rc, so, se = run("scripts/plot_attn_distance.py", both, "-o", out, "--stats", "D,D_norm,entropy_norm")
-    ok, desc = nontrivial_png(out)
-    check(rc == 0 and ok, f"plot_attn_distance.py: a -e2 CSV -> non-trivial PNG ({desc}); {se.strip()}")
+    ok, desc = curves_png(out, 2)
+    check(rc == 0 and ok, f"plot_attn_distance.py: a -e2 CSV -> a PNG with both models' curves ({desc}); {se.strip()}")
+    empty = os.path.join(TMP, "attn_no_curves.png")
+    rc_empty = without_curves("plot_attn_distance", [both, "-o", empty, "--stats", "D,D_norm,entropy_norm"])
+    ok, desc = curves_png(empty, 2)
+    check(rc_empty == 0 and not ok,
+          f"negative control: plot_attn_distance.py's figure without its curves fails the check ({desc})")
     check("Delta D_l (p - u): 0:-2.000 1:-1.000 2:+2.000 3:+1.000" in so,
           "plot_attn_distance.py prints Delta D_l = first minus second")
     check(f"wrote {out}" in so.splitlines() and not os.path.exists(out + ".tmp"),
