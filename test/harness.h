@@ -4,10 +4,13 @@
  * A test calls CHECK(cond, fmt, ...) for each assertion; each prints one PASS/FAIL line.
  * test_finish() prints the required summary line "N passed, N failed" and returns the exit
  * status (non-zero when anything failed), so `return test_finish();` ends main().
+ * worst_err(e, d) is the running maximum for error measures: fmax(e, NaN) returns e, which would
+ * silently drop a NaN error, so a NaN counts as +infinity and fails every `err <= tol`.
  */
 #ifndef TEST_HARNESS_H
 #define TEST_HARNESS_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -27,6 +30,8 @@ static inline void test_report(int ok, const char *file, int line, const char *f
 }
 
 #define CHECK(cond, ...) test_report((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
+
+static inline double worst_err(double e, double d) { return isnan(d) ? INFINITY : fmax(e, d); }
 
 static inline int test_finish(void) {
     printf("%d passed, %d failed\n", g_test_passed, g_test_failed);

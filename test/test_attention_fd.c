@@ -110,7 +110,7 @@ static void attention_case(int h, int d, int T, int h2, int d2, uint32_t seed) {
                     min_p = fmin(min_p, p[u]);
                     max_p = fmax(max_p, p[u]);
                 }
-                worst_sum = fmax(worst_sum, fabs(s - 1.0));
+                worst_sum = worst_err(worst_sum, fabs(s - 1.0));
                 /* the future part carries no weight: left unset (the sentinel) or exactly 0 */
                 for (int u = t + 1; u < T; u++) future_untouched &= isnan(p[u]) || p[u] == 0.0f;
             }

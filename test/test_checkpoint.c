@@ -7,7 +7,7 @@
  * a load + write round trip reproduces PyTorch's files byte for byte (so a uniform file is
  * exactly llm.c's format and a Prism file our v103); the v3 header fields; the layer table of a
  * Prism file and its refusal by llm.c's version check; bf16 files widen exactly; a C-initialized
- * model round-trips bit-exactly.
+ * model with every kind and every flag set round-trips bit-exactly.
  */
 #include <stdio.h>
 #include <string.h>
@@ -86,19 +86,39 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < u.layout.total; i++) bad += b.params[i] != bf16_to_f32(f32_to_bf16(u.params[i]));
     CHECK(bad == 0, "bf16 file = round-to-nearest-even bf16 of the fp32 file (%zu mismatches)", bad);
 
-    /* 4. a C-initialized Prism model round-trips bit-exactly, table included */
+    /* 4. a C-initialized model round-trips bit-exactly, table and flags included: every S-D and
+     * linear kind, explicit head sizes (attention width != C), and each flag away from its default
+     * (-ln 0, scalar D, the +D sign, linear prescale). The init scales are not stored (FORMATS.md
+     * section 2), so they are the only config fields not compared. */
+    GPT2Config cc;
+    char msg[256];
+    if (!config_from_descriptor("tiny", &cc, msg, sizeof(msg))) llmc_die("%s", msg);
+    const LayerSpec table[4] = {{2, 24, ATTN_SD}, {1, 64, ATTN_SDLIN}, {4, 16, ATTN_LIN}, {8, 8, ATTN_MHA}};
+    memcpy(cc.layer, table, sizeof(table));
+    cc.use_ln = 0;
+    cc.sd_scalar_d = 1;
+    cc.sd_d_sign = 1;
+    cc.lin_prescale = 1;
+    GPT2 ci;
+    gpt2_build_from_config(&ci, &cc, 7);
     path_join(path, sizeof(path), out, "c_init.bin");
-    checkpoint_write_fp32(path, &p.config, p.params);
+    checkpoint_write_fp32(path, &ci.config, ci.params);
     GPT2 r;
     gpt2_build_from_checkpoint(&r, path);
-    CHECK(memcmp(r.params, p.params, p.layout.total * sizeof(float)) == 0 &&
-              memcmp(r.config.layer, p.config.layer, sizeof(LayerSpec) * 4) == 0,
-          "write + read is bit-exact (parameters and layer table)");
+    GPT2Config want = ci.config;
+    want.sd_init_s = r.config.sd_init_s;
+    want.sd_init_theta = r.config.sd_init_theta;
+    want.sd_init_u = r.config.sd_init_u;
+    CHECK(r.layout.total == ci.layout.total && memcmp(&r.config, &want, sizeof(want)) == 0 &&
+              memcmp(r.params, ci.params, ci.layout.total * sizeof(float)) == 0,
+          "C init (sd, sdlin, lin, mha; -ln 0, scalar D, +D, prescale): write + read gives the same "
+          "config and bit-identical parameters (%zu)", ci.layout.total);
     CHECK(!file_exists(strcat(path, ".tmp")), "no .tmp file left after a write");
 
     gpt2_free(&u);
     gpt2_free(&p);
     gpt2_free(&b);
     gpt2_free(&r);
+    gpt2_free(&ci);
     return test_finish();
 }

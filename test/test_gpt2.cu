@@ -50,9 +50,10 @@ static double tol_k(const GPT2Config *c) {
     return 6.0;
 }
 
+/* a NaN from the GPU counts as an infinite error (worst_err, test/harness.h) */
 static double max_abs_diff(const float *a, const float *b, size_t n) {
     double e = 0.0;
-    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i] - b[i]));
+    for (size_t i = 0; i < n; i++) e = worst_err(e, fabs((double)a[i] - b[i]));
     return e;
 }
 
@@ -235,9 +236,11 @@ int main(int argc, char **argv) {
         const double err = max_abs_diff(grads + off, ds.grads + off, n);
         CHECK(err <= tol, "grad %-8s max |GPU - torch| = %.3e <= %.3e (%.0f x %.2e + 2^-8 x %.2e)",
               PARAM_SLOT_NAMES[s], err, tol, TOL_K, e, big);
-        /* control: half the gradient (one of two micro-steps lost) must fail */
-        for (size_t i = 0; i < n; i++) grads2[off + i] = 0.5f * ds.grads[off + i];
-        CHECK(max_abs_diff(grads + off, grads2 + off, n) > tol, "control: grad %s vs half of it fails", PARAM_SLOT_NAMES[s]);
+        /* control: half the gradient (one of two micro-steps lost) must fail. Where |ref| = big, a
+         * gradient within tol of ref is >= big/2 - tol from ref/2, more than tol when tol <= big/8
+         * (measured on the CPU for the gpu_check states: tol <= 0.05 big) */
+        CHECK(tol <= big / 8, "control: grad %s tolerance %.3e <= 1/8 of its largest value %.3e, so half "
+              "the gradient fails", PARAM_SLOT_NAMES[s], tol, big);
     }
 
     /* deterministic backward */
@@ -247,15 +250,13 @@ int main(int argc, char **argv) {
     /* gradient accumulation: 2 micro-steps of weight 1/2 == 1 of weight 1, up to two bf16
      * roundings of each gradient (2^-8 of the tensor's largest value) */
     gpu_grads(&g, &ds, 2, grads2);
-    int acc_ok = 1, bias_ok = 1;
+    int acc_ok = 1;
     for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
         const size_t off = pl.slot_offset[s], n = pl.slot_size[s];
         if (n == 0) continue;
-        const int ok = max_abs_diff(grads + off, grads2 + off, n) <= ldexp(max_abs(grads + off, n), -7);
-        acc_ok &= ok;
-        if (s == P_QKVB || s == P_ATTPROJB || s == P_FCB || s == P_FCPROJB) bias_ok &= ok;
+        acc_ok &= max_abs_diff(grads + off, grads2 + off, n) <= ldexp(max_abs(grads + off, n), -7);
     }
-    CHECK(acc_ok && bias_ok, "gradient accumulation over 2 micro-steps equals one step (biases included)");
+    CHECK(acc_ok, "gradient accumulation over 2 micro-steps equals one step (biases included)");
 
     /* the AdamW trajectory of the trailer: losses[i] after i updates on the same batch. Allowed:
      * 2x the loss tolerance plus 2^-6 of the loss change so far (gradient errors of a few bf16

@@ -46,6 +46,12 @@ static uint16_t *rand_bf16(size_t n, float scale) {
     return x;
 }
 
+/* A control that cannot fail in a case (d = 1: L is 1 x 1, so L = L^T; T = 1: one key, so the scan
+ * direction does not matter) is reported as n/a and not counted as a pass. */
+static void not_applicable(const char *tag, const char *control, const char *why) {
+    printf("n/a  %s: control %s (%s)\n", tag, control, why);
+}
+
 /* ----------------------------------------------------------------------------------------------
  * S-D fold */
 typedef struct {
@@ -142,7 +148,8 @@ static void test_sd_case(size_t N, int h, int d, int scalar_d, int sign) {
     ctl.transpose = 1;
     emulate_rowmat(&ctl, h);
     const double ec = rel_err_bf(qkv + A, A3, qkv_f + A, A3, N, A);
-    CHECK(d == 1 || ec > TOL_BF16_OUT, "%s: control U L (not L^T) rel error %.2e > tol", tag, ec);
+    if (d > 1) CHECK(ec > TOL_BF16_OUT, "%s: control U L (not L^T) rel error %.2e > tol", tag, ec);
+    else not_applicable(tag, "U L (not L^T)", "d = 1: L = L^T");
     emulate_rowmat(&fw, h); /* restore K' for the backward */
 
     /* backward: dU = dQ + dK' L into duv (N, 2A); dV copied by the kernel's caller */
@@ -158,7 +165,8 @@ static void test_sd_case(size_t N, int h, int d, int scalar_d, int sign) {
     bw.transpose = 0;
     emulate_rowmat(&bw, h);
     const double euc = rel_err_bf(duv, 2 * A, dqkv_f, A3, N, A);
-    CHECK(d == 1 || euc > TOL_BF16_OUT, "%s: control dQ + dK' L^T rel error %.2e > tol", tag, euc);
+    if (d > 1) CHECK(euc > TOL_BF16_OUT, "%s: control dQ + dK' L^T rel error %.2e > tol", tag, euc);
+    else not_applicable(tag, "dQ + dK' L^T", "d = 1: L = L^T");
 
     /* dL through the cuBLAS call's operand mapping */
     float *dq_w = widen(c.dqkv, N * A3), *dL = (float *)xmalloc((size_t)h * d * d * sizeof(float));
@@ -170,7 +178,8 @@ static void test_sd_case(size_t N, int h, int d, int scalar_d, int sign) {
     float *dLc = (float *)xmalloc((size_t)h * d * d * sizeof(float));
     gemm_colmajor_ref(&g, dq_w + A, qkv_k, dLc);
     const double elc = rel_err_f(dLc, dLref, (size_t)h * d * d);
-    CHECK(d == 1 || elc > TOL_FP32, "%s: control dL^T rel error %.2e > tol", tag, elc);
+    if (d > 1) CHECK(elc > TOL_FP32, "%s: control dL^T rel error %.2e > tol", tag, elc);
+    else not_applicable(tag, "dL^T", "d = 1: dL = dL^T");
 
     /* packed dS, dtheta, accumulated onto existing gradients */
     uint16_t *gs16 = rand_bf16((size_t)h * c.npack, 0.01f), *gt16 = rand_bf16(c.ntheta, 0.01f);
@@ -256,7 +265,8 @@ static void test_lin_case(int B, int T, int h, int d, int prescale, int CH, int 
         emu_scan(&e, e.qf, e.kf, e.vf, NULL, 0.0f, NULL, 0.0f, e.dg, 1);
         emu_merge(&e, oc, A, 0, NULL);
         const double ec = rel_err_bf(oc, A, o_ref, A, N, A);
-        CHECK(T == 1 || ec > TOL_BF16_OUT, "%s: control reverse-direction forward rel error %.2e > tol", tag, ec);
+        if (T > 1) CHECK(ec > TOL_BF16_OUT, "%s: control reverse-direction forward rel error %.2e > tol", tag, ec);
+        else not_applicable(tag, "reverse-direction forward", "T = 1");
         free(oc);
     }
 
@@ -279,16 +289,21 @@ static void test_lin_case(int B, int T, int h, int d, int prescale, int CH, int 
     const double ev = rel_err_bf_floor(dqkv + 2 * A, A3, dqkv_ref + 2 * A, A3, N, A, 1e-3);
     CHECK(eq <= TOL_LIN_BWD && ek <= TOL_LIN_BWD && ev <= TOL_LIN_BWD,
           "%s: backward rel error dq %.2e dk %.2e dv %.2e <= %.1e", tag, eq, ek, ev, TOL_LIN_BWD);
-    /* controls: dk~ by a forward scan; the phi' factor without the prescale */
-    emu_scan(&e, e.vf, e.dn, e.qf, NULL, 1.0f, e.dg, 0.0f, NULL, 0);
-    emu_merge(&e, dqkv, A3, A, e.kf);
-    const double ekc = rel_err_bf(dqkv + A, A3, dqkv_ref + A, A3, N, A);
-    CHECK(ekc > TOL_LIN_BWD, "%s: control dk~ by a forward scan rel error %.2e > tol", tag, ekc);
+    /* controls (with the same floor as the checks): dk~ by a forward scan; the phi' factor without
+     * the prescale */
+    if (T > 1) {
+        emu_scan(&e, e.vf, e.dn, e.qf, NULL, 1.0f, e.dg, 0.0f, NULL, 0);
+        emu_merge(&e, dqkv, A3, A, e.kf);
+        const double ekc = rel_err_bf_floor(dqkv + A, A3, dqkv_ref + A, A3, N, A, 1e-3);
+        CHECK(ekc > TOL_LIN_BWD, "%s: control dk~ by a forward scan rel error %.2e > tol", tag, ekc);
+    } else {
+        not_applicable(tag, "dk~ by a forward scan", "T = 1");
+    }
     if (prescale) {
         e.c = 1.0f;
         emu_scan(&e, e.dn, e.vf, e.kf, e.dg, 0.0f, NULL, 1.0f, NULL, 0);
         emu_merge(&e, dqkv, A3, 0, e.qf);
-        const double eqc = rel_err_bf(dqkv, A3, dqkv_ref, A3, N, A);
+        const double eqc = rel_err_bf_floor(dqkv, A3, dqkv_ref, A3, N, A, 1e-3);
         CHECK(eqc > TOL_LIN_BWD, "%s: control dq without the prescale factor rel error %.2e > tol", tag, eqc);
     }
     free(scratch); free(qkv); free(dout); free(qkv_f); free(dout_f); free(o_ref); free(att); free(phi);

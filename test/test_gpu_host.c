@@ -189,7 +189,17 @@ static void test_lt_algo_cache(void) {
         restored &= lt_algo_find(t, &x) == 0;
     }
     CHECK(distinct && restored, "each of the %d key fields separates problems (alignment, epilogue, ld, ...)", nfields);
-    CHECK(sizeof(LtAlgoKey) == (size_t)nfields * sizeof(int64_t), "the key has no padding (memcmp compares it)");
+    /* no padding (memcmp compares keys): the sizes of the declared fields add up to the key's size; a
+     * field added to the struct but not here fails this too, so that it is reviewed */
+#define KEY_FIELD(f) sizeof(((const LtAlgoKey *)0)->f)
+    const size_t declared = KEY_FIELD(m) + KEY_FIELD(n) + KEY_FIELD(k) + KEY_FIELD(lda) + KEY_FIELD(ldb) +
+                            KEY_FIELD(ldd) + KEY_FIELD(ld_aux) + KEY_FIELD(trans_a) + KEY_FIELD(trans_b) +
+                            KEY_FIELD(epilogue) + KEY_FIELD(has_bias) + KEY_FIELD(has_aux) + KEY_FIELD(dtype) +
+                            KEY_FIELD(compute_type) + KEY_FIELD(align_a) + KEY_FIELD(align_b) + KEY_FIELD(align_d) +
+                            KEY_FIELD(align_bias) + KEY_FIELD(align_aux) + KEY_FIELD(workspace);
+#undef KEY_FIELD
+    CHECK(declared == sizeof(LtAlgoKey), "the key has no padding: its 20 fields fill its %zu bytes (memcmp "
+          "compares it)", sizeof(LtAlgoKey));
     for (int i = 2; i < LT_ALGO_SLOTS; i++) {
         const LtAlgoKey k = lt_test_key(64 + i, 1024, 768);
         if (lt_algo_insert(t, &k) != i) break;

@@ -163,8 +163,8 @@ int main(void) {
     CHECK(n >= 1, "L8C256H4T256: %d preset files checked", n);
 
     /* ---- tiny (L 4, C 64, base 4): head sizes 64 down to 1 --------------------------------- */
-    const char *tiny_tables[] = {"2*2 4*2", "1*2 4*2", "1 2 4 4", "4*4", "8*4", "16*4", "64*4",
-                                 "1 2 8 64", "4 2 1 1"};
+    const char *tiny_tables[] = {"2*2 4*2", "1*2 4*2", "1 2 4 4", "8*4", "16*4", "64*4", "1 2 8 64",
+                                 "4 2 1 1"}; /* not "4*4": that is the uniform model itself */
     for (size_t i = 0; i < sizeof(tiny_tables) / sizeof(tiny_tables[0]); i++) {
         char name[64];
         snprintf(name, sizeof(name), "tiny '%s'", tiny_tables[i]);

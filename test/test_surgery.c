@@ -82,7 +82,7 @@ static void logits_of(const GPT2Config *c, const float *params, const int *x, in
 static double max_abs_diff(const float *a, const float *b, size_t n, double *scale) {
     double d = 0.0, s = 0.0;
     for (size_t i = 0; i < n; i++) {
-        d = fmax(d, fabs((double)a[i] - b[i]));
+        d = worst_err(d, fabs((double)a[i] - b[i]));
         s = fmax(s, fabs((double)a[i]));
     }
     if (scale) *scale = s;
@@ -207,13 +207,13 @@ static void test_schur_planes(void) {
                 for (int j = 0; j < d; j++) t += Q[i * d + a] * S[i * d + j] * Q[j * d + b];
             }
             T[a * d + b] = t;
-            orth = fmax(orth, fabs(qq - (a == b)));
+            orth = worst_err(orth, fabs(qq - (a == b)));
             const int same_plane = a / 2 == b / 2 && a < 2 * np && b < 2 * np;
-            if (!same_plane) offblock = fmax(offblock, fabs(t));
+            if (!same_plane) offblock = worst_err(offblock, fabs(t));
         }
     for (int p = 0; p < np; p++) {
         if (p > 0 && om[p] > om[p - 1]) sorted = 0.0;
-        freq = fmax(freq, fabs(fabs(T[(2 * p) * d + 2 * p + 1]) - om[p]) + fabs(om[p] - sv[2 * p]));
+        freq = worst_err(freq, fabs(fabs(T[(2 * p) * d + 2 * p + 1]) - om[p]) + fabs(om[p] - sv[2 * p]));
     }
     CHECK(np == 4 && orth < 1e-12 && offblock < 1e-10 && sorted == 1.0 && freq < 1e-10,
           "real Schur planes of a random 9 x 9 skew S: 4 planes, Q orthogonal (%.1e), Q^T S Q block "
@@ -230,8 +230,8 @@ static void test_schur_planes(void) {
                 s11 += Q[i * d + a] * S[i * d + j] * Q[j * d + a];
             }
         }
-        dblock = fmax(dblock, fabs(d12));
-        sblock = fmax(sblock, fabs(s12 - T[a * d + b]) + fabs(s11));
+        dblock = worst_err(dblock, fabs(d12));
+        sblock = worst_err(sblock, fabs(s12 - T[a * d + b]) + fabs(s11));
     }
     CHECK(dblock < 1e-12 && sblock < 1e-10, "in-plane rotation: the 2 x 2 blocks of Q^T D Q are "
           "diagonal (%.1e) and S's blocks are unchanged (%.1e)", dblock, sblock);
@@ -255,7 +255,7 @@ static void test_scalar_d_and_linearize(void) {
         for (int k = 0; k < 2; k++) {
             double mean = 0.0;
             for (int i = 0; i < 8; i++) mean += spec_softplus(pi.sdtheta[k * 8 + i]) / 8;
-            err = fmax(err, fabs(spec_softplus(ps.sdtheta[k]) - mean) / mean);
+            err = worst_err(err, fabs(spec_softplus(ps.sdtheta[k]) - mean) / mean);
         }
     }
     CHECK(sc.sd_scalar_d == 1 && layer_slot_size(&sc, 0, P_SDTHETA) == 2 && err < 1e-6,
@@ -306,13 +306,13 @@ static void test_value_and_plan(void) {
                 p += WV[i * d + t] * WO[j * d + t];
                 q += vr[t * C + i] * oc[j * d + t];
             }
-            err = fmax(err, fabs(p - q));
+            err = worst_err(err, fabs(p - q));
         }
     CHECK(fabs(kept - 1) < 1e-12 && err < 1e-10, "value-output map at full rank: W_V' W_O' = W_V W_O "
           "(%.1e), all energy kept", err);
 
     double worst = 0.0;
-    for (double y = 1e-6; y < 60; y *= 1.7) worst = fmax(worst, fabs(spec_softplus(surg_softplus_inv(y)) - y) / y);
+    for (double y = 1e-6; y < 60; y *= 1.7) worst = worst_err(worst, fabs(spec_softplus(surg_softplus_inv(y)) - y) / y);
     CHECK(worst < 1e-10, "softplus^-1 inverts softplus on [1e-6, 60] (rel. %.1e)", worst);
 
     GPT2Config c;
