@@ -125,7 +125,7 @@ static inline double rel_err_bf_floor(const uint16_t *a, size_t lda, const float
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
             const double x = bf16_to_f32(a[r * lda + c]), y = b[r * ldb + c];
-            if (x != x) return INFINITY;
+            if (x != x || y != y) return INFINITY; /* a NaN on either side is a failure */
             e = fmax(e, fabs(x - y));
             m = fmax(m, fabs(y));
         }
@@ -140,7 +140,7 @@ static inline double rel_err_bf(const uint16_t *a, size_t lda, const float *b, s
 static inline double rel_err_f(const float *a, const float *b, size_t n) {
     double e = 0.0, m = 0.0;
     for (size_t i = 0; i < n; i++) {
-        if (a[i] != a[i]) return INFINITY;
+        if (a[i] != a[i] || b[i] != b[i]) return INFINITY; /* a NaN on either side is a failure */
         e = fmax(e, fabs((double)a[i] - b[i]));
         m = fmax(m, fabs((double)b[i]));
     }
