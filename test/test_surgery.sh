@@ -154,6 +154,7 @@ check "-eval_before 0: the same after-loss, no before-loss (null in the report, 
 sys.exit(not (a['loss_after'] == b['loss_after'] and a['loss_before'] is None and a['ppl_change'] is None
               and isinstance(b['loss_before'], float)))"
 check "-eval_before 0 prints the after-loss only" grep -q "^val loss after .*(-eval_before 0)" "$d/nb.log"
+expect_error "-eval_before out of range" "^error: -eval_before '2': expected an integer in \[0, 1\]" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -eval_before 2
 expect_error "-m 0 (no val batch: a NaN loss)" "^error: -m 0: expected -1 \(the whole val data\) or a positive number" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -m 0
 expect_error "-t beyond maxT" "^error: -t 65: exceeds the model's maxT 64" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$VAL" -t 65
 expect_error "bad val pattern" "no file matches" ./sd_surgery -e "$M" -o "$d/x.bin" -op scalar_d -j "$d/none_*.bin" -t 32
