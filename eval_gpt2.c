@@ -21,62 +21,47 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "llmc/cpu_eval.h"
 #include "llmc/eval_cli.h"
 #include "llmc/gpt2_cpu.h"
 #include "llmc/utils.h"
 
-/* The CPU back end: the fp32 model's logits, then the losses (and argmax) at the scored positions. */
+/* The CPU back end: the fp32 model and the evaluator's forward over it (llmc/cpu_eval.h). */
 typedef struct {
     GPT2 model;
-    float *losses; /* (B, T) */
-    int *argmax;   /* (B, T) */
+    GPT2Eval eval;
 } CpuEval;
-
-static void cpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
-                             const float **losses, const int **argmax) {
-    CpuEval *ce = (CpuEval *)ctx;
-    GPT2 *m = &ce->model;
-    gpt2_forward(m, inputs, NULL, B, T);
-    eval_losses_from_logits(m->acts.logits, targets, B * T, m->config.vocab_size, ce->losses,
-                            need_argmax ? ce->argmax : NULL);
-    *losses = ce->losses;
-    *argmax = ce->argmax;
-}
 
 static void cpu_eval_open(EvalModel *em, const char *spec, int B, int T_request, int needed) {
     CpuEval *ce = (CpuEval *)xcalloc(1, sizeof(CpuEval));
-    if (!config_is_descriptor_like(spec)) {
-        if (!file_exists(spec)) llmc_die("-e %s: checkpoint not found", spec);
-        gpt2_build_from_checkpoint(&ce->model, spec);
-    } else {
-        GPT2Config c;
-        char msg[EVAL_PATH_CAP + 512];
-        if (!config_from_descriptor(spec, &c, msg, sizeof(msg))) llmc_die("-e: %s", msg);
-        gpt2_build_from_config(&ce->model, &c, 42u);
-    }
-    em->config = ce->model.config;
+    GPT2Config c;
+    float *params = eval_host_params(spec, &c); /* the checkpoint, or a descriptor's init (seed 42) */
+    gpt2_alloc(&ce->model, &c, spec);
+    memcpy(ce->model.params, params, ce->model.layout.total * sizeof(float));
+    free(params);
+    em->config = c;
     em->num_params = ce->model.layout.total;
-    em->T = eval_choose_T(T_request, needed, em->config.max_seq_len);
-    ce->losses = (float *)xmalloc((size_t)B * em->T * sizeof(float));
-    ce->argmax = (int *)xmalloc((size_t)B * em->T * sizeof(int));
+    em->T = eval_choose_T(T_request, needed, c.max_seq_len);
+    gpt2_eval_init(&ce->eval, &ce->model, B, em->T);
 #ifdef _OPENMP
     snprintf(em->where, sizeof(em->where), "CPU fp32, %d thread(s)", omp_get_max_threads());
 #else
     snprintf(em->where, sizeof(em->where), "CPU fp32, 1 thread");
 #endif
-    em->forward = cpu_eval_forward;
-    em->ctx = ce;
+    em->forward = gpt2_eval_forward;
+    em->ctx = &ce->eval;
+    em->backend = ce;
 }
 
 static void cpu_eval_close(EvalModel *em) {
-    CpuEval *ce = (CpuEval *)em->ctx;
+    CpuEval *ce = (CpuEval *)em->backend;
+    gpt2_eval_free(&ce->eval);
     gpt2_free(&ce->model);
-    free(ce->losses);
-    free(ce->argmax);
     free(ce);
 }
 

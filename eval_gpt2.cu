@@ -8,7 +8,7 @@
  * model of the trainer (llmc/gpt2_gpu.cu): bf16 weights and activations, every layer's attention
  * path chosen as train_gpt2cu's -attn auto, except that cuDNN only has to serve the forward (the
  * model is built forward-only: gpt2gpu_choose_paths(..., 0, ...)), each batch padded to the allocated (B, T)
- * so one set of cuDNN graphs serves the whole run (gpt2gpu_eval_batch). Scores agree with the fp32
+ * so one set of cuDNN graphs serves the whole run (gpt2gpu_eval_forward). Scores agree with the fp32
  * CPU program up to bf16 rounding: dev/gpu_check.sh compares the two on the same weights
  * (dev/eval_compare.py). One process, the first visible GPU (CUDA_VISIBLE_DEVICES selects).
  */
@@ -29,18 +29,8 @@ typedef struct {
     GpuCtx ctx;
     CudnnAtt *cudnn;
     AttPath path[LLMC_MAX_LAYERS];
-    GPT2GPU model;
-    float *losses; /* (B, T) */
-    int *argmax;   /* (B, T) */
+    GPT2GPU model; /* the forward's context: gpt2gpu_eval_forward */
 } GpuEval;
-
-static void gpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
-                             const float **losses, const int **argmax) {
-    GpuEval *g = (GpuEval *)ctx;
-    gpt2gpu_eval_batch(&g->model, inputs, targets, B, T, g->losses, need_argmax ? g->argmax : NULL);
-    *losses = g->losses;
-    *argmax = g->argmax;
-}
 
 static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request, int needed) {
     GpuEval *g = (GpuEval *)xcalloc(1, sizeof(GpuEval));
@@ -56,8 +46,6 @@ static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     gpt2gpu_init(&g->model, &c, B, em->T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
     gpt2gpu_set_params(&g->model, params);
     free(params);
-    g->losses = (float *)xmalloc((size_t)B * em->T * sizeof(float));
-    g->argmax = (int *)xmalloc((size_t)B * em->T * sizeof(int));
 
     em->config = c;
     em->num_params = g->model.layout.total;
@@ -65,18 +53,17 @@ static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     for (int l = 0; l < c.num_layers; l++) n_cudnn += g->path[l] == ATT_PATH_CUDNN;
     snprintf(em->where, sizeof(em->where), "%.160s (SM %d.%d) bf16, attention on cuDNN in %d of %d layers",
              g->ctx.name, g->ctx.sm / 10, g->ctx.sm % 10, n_cudnn, c.num_layers);
-    em->forward = gpu_eval_forward;
-    em->ctx = g;
+    em->forward = gpt2gpu_eval_forward;
+    em->ctx = &g->model;
+    em->backend = g;
 }
 
 static void gpu_eval_close(EvalModel *em) {
-    GpuEval *g = (GpuEval *)em->ctx;
+    GpuEval *g = (GpuEval *)em->backend;
     gpt2gpu_free(&g->model);
     cudnn_att_destroy(g->cudnn);
     multi_gpu_free(&g->mg);
     gpu_ctx_free(&g->ctx);
-    free(g->losses);
-    free(g->argmax);
     free(g);
 }
 

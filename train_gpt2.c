@@ -30,7 +30,7 @@
 #include "llmc/tokenizer.h"
 #include "llmc/train_evals.h"
 #include "llmc/train_setup.h"
-#include "llmc/val_loss.h"
+#include "llmc/cpu_eval.h"
 #include "prism/schedule.h"
 
 /* Everything one training run owns. */
@@ -42,8 +42,7 @@ typedef struct {
     Tokenizer tokenizer;
     Logger logger;
     TrainEvals evals;   /* -h 1: the zero-shot evals run at every val step (-ht) */
-    float *eval_losses; /* per-position losses of the eval forward (B*T) */
-    int *eval_argmax;   /* per-position argmax of the logits, for greedy (last-word) files (B*T) */
+    GPT2Eval eval;      /* their forward (llmc/cpu_eval.h) */
     uint64_t sample_rng;
 } Run;
 
@@ -87,8 +86,6 @@ static void resume_state(Run *r, int resume_step) {
     const TrainState expect = train_state_at(&t->train_loader, 1, 0, 0, resume_step, 0, 0);
     TrainState got;
     state_read(path, &got, r->model.m, r->model.v, NULL, n, &t->train_loader, &expect);
-    t->start_step = resume_step;
-    t->resumed = 1;
     printf("resumed from step %d (%s)\n", resume_step, path);
 }
 
@@ -111,8 +108,7 @@ static void setup(Run *r) {
     if (a->hellaswag) {
         /* llm.c's -h 1 (FORMATS.md 6), scored with the training B and T, plus the -ht tasks */
         train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1);
-        r->eval_losses = (float *)xmalloc((size_t)a->B * a->T * sizeof(float));
-        r->eval_argmax = (int *)xmalloc((size_t)a->B * a->T * sizeof(int));
+        gpt2_eval_init(&r->eval, &r->model, a->B, a->T);
     }
     r->sample_rng = 1337;
     if (resume_step >= 0) resume_state(r, resume_step);
@@ -131,24 +127,12 @@ static void setup(Run *r) {
 /* ----------------------------------------------------------------------------------------------
  * Evaluation and sampling */
 
-/* eval_run's forward: the model's logits, then the losses (and for greedy files the argmax) at
- * the scored positions. */
-static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
-                         int need_argmax, const float **losses, const int **argmax) {
-    Run *r = (Run *)ctx;
-    gpt2_forward(&r->model, inputs, NULL, B, T);
-    eval_losses_from_logits(r->model.acts.logits, targets, B * T, r->model.config.vocab_size, r->eval_losses,
-                            need_argmax ? r->eval_argmax : NULL);
-    *losses = r->eval_losses;
-    *argmax = r->eval_argmax;
-}
-
 /* Every -ht task: the headline accuracy (acc_norm for HellaSwag, as llm.c), printed and logged. */
 static void run_evals(Run *r, int step) {
     for (int i = 0; i < r->evals.count; i++) {
         const TrainEval *e = &r->evals.e[i];
         EvalResults res;
-        eval_run(&e->file, e->n, r->args.B, r->args.T, r->model.config.vocab_size, eval_forward, r, &res);
+        eval_run(&e->file, e->n, r->args.B, r->args.T, r->model.config.vocab_size, gpt2_eval_forward, &r->eval, &res);
         train_eval_report(e, step, eval_headline_correct(&e->file, &res), &r->logger, 1);
         eval_results_free(&res);
     }
@@ -260,8 +244,7 @@ static void train(Run *r) {
 
 static void teardown(Run *r) {
     train_evals_free(&r->evals);
-    free(r->eval_losses);
-    free(r->eval_argmax);
+    gpt2_eval_free(&r->eval);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
     train_loop_free(&r->loop);

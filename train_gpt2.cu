@@ -50,8 +50,6 @@ typedef struct {
     Tokenizer tokenizer;
     Logger logger;
     TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht) */
-    float *eval_losses; /* the eval callback's per-position losses (B', T') */
-    int *eval_argmax;   /* and argmax at the scored positions, for greedy (last-word) files */
     uint64_t sample_rng;
     double flops_per_token, peak_tflops;
     cudaEvent_t ev_start, ev_end;
@@ -116,19 +114,12 @@ static void evals_setup(Run *r) {
          * (Cauchy-Schwarz), and every rank sees the same two sums, so all of them stop or none. */
         const float m = (float)train_evals_mask(&r->evals);
         float v[2] = {m, m * m};
-        float *d = r->model.scalars + 2;
-        CUDA_CHECK(cudaMemcpyAsync(d, v, sizeof(v), cudaMemcpyHostToDevice, r->ctx.stream));
-        multi_gpu_allreduce_f32(&r->mg, d, 2, 0, r->ctx.stream);
-        CUDA_CHECK(cudaMemcpyAsync(v, d, sizeof(v), cudaMemcpyDeviceToHost, r->ctx.stream));
-        CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
+        gpt2gpu_sum_over_ranks(&r->model, v, 2);
         if ((double)r->mg.nproc * v[1] != (double)v[0] * v[0]) {
             llmc_die("-h 1: the ranks found different eval files under dev/data (this rank's task mask %d): "
                      "every node needs the same files", (int)m);
         }
     }
-    const size_t N = (size_t)a->B * a->T;
-    r->eval_losses = (float *)xmalloc(N * sizeof(float));
-    r->eval_argmax = (int *)xmalloc(N * sizeof(int));
 }
 
 /* -y 1: the AdamW moments (and master weights) of this rank's shard, the stochastic-rounding RNG and
@@ -151,8 +142,6 @@ static void resume_state(Run *r, int resume_step) {
     free(mm);
     free(vv);
     free(master);
-    r->loop.start_step = resume_step;
-    r->loop.resumed = 1;
     if (is_rank0(r)) printf("resumed from step %d (%s)\n", resume_step, path);
 }
 
@@ -233,16 +222,6 @@ static float evaluate(Run *r) {
     return gpt2gpu_mean_loss(&r->model, (double)dl->B * dl->T * batches);
 }
 
-/* eval_run's forward: gpt2gpu_eval_batch pads the batch into the training shape, so that every
- * evaluation uses the attention graphs prepared at start-up. */
-static void eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
-                         const float **losses, const int **argmax) {
-    Run *r = (Run *)ctx;
-    gpt2gpu_eval_batch(&r->model, inputs, targets, B, T, r->eval_losses, need_argmax ? r->eval_argmax : NULL);
-    *losses = r->eval_losses;
-    *argmax = r->eval_argmax;
-}
-
 /* Every -ht task: rank r scores the r-th contiguous block of examples (llm.c), the correct counts
  * are summed over ranks; the headline accuracy (acc_norm for HellaSwag) is printed and logged. */
 static void run_evals(Run *r, int step) {
@@ -252,14 +231,12 @@ static void run_evals(Run *r, int step) {
         const int lo = LLMC_MIN(n, r->mg.rank * per), hi = LLMC_MIN(n, lo + per);
         EvalResults res;
         eval_results_init(&res, &e->file, n);
-        eval_run_range(&e->file, lo, hi, r->args.B, r->args.T, r->model.config.vocab_size, eval_forward, r, &res);
+        /* gpt2gpu_eval_forward pads each batch into the training shape, so that every evaluation
+         * runs the attention graphs prepared at start-up */
+        eval_run_range(&e->file, lo, hi, r->args.B, r->args.T, r->model.config.vocab_size, gpt2gpu_eval_forward,
+                       &r->model, &res);
         float correct = (float)eval_headline_correct(&e->file, &res); /* exact: counts stay far below 2^24 */
-        float *d = r->model.scalars + 2;
-        /* through the trainer's stream: the NCCL stream waits on it, not on the legacy stream */
-        CUDA_CHECK(cudaMemcpyAsync(d, &correct, sizeof(float), cudaMemcpyHostToDevice, r->ctx.stream));
-        multi_gpu_allreduce_f32(&r->mg, d, 1, 0, r->ctx.stream);
-        CUDA_CHECK(cudaMemcpyAsync(&correct, d, sizeof(float), cudaMemcpyDeviceToHost, r->ctx.stream));
-        CUDA_CHECK(cudaStreamSynchronize(r->ctx.stream));
+        gpt2gpu_sum_over_ranks(&r->model, &correct, 1);
         train_eval_report(e, step, (int)correct, &r->logger, is_rank0(r));
         eval_results_free(&res);
     }
@@ -398,8 +375,6 @@ static void train(Run *r) {
 
 static void teardown(Run *r) {
     train_evals_free(&r->evals);
-    free(r->eval_losses);
-    free(r->eval_argmax);
     logger_free(&r->logger);
     tokenizer_free(&r->tokenizer);
     train_loop_free(&r->loop);

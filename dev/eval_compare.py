@@ -56,20 +56,17 @@ def read_scores(path):
 
 
 def predictions(rows):
-    """{example: (argmin sum, argmin mean, gap sum, gap mean, label)}; first option on a tie."""
+    """{example: (argmin sum, argmin mean, label)} of one task's rows; the first option on a tie,
+    as the C scorer (llmc/evalloader.h eval_example_finish)."""
     by_ex = defaultdict(dict)
     for (i, r), v in rows.items():
         by_ex[i][r] = v
     out = {}
     for i, opts in by_ex.items():
         keys = sorted(opts)
-        def best(idx):
-            order = sorted(keys, key=lambda k: (opts[k][idx], k))
-            gap = opts[order[1]][idx] - opts[order[0]][idx] if len(order) > 1 else float("inf")
-            return order[0], gap
-        ps, gs = best(2)
-        pm, gm = best(3)
-        out[i] = (ps, pm, gs, gm, opts[keys[0]][0])
+        ps = min(keys, key=lambda k: (opts[k][2], k))
+        pm = min(keys, key=lambda k: (opts[k][3], k))
+        out[i] = (ps, pm, opts[keys[0]][0])
     return out
 
 
@@ -122,8 +119,8 @@ def main(argv=None):
             continue
         pr, pc = predictions(r), predictions(c)
         flips = [sum(pr[i][idx] != pc[i][idx] for i in pr) for idx in (0, 1)]
-        acc = [sum(p[0] == p[4] for p in x.values()) / len(x) for x in (pr, pc)]
-        norm = [sum(p[1] == p[4] for p in x.values()) / len(x) for x in (pr, pc)]
+        acc = [sum(p[0] == p[2] for p in x.values()) / len(x) for x in (pr, pc)]
+        norm = [sum(p[1] == p[2] for p in x.values()) / len(x) for x in (pr, pc)]
         print(f"     {task}: predictions flipped on {flips[0]} (sum loss) and {flips[1]} (mean loss) of {len(pr)} "
               f"examples; acc {acc[0]:.4f} / {acc[1]:.4f}, acc_norm {norm[0]:.4f} / {norm[1]:.4f}")
     print(f"{passed} passed, {failed} failed")

@@ -131,8 +131,9 @@ if [ -n "$CUDNN_HOME" ] && [ -n "$FRONTEND" ]; then
 else
   # cuDNN is the default path on this GPU: a run that never builds it has not checked the trainer
   # users will run, so it fails unless GPU_CHECK_NO_CUDNN=1 says that is intended
-  [ "${GPU_CHECK_NO_CUDNN:-0}" = 1 ]
-  result $? "cuDNN path built (cuDNN: ${CUDNN_HOME:-missing}, frontend headers: ${FRONTEND:-missing}; carry build/cudnn_frontend, doc/gpu.md); own kernels only"
+  why="cuDNN: ${CUDNN_HOME:-missing}, frontend headers: ${FRONTEND:-missing}"
+  if [ "${GPU_CHECK_NO_CUDNN:-0}" = 1 ]; then log "cuDNN path not built ($why; GPU_CHECK_NO_CUDNN=1): own kernels only"
+  else result 1 "cuDNN path built ($why; carry build/cudnn_frontend, doc/gpu.md): own kernels only"; fi
 fi
 CC_GPU=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
 [ -n "$CC_GPU" ] || CC_GPU=90
@@ -313,27 +314,21 @@ done
 
 # ---------------------------------------------------------------------------------------------
 # correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules
-# (llmc/evalloader.h eval_example_finish): a choice task takes the option with the lowest mean
-# loss, the first on a tie (acc_norm, what the trainer's -h 1 reports); a greedy task counts the
-# examples whose every completion token was the argmax
+# (dev/eval_compare.py's reader and predictions): a choice task takes the option with the lowest
+# mean loss, the first on a tie (acc_norm, what the trainer's -h 1 reports); a greedy task counts
+# the examples whose every completion token was the argmax
 first_correct() {  # tsv task n
   "$PY" - "$@" <<'EOF' 2>/dev/null
-import csv, sys
+import sys
+sys.path.insert(0, "dev")
+from eval_compare import predictions, read_scores
 path, task, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rows = {}
-with open(path, newline="") as f:
-    for r in csv.DictReader(f, delimiter="\t"):
-        if r["task"] == task and int(r["example"]) < n:
-            rows.setdefault(int(r["example"]), []).append(r)
-correct = 0
-for ex in rows.values():
-    ex.sort(key=lambda r: int(r["option"]))
-    if len(ex) == 1:
-        correct += int(ex[0]["all_argmax"])
-    else:
-        mean = [float(r["sum_loss"]) / int(r["n_tok"]) for r in ex]
-        correct += mean.index(min(mean)) == int(ex[0]["label"])
-print(correct if len(rows) == n else "")
+rows = {k: v for k, v in read_scores(path)[task].items() if k[0] < n}
+if all(k[1] == 0 for k in rows):  # greedy: one row per example
+    correct = sum(v[4] for v in rows.values())
+else:
+    correct = sum(p[1] == p[2] for p in predictions(rows).values())
+print(correct if len({k[0] for k in rows}) == n else "")
 EOF
 }
 log "== 7. evals on the GPU: a short TinyShakespeare run with -h 1 -ht hellaswag,lambada, then eval_gpt2cu vs eval_gpt2"
@@ -341,7 +336,6 @@ TS=dev/data/tinyshakespeare
 EV=$OUTDIR/evalrun
 if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_val.bin ] &&
    [ -f dev/data/lambada/lambada_test.bin ]; then
-  rm -rf "$EV"
   mkdir -p "$EV"
   printf '2 4:sd 4 4\n' > "$EV/table.txt"   # head sizes 64, 32 (S-D), 32, 32
   # 150 steps; the step-150 eval scores the parameters that model_00000150.bin holds

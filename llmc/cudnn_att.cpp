@@ -254,11 +254,6 @@ static fe::graph::Graph &get_graph(CudnnAtt *ca, const GraphKey &k) {
     return *g;
 }
 
-void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
-    get_graph(ca, GraphKey{B, h, T, d, FWD});
-    if (backward) get_graph(ca, GraphKey{B, h, T, d, BWD});
-}
-
 int cudnn_att_try_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward, char *err, size_t cap) {
     for (int kind = FWD; kind <= (backward ? BWD : FWD); kind++) {
         const GraphKey k{B, h, T, d, kind};
@@ -333,10 +328,6 @@ CudnnAtt *cudnn_att_create(cudaStream_t stream) {
     return nullptr;
 }
 void cudnn_att_destroy(CudnnAtt *ca) { (void)ca; }
-void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward) {
-    (void)ca; (void)B; (void)h; (void)T; (void)d; (void)backward;
-    not_built();
-}
 int cudnn_att_try_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward, char *err, size_t cap) {
     (void)ca; (void)B; (void)h; (void)T; (void)d; (void)backward; (void)err; (void)cap;
     not_built();

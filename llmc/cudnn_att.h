@@ -12,7 +12,8 @@
  *                          backward reads it
  *   dqkv  (B, T, 3, h, d)  overwritten
  * One graph per (B, h, T, d, kind) is built on first use and cached in the CudnnAtt object; the
- * trainer prepares every shape at start-up so that no graph is built inside a timed step.
+ * model's shapes are prepared when the attention paths are chosen (gpt2gpu_choose_paths), so that
+ * no graph is built inside a timed step.
  */
 #ifndef LLMC_CUDNN_ATT_H
 #define LLMC_CUDNN_ATT_H
@@ -29,11 +30,8 @@ CudnnAtt *cudnn_att_create(cudaStream_t stream);
 void cudnn_att_destroy(CudnnAtt *ca);
 
 /* Builds the forward graph with stats (the one the model runs, in training and evaluation) and,
- * with `backward`, the backward graph of this shape. A shape cuDNN refuses is a one-line error
- * naming it. */
-void cudnn_att_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward);
-/* The same without dying: 1 when the graphs are built (and cached), else 0 with one line in err
- * (-attn auto then serves the layer with the own kernels). */
+ * with `backward`, the backward graph of this shape: 1 when they are built (and cached), else 0
+ * with one line in err (-attn auto then serves the layer with the own kernels). */
 int cudnn_att_try_prepare(CudnnAtt *ca, int B, int h, int T, int d, int backward, char *err, size_t cap);
 size_t cudnn_att_workspace_bytes(const CudnnAtt *ca);
 

@@ -150,6 +150,7 @@ typedef struct {
     char where[256];    /* printed at start-up: "CPU fp32, 2 thread(s)", or the GPU and its paths */
     EvalForwardFn forward;
     void *ctx;          /* the forward's context */
+    void *backend;      /* what the back end's open allocated, for its close */
 } EvalModel;
 
 /* Builds the model of -e (a checkpoint, or a descriptor initialized with seed 42) for batches of up

@@ -117,20 +117,6 @@ static void index_segments(GPT2GPU *m) {
     }
 }
 
-/* The cuDNN graphs of the allocated shape (forward with stats; backward unless the model is
- * inference-only), built now so that no step pays for a build. Evaluation runs the same forward
- * graph (it also writes the stats, which costs B h T floats), in the trainer and in eval_gpt2cu
- * alike, so both score a checkpoint bit for bit the same wherever their path tables agree (an
- * inference-only model may run a layer on cuDNN that a trainer keeps on the own kernels because
- * cuDNN lacks its backward: d 129-256 on SM 8.x); sampling's (1, T) forward graph is built on its
- * first use. */
-static void prepare_cudnn(GPT2GPU *m) {
-    for (int l = 0; l < m->config.num_layers; l++) {
-        if (m->path[l] != ATT_PATH_CUDNN) continue;
-        const LayerSpec *ls = &m->config.layer[l];
-        cudnn_att_prepare(m->cudnn, m->B, ls->n_head, m->T, ls->head_size, !m->opt.inference);
-    }
-}
 
 void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
     if (c->channels % 8 != 0) {
@@ -163,9 +149,13 @@ CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int traini
         any_cudnn |= path[l] == ATT_PATH_CUDNN;
     }
     if (!any_cudnn) return NULL;
-    /* The rules above are static (head size, SM, backend version); the graphs are built now, and a
-     * shape the backend still refuses is an error with -attn cudnn and an own-kernel layer with
-     * -attn auto (with a warning), so that "auto" never stops a run that the own kernels can serve. */
+    /* The rules above are static (head size, SM, backend version); the graphs of the run's (B, T)
+     * are built now (forward with stats; backward for a trainable model), so that no step pays for
+     * a build, and a shape the backend still refuses is an error with -attn cudnn and an own-kernel
+     * layer with -attn auto (with a warning): "auto" never stops a run the own kernels can serve.
+     * Evaluation runs the same forward graph (it also writes the stats, B h T floats) in the trainer
+     * and in eval_gpt2cu, so both score a checkpoint bit for bit the same wherever their path tables
+     * agree; sampling's (1, T) forward graph is built on its first use. */
     CudnnAtt *ca = cudnn_att_create(ctx->stream);
     any_cudnn = 0;
     for (int l = 0; l < c->num_layers; l++) {
@@ -242,7 +232,6 @@ void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOp
     /* the stochastic-rounding RNG: the same on every rank, so that ZeRO-0 ranks round alike */
     m->rng_state = 13371337ull;
     m->rng_state_last_update = m->rng_state;
-    if (m->cudnn != NULL) prepare_cudnn(m);
 }
 
 void gpt2gpu_free(GPT2GPU *m) {
@@ -260,6 +249,8 @@ void gpt2gpu_free(GPT2GPU *m) {
     free(m->eval_targets);
     free(m->eval_losses);
     free(m->eval_row);
+    free(m->eval_out_losses);
+    free(m->eval_out_argmax);
     CUDA_CHECK(cudaEventDestroy(m->upload_done));
     memset(m, 0, sizeof(*m));
 }
@@ -504,8 +495,19 @@ void gpt2gpu_logits_row(GPT2GPU *m, int b, int t, float *out) {
  * prepared at start-up; causal attention keeps the padding, which follows every scored position,
  * out of the scores. The argmax is taken over the bf16 logits (first maximum on a tie), one
  * vocabulary row copied per scored position: greedy files score one to a few tokens per example. */
-void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B, int T, float *losses,
-                        int *argmax) {
+void gpt2gpu_sum_over_ranks(GPT2GPU *m, float *v, int n) {
+    if (n < 1 || n > 2) llmc_die("gpt2gpu_sum_over_ranks: %d values, at most 2", n);
+    float *d = m->scalars + 2;
+    cudaStream_t s = m->ctx->stream;
+    CUDA_CHECK(cudaMemcpyAsync(d, v, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, s));
+    multi_gpu_allreduce_f32(m->mg, d, (size_t)n, 0, s);
+    CUDA_CHECK(cudaMemcpyAsync(v, d, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void gpt2gpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                          const float **losses_out, const int **argmax_out) {
+    GPT2GPU *m = (GPT2GPU *)ctx;
     const int BF = m->B, TF = m->T, V = m->config.vocab_size;
     if (B > BF || T > TF) llmc_die("eval batch (%d, %d) exceeds the allocated (%d, %d)", B, T, BF, TF);
     const size_t NF = (size_t)BF * TF;
@@ -514,7 +516,13 @@ void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B
         m->eval_targets = (int *)xmalloc(NF * sizeof(int));
         m->eval_losses = (float *)xmalloc(NF * sizeof(float));
         m->eval_row = (float *)xmalloc((size_t)V * sizeof(float));
+        m->eval_out_losses = (float *)xmalloc(NF * sizeof(float));
+        m->eval_out_argmax = (int *)xmalloc(NF * sizeof(int));
     }
+    float *losses = m->eval_out_losses;
+    int *argmax = m->eval_out_argmax;
+    *losses_out = losses;
+    *argmax_out = argmax;
     for (size_t i = 0; i < NF; i++) {
         m->eval_inputs[i] = LLMC_MIN(EVAL_PAD_TOKEN, V - 1); /* as eval_run_range pads */
         m->eval_targets[i] = -1;
@@ -529,7 +537,7 @@ void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B
     for (int b = 0; b < B; b++) {
         memcpy(losses + (size_t)b * T, m->eval_losses + (size_t)b * TF, (size_t)T * sizeof(float));
     }
-    if (argmax == NULL) return;
+    if (!need_argmax) return;
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
             int *out = argmax + (size_t)b * T + t;

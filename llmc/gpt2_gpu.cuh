@@ -13,12 +13,13 @@
  *   GPT2GPU               everything the model owns on the device and the host staging buffers
  *   gpt2gpu_check_shapes, gpt2gpu_choose_paths        shape limits; the attention path per layer
  *   gpt2gpu_init          sizes every buffer from the config, the training (B, T), the per-layer
- *                         attention paths and the shard plan; prepares the cuDNN graphs
+ *                         attention paths and the shard plan
  *   gpt2gpu_set_params    fp32 host parameters -> bf16 device parameters (+ fp32 masters)
  *   gpt2gpu_forward       tokens -> logits; with targets the per-token losses are accumulated;
  *                         FWD_TRAIN also turns the logits into dlogits for the backward
  *   gpt2gpu_backward      accumulates gradients; on the last micro-step reduces them over ranks
- *   gpt2gpu_eval_batch    one zero-shot eval batch: losses (and argmax) at the scored positions
+ *   gpt2gpu_eval_forward  the evaluator's forward (evalloader.h EvalForwardFn, ctx = the model):
+ *                         losses (and argmax) at the scored positions of one batch
  *   gpt2gpu_grad_norm, gpt2gpu_update (AdamW + ZeRO-1 all-gather), gpt2gpu_mean_loss
  *   gpt2gpu_get_params_bf16, gpt2gpu_get_opt_state / gpt2gpu_set_opt_state   checkpoint I/O
  */
@@ -73,17 +74,19 @@ typedef struct {
     float *acts_f32;
     float *colsum_scratch;
     float *norm_partials;          /* SHARD_MAX_SEGS * NORM_BLOCKS */
-    float *scalars;                /* [0] loss sum, [1] norm^2 */
+    float *scalars;                /* [0] loss sum, [1] norm^2, [2..3] gpt2gpu_sum_over_ranks */
     int *d_inputs, *d_targets, *d_uniq, *d_start, *d_pos;
     int n_uniq;
 
     /* host staging (pinned) */
     int *h_inputs, *h_targets, *h_uniq, *h_start, *h_pos;
     int *h_count; /* vocab_size ints of scratch for encoder_buckets */
-    /* gpt2gpu_eval_batch's host scratch, allocated on first use: the padded (B, T) batch and its
-     * losses, one logits row */
+    /* gpt2gpu_eval_forward's host buffers, allocated on first use: the padded (B, T) batch and its
+     * losses, one logits row, and the caller's (B', T') losses and argmax it returns */
     int *eval_inputs, *eval_targets;
     float *eval_losses, *eval_row;
+    float *eval_out_losses;
+    int *eval_out_argmax;
     float *h_scalars;
     cudaEvent_t upload_done;
 
@@ -123,13 +126,17 @@ void gpt2gpu_zero_losses(GPT2GPU *m);
 float gpt2gpu_mean_loss(GPT2GPU *m, double tokens);
 /* The accumulated per-token losses of the last forward's B*T positions (row b*T + t). */
 void gpt2gpu_read_losses(GPT2GPU *m, float *host);
+/* v[0..n) (n <= 2 host floats) summed over the ranks in place, through the trainer's stream (the
+ * NCCL stream waits on it); integers stay exact below 2^24. */
+void gpt2gpu_sum_over_ranks(GPT2GPU *m, float *v, int n);
 /* The logits row (B index b, position t) as floats (V values). */
 void gpt2gpu_logits_row(GPT2GPU *m, int b, int t, float *out);
-/* One zero-shot eval batch (llmc/evalloader.h's forward): B <= m->B rows of T <= m->T tokens,
- * padded to the allocated shape; per-position losses (B, T) and, when argmax is non-NULL, the
- * argmax of the logits at every position whose target is >= 0 (-1 elsewhere). */
-void gpt2gpu_eval_batch(GPT2GPU *m, const int *inputs, const int *targets, int B, int T, float *losses,
-                        int *argmax);
+/* The evaluator's forward (llmc/evalloader.h EvalForwardFn; ctx: the GPT2GPU): B <= m->B rows of
+ * T <= m->T tokens, padded to the allocated shape; per-position losses (B, T) and, with
+ * need_argmax, the argmax of the logits at every position whose target is >= 0 (-1 elsewhere),
+ * in buffers the model owns (valid until the next call). */
+void gpt2gpu_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T, int need_argmax,
+                          const float **losses, const int **argmax);
 
 void gpt2gpu_zero_grads(GPT2GPU *m);
 /* After a FWD_TRAIN forward of the training shape. last_micro_step: reduce over ranks. */

@@ -62,7 +62,8 @@ static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path
 /* The run's shape, as llm.c's: -d -1 is one micro-batch of all processes, otherwise a multiple of
  * B*T*processes; -m -1 is the whole val data; -x -1 is one epoch of the train data. Each rank
  * reads its own slice of the shards; -a 1 (overfit) reads without shuffling. The outlier
- * detectors start empty; resume_step (or -1) must not lie past the last step. */
+ * detectors start empty; the loop starts at resume_step (or 0 for -1), which must not lie past
+ * the last step. */
 static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int nproc, int vocab_size, int resume_step) {
     const long long tokens_per_micro = (long long)a->B * a->T * nproc;
     if (a->total_batch == -1) a->total_batch = (int)tokens_per_micro;
@@ -86,8 +87,8 @@ static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int np
     lr_schedule_init(&t->lr_schedule, kind, a->lr, a->warmup, t->num_steps, a->final_lr_frac);
     outlier_init(&t->loss_outliers);
     outlier_init(&t->norm_outliers);
-    t->start_step = 0;
-    t->resumed = 0;
+    t->start_step = LLMC_MAX(resume_step, 0);
+    t->resumed = resume_step >= 0;
 }
 
 static inline void train_loop_free(TrainLoop *t) {

@@ -66,7 +66,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-for v in $SEEDS; do [[ "$v" =~ ^[0-9]+$ ]] || die "--seeds '$SEEDS': expected non-negative integers"; done
+for v in $SEEDS; do is_uint --seeds "$v"; done
 [ -n "${SEEDS// /}" ] || die "--seeds: expected at least one seed"
 is_uint --steps "$STEPS" -b "$B" -t "$T" --val-every "$VAL_EVERY" --threads "$THREADS"
 [[ "$VAL_BATCHES" =~ ^-1$|^[1-9][0-9]*$ ]] || die "--val-batches '$VAL_BATCHES': expected -1 or a positive integer"

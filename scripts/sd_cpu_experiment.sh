@@ -38,6 +38,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
+is_uint --steps "$STEPS" --heads "$HEADS" --threads "$THREADS"
 TS=dev/data/tinyshakespeare
 for f in ./train_gpt2 ./sd_spectrum ./sd_surgery "$TS/tiny_shakespeare_train.bin" "$TS/tiny_shakespeare_val.bin"; do
   [ -e "$f" ] || die "$f is missing (run: make train_gpt2 sd_spectrum sd_surgery data)"

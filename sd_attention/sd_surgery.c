@@ -28,7 +28,7 @@
 #include "../llmc/gpt2_cpu.h"
 #include "../llmc/param_layout.h"
 #include "../llmc/utils.h"
-#include "../llmc/val_loss.h"
+#include "../llmc/cpu_eval.h"
 #include "surgery.h"
 
 #define OPT_CAP 1024
@@ -152,7 +152,7 @@ static void write_schedule(const GPT2Config *c, const char *path, const char *or
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Evaluation: the trainer's val loss (llmc/val_loss.h) over the first -m batches. */
+ * Evaluation: the trainer's val loss (llmc/cpu_eval.h) over the first -m batches. */
 typedef struct {
     int done;
     int B, T, batches;

@@ -6,6 +6,7 @@
  * status (non-zero when anything failed), so `return test_finish();` ends main().
  * worst_err(e, d) is the running maximum for error measures: fmax(e, NaN) returns e, which would
  * silently drop a NaN error, so a NaN counts as +infinity and fails every `err <= tol`.
+ * max_abs_diff(a, b, n) / max_abs(a, n): the error measure and scale the model tests use.
  */
 #ifndef TEST_HARNESS_H
 #define TEST_HARNESS_H
@@ -32,6 +33,19 @@ static inline void test_report(int ok, const char *file, int line, const char *f
 #define CHECK(cond, ...) test_report((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
 
 static inline double worst_err(double e, double d) { return isnan(d) ? INFINITY : fmax(e, d); }
+
+/* max |a - b| over n floats (a NaN on either side counts as infinite), and max |a| */
+static inline double max_abs_diff(const float *a, const float *b, size_t n) {
+    double e = 0.0;
+    for (size_t i = 0; i < n; i++) e = worst_err(e, fabs((double)a[i] - b[i]));
+    return e;
+}
+
+static inline double max_abs(const float *a, size_t n) {
+    double e = 0.0;
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i]));
+    return e;
+}
 
 static inline int test_finish(void) {
     printf("%d passed, %d failed\n", g_test_passed, g_test_failed);

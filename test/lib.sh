@@ -8,6 +8,7 @@
 #   run_sub CMD...          run a test program that ends with "N passed, N failed" and add its
 #                           counts (a missing summary line counts as one failure, and so does a
 #                           non-zero exit status: a crash after the summary must not pass)
+#   near A B TOL, far A B TOL   |A - B| <= TOL, > TOL (an empty value fails both)
 #   finish                  print "N passed, N failed"; exit non-zero on any failure
 T_PASS=0
 T_FAIL=0
@@ -46,6 +47,9 @@ run_sub() {
   # leak checker, an error after the summary) is a failure too.
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then fail "$* exited $rc after \"$summary\""; fi
 }
+# near A B TOL / far A B TOL: |A - B| <= TOL / > TOL for two numbers; an empty value fails both
+near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'; }
+far() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d > t) }'; }
 finish() {
   echo "$T_PASS passed, $T_FAIL failed"
   [ "$T_FAIL" -eq 0 ]

@@ -21,17 +21,6 @@
 #include "debug_state.h"
 #include "harness.h"
 
-/* max |a - b| (a NaN on either side counts as infinite) and max |b| over n values */
-static void max_errors(const float *a, const float *b, size_t n, double *err, double *ref) {
-    double e = 0.0, r = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        e = worst_err(e, fabs((double)a[i] - b[i]));
-        r = fmax(r, fabs((double)b[i]));
-    }
-    *err = e;
-    *ref = r;
-}
-
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODEL.bin DEBUG_STATE.bin [-init DESC [-prism FILE] [-prism_unchecked 1]]\n", argv[0]);
@@ -83,9 +72,8 @@ int main(int argc, char **argv) {
               fresh.layout.total, model.layout.total);
         if (fresh.layout.total == model.layout.total) {
             for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
-                double err, ref;
-                max_errors(fresh.params + fresh.layout.slot_offset[s],
-                           model.params + model.layout.slot_offset[s], model.layout.slot_size[s], &err, &ref);
+                const float *a = fresh.params + fresh.layout.slot_offset[s], *b = model.params + model.layout.slot_offset[s];
+                const double err = max_abs_diff(a, b, model.layout.slot_size[s]), ref = max_abs(b, model.layout.slot_size[s]);
                 const double tol = 1e-6 * fmax(1.0, ref / 0.1);
                 CHECK(err <= tol, "init %-8s max |C - torch| = %.2e (tol %.1e, max |w| %.3f)",
                       PARAM_SLOT_NAMES[s], err, tol, ref);
@@ -107,8 +95,7 @@ int main(int argc, char **argv) {
      * head grouping moves them by ~5e-3 and the loss by ~1e-6 relative at init (measured by
      * running a Prism model against a uniform state), so: logits 1e-5 x max(1, max|logit|),
      * loss 1e-6 relative (observed 1e-7). */
-    double err, ref;
-    max_errors(model.acts.logits, ds.logits, N * V, &err, &ref);
+    double err = max_abs_diff(model.acts.logits, ds.logits, N * V), ref = max_abs(ds.logits, N * V);
     CHECK(err <= 1e-5 * fmax(1.0, ref), "logits: max |C - torch| = %.2e (tol 1e-5 x max(1, %.3f))", err, ref);
     CHECK(fabs(model.mean_loss - ds.loss) <= 1e-6 * fabs(ds.loss), "loss: C %.7f torch %.7f (tol 1e-6 rel)",
           model.mean_loss, ds.loss);
@@ -119,7 +106,8 @@ int main(int argc, char **argv) {
      * observed fp32 noise is <= 4e-7 of it; a wrong head grouping gives >= 5e-3. */
     for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
         const size_t off = model.layout.slot_offset[s], n = model.layout.slot_size[s];
-        max_errors(model.grads + off, ds.grads + off, n, &err, &ref);
+        err = max_abs_diff(model.grads + off, ds.grads + off, n);
+        ref = max_abs(ds.grads + off, n);
         CHECK(err <= 2e-5 * ref + 1e-9, "grad %-8s max |C - torch| = %.2e (tol 2e-5 x %.3e)",
               PARAM_SLOT_NAMES[s], err, ref);
     }

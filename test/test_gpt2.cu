@@ -50,19 +50,6 @@ static double tol_k(const GPT2Config *c) {
     return 6.0;
 }
 
-/* a NaN from the GPU counts as an infinite error (worst_err, test/harness.h) */
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double e = 0.0;
-    for (size_t i = 0; i < n; i++) e = worst_err(e, fabs((double)a[i] - b[i]));
-    return e;
-}
-
-static double max_abs(const float *a, size_t n) {
-    double e = 0.0;
-    for (size_t i = 0; i < n; i++) e = fmax(e, fabs((double)a[i]));
-    return e;
-}
-
 /* The CPU reference with fp32 and with bf16-rounded parameters: logits, loss and gradients. */
 typedef struct {
     float *logits32, *logits16, *grads32, *grads16;
@@ -284,10 +271,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) run_a[i] = gpu_step(&g, &ds, ds.n_steps + 1 + i);
     uint16_t *pa = (uint16_t *)xmalloc(P * sizeof(uint16_t)), *pb = (uint16_t *)xmalloc(P * sizeof(uint16_t));
     gpt2gpu_get_params_bf16(&g.model, pa);
-    float *f = (float *)xmalloc(P * sizeof(float));
     GPT2Config c2;
-    checkpoint_read_header(ckpt, &c2, &is_bf16);
-    checkpoint_read_fp32(ckpt, &c2, is_bf16, f);
+    float *f = checkpoint_load_fp32(ckpt, &c2, &is_bf16);
     for (size_t i = 0; i < P; i++) snap.params[i] = f32_to_bf16(f[i]); /* exact: bf16 widened */
     snapshot_restore(&g.model, &snap);
     for (int i = 0; i < 3; i++) run_b[i] = gpu_step(&g, &ds, ds.n_steps + 1 + i);

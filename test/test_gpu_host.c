@@ -380,15 +380,14 @@ static void test_buckets(void) {
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-static float bits_to_f(uint16_t b) { return bf16_to_f32(b); }
 
 static void test_stochastic_rounding(void) {
     /* exact bf16 values never move */
     int exact = 1;
     const float vals[] = {0.0f, 1.0f, -2.5f, 3.0e-20f, 65280.0f};
     for (int i = 0; i < 5; i++) {
-        const float v = bits_to_f(f32_to_bf16(vals[i]));
-        exact &= bits_to_f(sr_bf16_bits(v, 0)) == v && bits_to_f(sr_bf16_bits(v, 0xffffu)) == v;
+        const float v = bf16_to_f32(f32_to_bf16(vals[i]));
+        exact &= bf16_to_f32(sr_bf16_bits(v, 0)) == v && bf16_to_f32(sr_bf16_bits(v, 0xffffu)) == v;
     }
     CHECK(exact, "bf16-representable values are unchanged for any random bits");
     /* x = 1 + 0.3 ulp: the result is 1 or 1 + ulp, 1 + ulp with probability 0.3 */
@@ -399,11 +398,11 @@ static void test_stochastic_rounding(void) {
     int neighbours = 1;
     for (int i = 0; i < n; i++) {
         const uint32_t r = sr_hash(1234u, (uint64_t)i);
-        const float y = bits_to_f(sr_bf16_bits(x, r));
+        const float y = bf16_to_f32(sr_bf16_bits(x, r));
         neighbours &= y == 1.0f || y == 1.0f + ulp;
         sum += y;
-        sum_neg += bits_to_f(sr_bf16_bits(xn, r));
-        sum_trunc += bits_to_f(sr_bf16_bits(x, 0)); /* negative control: truncation is biased */
+        sum_neg += bf16_to_f32(sr_bf16_bits(xn, r));
+        sum_trunc += bf16_to_f32(sr_bf16_bits(x, 0)); /* negative control: truncation is biased */
     }
     /* std of the mean: ulp sqrt(0.3 0.7 / n) = 8.0e-6; allow 5 sigma = 4.1e-5 */
     const double tol = 5.0 * ulp * sqrt(0.21 / n);
@@ -411,8 +410,8 @@ static void test_stochastic_rounding(void) {
     CHECK(fabs(sum / n - x) < tol, "unbiased: mean %.7f vs x %.7f (tol %.1e)", sum / n, (double)x, tol);
     CHECK(fabs(sum_neg / n - xn) < tol, "unbiased for negative x: mean %.7f", sum_neg / n);
     CHECK(fabs(sum_trunc / n - x) > 10 * tol, "negative control: truncation misses by %.2e (> 10 tol)", fabs(sum_trunc / n - x));
-    CHECK(bits_to_f(sr_bf16_bits(3.3895e38f, 0xffffu)) < INFINITY && isinf(bits_to_f(sr_bf16_bits(INFINITY, 5))) &&
-              isnan(bits_to_f(sr_bf16_bits(NAN, 5))),
+    CHECK(bf16_to_f32(sr_bf16_bits(3.3895e38f, 0xffffu)) < INFINITY && isinf(bf16_to_f32(sr_bf16_bits(INFINITY, 5))) &&
+              isnan(bf16_to_f32(sr_bf16_bits(NAN, 5))),
           "no overflow to inf; inf and NaN pass through");
     CHECK(sr_hash(1, 0) != sr_hash(1, 1) && sr_hash(1, 0) != sr_hash(2, 0), "hash depends on seed and index");
 }
@@ -428,9 +427,7 @@ static int bf16_roundtrip(const char *path, const GPT2Config *c, float scale, ui
     for (size_t i = 0; i < pl.total; i++) w[i] = f32_to_bf16(((float)xorshift_u32(&seed) / 4294967296.0f - 0.5f) * scale);
     checkpoint_write_bf16(path, c, w);
     int is_bf16 = 0;
-    checkpoint_read_header(path, back, &is_bf16);
-    float *f = (float *)xmalloc(pl.total * sizeof(float));
-    checkpoint_read_fp32(path, back, is_bf16, f);
+    float *f = checkpoint_load_fp32(path, back, &is_bf16);
     int same = is_bf16;
     for (size_t i = 0; i < pl.total; i++) same &= f32_to_bf16(f[i]) == w[i];
     FILE *fh = xfopen(path, "rb");

@@ -79,16 +79,6 @@ static void logits_of(const GPT2Config *c, const float *params, const int *x, in
     gpt2_free(&m);
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n, double *scale) {
-    double d = 0.0, s = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        d = worst_err(d, fabs((double)a[i] - b[i]));
-        s = fmax(s, fabs((double)a[i]));
-    }
-    if (scale) *scale = s;
-    return d;
-}
-
 /* Makes layer 0's heads shrinkable without loss to m planes: U rows (and b_U) projected onto the
  * span of S's top m planes, V rows beyond 2m zeroed (value-output map of rank <= 2m). */
 static void make_head_in_span(GPT2 *m, int m_planes) {
@@ -148,7 +138,7 @@ static void test_shrink_exact(void) {
     CHECK(oc.layer[0].head_size == 4 && oc.layer[1].head_size == 8 && oc.layer[0].kind == ATTN_SD,
           "shrink plan applied: layer 0 head size 8 -> 4, layer 1 untouched");
     logits_of(&oc, op, x, B, T, got);
-    double scale = 0.0, diff = max_abs_diff(ref, got, n, &scale);
+    double scale = max_abs(ref, n), diff = max_abs_diff(ref, got, n);
     CHECK(diff < 2e-5, "U in the span of the top 2 planes, scalar D, value rank <= 4: shrunk logits "
           "equal the original's (max |diff| %.2e, logits up to %.2f)", diff, scale);
     CHECK(rep.value_kept[0] > 1 - 1e-9 && rep.routing_kept[0] < 1.0,
@@ -164,7 +154,7 @@ static void test_shrink_exact(void) {
     for (size_t i = 0; i < layer_slot_size(&oc, 0, P_SDTHETA); i++)
         po.sdtheta[i] = (float)surg_softplus_inv(spec_softplus(po.sdtheta[i]) / s);
     logits_of(&oc, op, x, B, T, got);
-    diff = max_abs_diff(ref, got, n, NULL);
+    diff = max_abs_diff(ref, got, n);
     CHECK(diff > 1e-3, "negative control: without the sqrt(2m/d) logit-scale correction the logits "
           "move (max |diff| %.2e)", diff);
     free(op);
@@ -176,7 +166,7 @@ static void test_shrink_exact(void) {
     logits_of(&c, g.params, x, B, T, ref);
     surg_shrink(&c, g.params, &plan, &oc, &op, &rep);
     logits_of(&oc, op, x, B, T, got);
-    diff = max_abs_diff(ref, got, n, NULL);
+    diff = max_abs_diff(ref, got, n);
     CHECK(diff > 1e-3, "negative control: a generic U changes the logits (max |diff| %.2e)", diff);
     free(op);
     gpt2_free(&g);
@@ -267,7 +257,7 @@ static void test_scalar_d_and_linearize(void) {
     float *a = (float *)xmalloc(sizeof(float) * n), *b = (float *)xmalloc(sizeof(float) * n);
     logits_of(&sc, sp, x, B, T, a);
     logits_of(&kc, kp, x, B, T, b);
-    CHECK(kc.sd_scalar_d == 0 && max_abs_diff(a, b, n, NULL) == 0.0,
+    CHECK(kc.sd_scalar_d == 0 && max_abs_diff(a, b, n) == 0.0,
           "-keep_layout 1 (d equal values) and the scalar layout give bit-identical logits");
     HeadStats hs;
     ParamLayout kl;

@@ -52,8 +52,6 @@ hdr() { od -An -t d4 -j $((4 * $2)) -N 4 "$1" | tr -d ' '; }        # header[$2]
 after_loss() { "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['val']['loss_after'])" "$1"; }
 before_loss() { "$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['val']['loss_before'])" "$1"; }
 trainer_loss() { ./train_gpt2 -e "$1" -x 0 -j "$VAL" -m 2 -b 2 -t 32 -s 0 2>&1 | awk '/^val loss/ {print $3}'; }
-near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'; }
-far() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d > t) }'; }
 
 # ---- linearize
 ./sd_surgery -e "$M" -o "$d/lin.bin" -op linearize -k 4 "${EV[@]}" > "$d/lin.txt" 2>&1
