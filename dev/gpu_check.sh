@@ -15,14 +15,14 @@
 #      from a machine that has them); without headers the cuDNN path is not built, which is a
 #      failure unless GPU_CHECK_NO_CUDNN=1
 #   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn,
-#      sd_fold_check, linear_attention_check
+#      attention_flash, sd_fold_check, linear_attention_check
 #   4. test_gpt2cu on PyTorch debug states (uniform, Prism, explicit head sizes, head sizes 20 and
 #      12 that only the own kernels serve, with parameter tensors at 8-byte offsets; the layer
 #      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
 #      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
 #      attention own and auto, plus -r 2 -ge 2
-#   5. dev/cuda checks with timings: attention (both paths), the S-D fold and the linear attention,
-#      head sizes 8 ... 256, 12, 20
+#   5. dev/cuda checks with timings: attention (own, cuDNN, and the flash kernels that the trainer
+#      does not use yet), the S-D fold and the linear attention, head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
 #      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
@@ -175,8 +175,8 @@ STATE_NAMES=(uniform prism explicit odd kinds sd_noln sd_explicit)
 STATES_PID=$!
 
 log "== 3. build for sm_$CC_GPU (USE_CUDNN=$USE_CUDNN)"
-TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/sd_fold_check
-         dev/cuda/linear_attention_check)
+TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/attention_flash
+         dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
 [ "$USE_CUDNN" = 1 ] && TARGETS+=(dev/cuda/attention_cudnn)
 run build 240 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
 rc=$?
@@ -186,8 +186,8 @@ if [ $rc -ne 0 ] && [ "$USE_CUDNN" = 1 ]; then
   log "retrying without cuDNN so that the own kernels still get checked"
   USE_CUDNN=0
   MAKEVARS[1]=USE_CUDNN=0
-  TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/sd_fold_check
-           dev/cuda/linear_attention_check)
+  TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/attention_flash
+           dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
   rm -f dev/cuda/attention_cudnn
   run build_nocudnn 180 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
   result $? "build without cuDNN (log $OUTDIR/build_nocudnn.log)"
@@ -234,7 +234,7 @@ tg sd_explicit auto
 
 # ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
-for p in attention_own attention_cudnn sd_fold_check linear_attention_check; do
+for p in attention_own attention_cudnn attention_flash sd_fold_check linear_attention_check; do
   [ -x "dev/cuda/$p" ] || { [ "$p" = attention_cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "$p: not built"; continue; }
   run "$p" 120 "./dev/cuda/$p"
   rc=$?
@@ -248,8 +248,15 @@ cat "$OUTDIR"/attention_*.log "$OUTDIR"/sd_fold_check.log "$OUTDIR"/linear_atten
 own64=$(awk '/^TIME path own d 64 /{print $13 + $15}' "$OUTDIR/attention_own.log" 2>/dev/null)
 cud64=$(awk '/^TIME path cudnn d 64 /{print $13 + $15}' "$OUTDIR/attention_cudnn.log" 2>/dev/null)
 lin64=$(awk '/^TIME path linear d 64 /{print $13 + $15}' "$OUTDIR/linear_attention_check.log" 2>/dev/null)
+fla64=$(awk '/^TIME path flash d 64 /{print $13 + $15}' "$OUTDIR/attention_flash.log" 2>/dev/null)
 if [ -n "$own64" ] && [ -n "$cud64" ]; then
   log "own / cuDNN time at d = 64 (fwd + bwd): $(awk -v a="$own64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}') (target <= 2)"
+fi
+if [ -n "$fla64" ] && [ -n "$cud64" ]; then
+  log "flash / cuDNN time at d = 64 (fwd + bwd): $(awk -v a="$fla64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}') (target <= 2 once the trainer uses it)"
+fi
+if [ -n "$fla64" ] && [ -n "$own64" ]; then
+  log "flash / own time at d = 64 (fwd + bwd): $(awk -v a="$fla64" -v b="$own64" 'BEGIN{printf "%.2f", a / b}')"
 fi
 if [ -n "$lin64" ] && [ -n "$cud64" ]; then
   log "linear / cuDNN softmax time at d = 64, T = 1024 (fwd + bwd): $(awk -v a="$lin64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}')"

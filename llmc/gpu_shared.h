@@ -6,6 +6,8 @@
  *   LLMC_HD            __host__ __device__ under nvcc, nothing under a C compiler
  *   LLMC_BLOCK_SYNC()  __syncthreads() in device code; a no-op on the host, where a "block" is
  *                      run by one thread that executes every phase in order (nthreads = 1)
+ *   LLMC_WARP_SYNC()   __syncwarp() in device code (a warp's lanes see each other's shared-memory
+ *                      writes); a no-op on the host, where one "lane" runs a warp's work
  *   bf16_to_f32 / f32_to_bf16   bf16 bits <-> float, round to nearest even, NaN kept quiet
  *                      (bit-identical to torch and to __float2bfloat16_rn): the project's only
  *                      conversion, used by the checkpoints (llmc/checkpoint.h), the device
@@ -40,8 +42,10 @@
 
 #if defined(__CUDA_ARCH__)
 #define LLMC_BLOCK_SYNC() __syncthreads()
+#define LLMC_WARP_SYNC() __syncwarp()
 #else
 #define LLMC_BLOCK_SYNC() ((void)0)
+#define LLMC_WARP_SYNC() ((void)0)
 #endif
 
 static inline LLMC_HD float bf16_to_f32(uint16_t b) {

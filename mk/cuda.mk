@@ -160,10 +160,12 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call li
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,single)
 
-# dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path, and the
+# dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path (own,
+# cudnn, and flash: the tiled kernels of llmc/attention_flash.cu, not yet linked into the trainer), and the
 # checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
 DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
+dev_flash_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash.o matmul.o gpu_kernels.o)
 dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
 dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)
 define dev_attention
@@ -174,6 +176,9 @@ $(2)/attention_cudnn: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEAD
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) -DCHECK_CUDNN $(call gencode,$(1)) $$< $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o \
 	  -o $$@ -lcublas -lcublasLt $(CUDNN_LDFLAGS)
+$(2)/attention_flash: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_flash_objs,$(1))
+	@mkdir -p $(2)
+	$(NVCC) $(NVCC_FLAGS) -DCHECK_FLASH $(call gencode,$(1)) $$< $(call dev_flash_objs,$(1)) -o $$@ -lcublas -lcublasLt
 $(2)/sd_fold_check: dev/cuda/sd_fold_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_sd_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_sd_objs,$(1)) -o $$@ $(GPU_LIBS)
@@ -183,7 +188,7 @@ $(2)/linear_attention_check: dev/cuda/linear_attention_check.cu $(DEV_CUDA_HEADE
 endef
 $(eval $(call dev_attention,$(GPU_ARCHS),dev/cuda))
 $(eval $(call dev_attention,$(GPU_CHECK_ARCHS),$(CHECK_DIR)))
-CHECK_BINS += $(CHECK_DIR)/attention_own $(CHECK_DIR)/attention_cudnn $(CHECK_DIR)/sd_fold_check \
+CHECK_BINS += $(CHECK_DIR)/attention_own $(CHECK_DIR)/attention_cudnn $(CHECK_DIR)/attention_flash $(CHECK_DIR)/sd_fold_check \
               $(CHECK_DIR)/linear_attention_check
 
 build/gpu_compile_check: $(CHECK_BINS)
@@ -196,14 +201,17 @@ gpu_config:
 	@echo "CUDNN_FRONTEND_PATH=$(CUDNN_FRONTEND_PATH)"
 	@echo "multi-GPU: $(MG_VARIANT) (NCCL_HOME=$(NCCL_HOME) have=$(HAVE_NCCL); OPENMPI_DIR=$(OPENMPI_DIR) have=$(HAVE_MPI))"
 
-# test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU
-TEST_BINS += build/test_gpu_host build/test_gpu_emul build/gpu_compile_check
+# test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU;
+# test_flash_emul: the flash attention's block routines, run on the CPU
+TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/gpu_compile_check
 build/test_gpu_emul: dev/cuda/check_common.h
+build/test_flash_emul: dev/cuda/check_common.h dev/cuda/attention_ref.h
 
 .PHONY: clean_gpu
 clean: clean_gpu
 clean_gpu:
-	rm -f train_gpt2cu test_gpt2cu eval_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/sd_fold_check \
+	rm -f train_gpt2cu test_gpt2cu eval_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/attention_flash \
+	  dev/cuda/sd_fold_check \
 	  dev/cuda/linear_attention_check
 
 # The cuDNN frontend headers for a machine without pip access (the lent GPU machine has no

@@ -1,8 +1,10 @@
 /*
  * dev/cuda/attention_check.cu: standalone correctness and timing check of one attention path of
- * the trainer, built twice by dev/cuda/Makefile:
+ * the trainer, built three times by dev/cuda/Makefile:
  *   attention_own     the own kernels (llmc/attention_own.cu): any head size, any T
  *   attention_cudnn   cuDNN flash attention (llmc/cudnn_att.cpp, -DCHECK_CUDNN)
+ *   attention_flash   the own tiled tensor-core kernels (llmc/attention_flash.cu, -DCHECK_FLASH):
+ *                     head sizes that are multiples of 16 up to 256; not yet in the trainer
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -13,18 +15,24 @@
  * fail); then, with -time 1, the mean time of forward and backward at the benchmark shape
  * (default B 16, T 1024, h = C/d with C 768), printed as a "TIME" line that dev/gpu_check.sh
  * reads. Ends with "N passed, N failed" (test/harness.h) and a non-zero exit on any failure.
- * Shapes a path cannot serve (cuDNN: d not a multiple of 8, or over its limit on this GPU) are
- * listed as n/a.
+ * Shapes a path cannot serve (cuDNN: d not a multiple of 8, or over its limit on this GPU; flash:
+ * d not a multiple of 16) are listed as n/a.
  */
 #include "attention_ref.h"
 
 #include "../../llmc/gpu_host.h"
-#ifdef CHECK_CUDNN
+#if defined(CHECK_CUDNN)
 #include "../../llmc/cudnn_att.h"
 #define PATH_NAME "cudnn"
+#define PATH_HAS_STATS 1
+#elif defined(CHECK_FLASH)
+#include "../../llmc/attention_flash.cuh"
+#define PATH_NAME "flash"
+#define PATH_HAS_STATS 1
 #else
 #include "../../llmc/attention_own.cuh"
 #define PATH_NAME "own"
+#define PATH_HAS_STATS 0
 #endif
 
 typedef struct {
@@ -57,7 +65,7 @@ static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
     CUDA_CHECK(cudaMalloc(&b->dout, b->N * b->A * 2));
     CUDA_CHECK(cudaMalloc(&b->dqkv, b->N * 3 * b->A * 2));
     CUDA_CHECK(cudaMalloc(&b->stats, (size_t)B * h * T * 4));
-#ifndef CHECK_CUDNN
+#if !PATH_HAS_STATS
     const size_t tt = (size_t)B * h * T * T;
     CUDA_CHECK(cudaMalloc(&b->att, tt * 2));
     CUDA_CHECK(cudaMalloc(&b->datt, tt * 2));
@@ -74,9 +82,13 @@ static void bufs_free(Bufs *b) {
 /* step(b, 0) the forward, step(b, 1) the backward of the path under test (time_steps' CheckStep) */
 static void step(void *arg, int backward) {
     Bufs *b = (Bufs *)arg;
-#ifdef CHECK_CUDNN
+#if defined(CHECK_CUDNN)
     if (!backward) cudnn_att_forward(b->dv->cudnn, b->out, b->stats, b->qkv, b->B, b->h, b->T, b->d);
     else cudnn_att_backward(b->dv->cudnn, b->dqkv, b->dout, b->qkv, b->out, b->stats, b->B, b->h, b->T, b->d);
+#elif defined(CHECK_FLASH)
+    const GpuCtx *ctx = &b->dv->ctx;
+    if (!backward) attention_flash_forward(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, ctx);
+    else attention_flash_backward(b->dqkv, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
 #else
     const GpuCtx *ctx = &b->dv->ctx;
     if (!backward) attention_own_forward(b->out, b->att, b->scratch, b->qkv, b->B, b->T, b->h, b->d, ctx);
@@ -84,7 +96,7 @@ static void step(void *arg, int backward) {
 #endif
 }
 
-#ifndef CHECK_CUDNN
+#if !PATH_HAS_STATS
 /* The own path's probabilities: each P is rounded to bf16 (2^-9 relative), so a row sums to 1
  * within 2^-9; above the diagonal they must be exactly 0 (the backward reads the full rows). */
 static void check_probabilities(const Bufs *b) {
@@ -140,7 +152,7 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
     CHECK(c1 > TOL_FWD && c2 > TOL_FWD,
           "%s d %3d controls: vs a mask one key ahead %.2e, vs %d heads of %d %.2e (both > tol)", PATH_NAME, d, c1,
           2 * h, d / 2, c2);
-#ifdef CHECK_CUDNN
+#if PATH_HAS_STATS
     float *st = (float *)xmalloc((size_t)B * h * T * 4);
     CUDA_CHECK(cudaMemcpy(st, b.stats, (size_t)B * h * T * 4, cudaMemcpyDeviceToHost));
     const double es = rel_err_f(st, lse, (size_t)B * h * T);
@@ -180,9 +192,11 @@ static void time_case(Dev *dv, int B, int T, int C, int d) {
 }
 
 static int supported(const Dev *dv, int d, char *why, size_t cap) {
-#ifdef CHECK_CUDNN
+#if defined(CHECK_CUDNN)
     AttnEnv env = {dv->ctx.sm, cudnn_att_built(), cudnn_att_version()};
     return cudnn_sdpa_supports(&env, d, 1, why, cap);
+#elif defined(CHECK_FLASH)
+    return attention_flash_supported(d, &dv->ctx, why, cap);
 #else
     (void)dv; (void)d; (void)why; (void)cap;
     return 1;

@@ -1,0 +1,32 @@
+/*
+ * llmc/attention_flash.cuh: the project's tiled ("flash") causal attention on bf16 tensor cores
+ * (llmc/attention_flash.cu; the algorithm and its block routines in llmc/flash_attention.h).
+ *
+ * The same interface as the cuDNN path (llmc/cudnn_att.h), so a layer can use either with the
+ * same buffers: nothing of size T x T is stored, only the logsumexp of each row.
+ *   qkv   (B, T, 3A) bf16, A = h d: Q | K | V, head k at columns [k d, (k+1) d)
+ *   out   (B, T, A) bf16 forward output; lse (B, h, T) fp32 (natural log of the scaled scores)
+ *   dout  (B, T, A) bf16; dqkv (B, T, 3A) bf16, every element overwritten
+ * Head sizes: multiples of 16 in [16, 256] whose tiles fit the GPU's shared memory
+ * (attention_flash_supported); any T >= 1. SM 8.0+ (bf16 WMMA). Deterministic: no atomics, each
+ * output element is summed by one block in a fixed order.
+ *
+ * Status: developed without a GPU. The block routines are checked on the CPU
+ * (test/test_flash_emul.c); the kernels themselves run only in dev/cuda/attention_flash (via
+ * dev/gpu_check.sh) until that has passed on a GPU; the trainer does not use them yet (doc/gpu.md).
+ */
+#ifndef LLMC_ATTENTION_FLASH_CUH
+#define LLMC_ATTENTION_FLASH_CUH
+
+#include "cuda_common.cuh"
+
+/* 1 if head size d can run on this GPU (SM 8.0+, tiles fit), else 0 with the reason. */
+int attention_flash_supported(int d, const GpuCtx *ctx, char *why, size_t cap);
+
+void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
+                             const GpuCtx *ctx);
+
+void attention_flash_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
+                              const float *lse, int B, int T, int h, int d, const GpuCtx *ctx);
+
+#endif /* LLMC_ATTENTION_FLASH_CUH */
