@@ -20,12 +20,13 @@
 #      12 that only the own kernels serve, with parameter tensors at 8-byte offsets; the layer
 #      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
 #      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
-#      attention own and auto, plus -r 2 -ge 2
-#   5. dev/cuda checks with timings: attention (own, cuDNN, and the flash kernels that the trainer
-#      does not use yet), the S-D fold and the linear attention, head sizes 8 ... 256, 12, 20
+#      attention own, auto, and flash (Prism, explicit sizes, S-D without LayerNorm), plus -r 2 -ge 2
+#   5. dev/cuda checks with timings: attention (own, cuDNN, flash), the S-D fold and the linear
+#      attention, head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
-#      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
+#      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, and
+#      uniform and Prism with -attn flash, at B = 16
 #   7. evals on the GPU (with dev/data carried; last, as the least important): train_gpt2cu -h 1
 #      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), one eval_gpt2cu run
 #      on the checkpoint compared with eval_gpt2 (CPU fp32) through dev/eval_compare.py, and its
@@ -231,6 +232,9 @@ tg kinds own    # sd on the own softmax kernels
 tg sd_noln auto
 tg sd_noln own "-r 2 -ge 2"
 tg sd_explicit auto
+tg prism flash  # the own tiled kernels (-attn flash): d 64, 32, 16
+tg explicit flash   # d 96, 48, 16
+tg sd_noln flash "-r 2 -ge 2"
 
 # ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
@@ -280,11 +284,12 @@ STEPS=6
 # bench NAME B ARGS...: sets BENCH to "ms tok/s mfu" from the step lines after the first two, or
 # "- - -" when the run did not finish (exit status, cut by the budget, no step lines). Not called
 # in $(...): run's NOT RUN line and the result counts must reach the summary.
+BENCH_ATTN=auto
 bench() {
   local name=$1 B=$2 rc
   shift 2
   run "bench_${name}_B$B" 100 ./train_gpt2cu -e d12 "$@" -i "$DATA/rand_train_*.bin" -j "$DATA/rand_val_*.bin" \
-    -b "$B" -t 1024 -x $STEPS -v 0 -m 1 -s 0 -l 6e-4 -u 2 -c 0.1 -attn auto
+    -b "$B" -t 1024 -x $STEPS -v 0 -m 1 -s 0 -l 6e-4 -u 2 -c 0.1 -attn "$BENCH_ATTN"
   rc=$?
   BENCH=
   [ $rc -eq 0 ] && BENCH=$(awk '/^step /{n++; if (n > 2) {for (i = 1; i <= NF; i++) {if ($i == "ms") ms += $(i - 1); if ($i == "bf16") {m = $(i - 1); sub("%", "", m); mfu += m}; if ($i == "tok/s") tok = $(i - 1)}; k++}}
@@ -318,6 +323,18 @@ for k in sd lin; do
   [ "$ktok" != "-" ]
   result $? "throughput d12 $k B 16 finished $STEPS steps (log bench_${k}_B16.log)"
 done
+# the own tiled kernels in the trainer (-attn flash), against the auto (cuDNN) rows above
+BENCH_ATTN=flash
+for k in uniform prism; do
+  extra=()
+  [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)
+  bench "${k}_flash" 16 "${extra[@]}"
+  read -r kms ktok kmfu <<< "$BENCH"
+  log "$(printf "    d12 %-9s | %8s %8s %6s" "$k flash" "$kms" "$ktok" "$kmfu")"
+  [ "$ktok" != "-" ]
+  result $? "throughput d12 $k -attn flash B 16 finished $STEPS steps (log bench_${k}_flash_B16.log)"
+done
+BENCH_ATTN=auto
 
 # ---------------------------------------------------------------------------------------------
 # correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules

@@ -12,8 +12,10 @@
  * output element is summed by one block in a fixed order.
  *
  * Status: developed without a GPU. The block routines are checked on the CPU
- * (test/test_flash_emul.c); the kernels themselves run only in dev/cuda/attention_flash (via
- * dev/gpu_check.sh) until that has passed on a GPU; the trainer does not use them yet (doc/gpu.md).
+ * (test/test_flash_emul.c); the kernels are checked by dev/cuda/attention_flash and test_gpt2cu
+ * -attn flash (both in dev/gpu_check.sh), which have not run yet. The trainer uses them only when
+ * asked (-attn flash); -attn auto will prefer them to the materializing own kernels once
+ * gpu_check has passed (doc/gpu.md).
  */
 #ifndef LLMC_ATTENTION_FLASH_CUH
 #define LLMC_ATTENTION_FLASH_CUH

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "attention_flash.cuh"
 #include "attention_own.cuh"
 #include "evalloader.h"
 #include "gpt2_gpu.cuh"
@@ -131,7 +132,7 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
 CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, int B, int T,
                                const GpuCtx *ctx, AttPath *path) {
     AttnRequest req = ATTN_REQ_AUTO;
-    if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn or own", attn);
+    if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn, own or flash", attn);
     if (req == ATTN_REQ_CUDNN && !cudnn_att_built()) {
         llmc_die("-attn cudnn: this binary was built without cuDNN (build with USE_CUDNN=1)");
     }
@@ -139,6 +140,7 @@ CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int traini
     env.sm = ctx->sm;
     env.cudnn_built = cudnn_att_built();
     env.cudnn_version = cudnn_att_version();
+    env.smem_optin = ctx->smem_optin;
     char err[1024];
     if (!attn_select_paths(c, req, &env, training, path, err, sizeof(err))) llmc_die("%s", err);
     int any_cudnn = 0;
@@ -377,6 +379,8 @@ static void attention_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
     qkv_forward(m, l, a);
     if (m->path[l] == ATT_PATH_CUDNN) {
         cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size);
+    } else if (m->path[l] == ATT_PATH_FLASH) {
+        attention_flash_forward(a->atty, a->stats, a->qkv, B, T, ls->n_head, ls->head_size, m->ctx);
     } else if (m->path[l] == ATT_PATH_LINEAR) {
         linear_attention_forward(a->atty, actf(m, ACT_LIN_SCRATCH), a->qkv, B, T, ls->n_head, ls->head_size,
                                  m->config.lin_prescale, m->ctx);
@@ -561,6 +565,8 @@ static void attention_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floa
     const int B = m->cur.B, T = m->cur.T;
     if (m->path[l] == ATT_PATH_CUDNN) {
         cudnn_att_backward(m->cudnn, dqkv, datty, a->qkv, a->atty, a->stats, B, ls->n_head, T, ls->head_size);
+    } else if (m->path[l] == ATT_PATH_FLASH) {
+        attention_flash_backward(dqkv, datty, a->qkv, a->atty, a->stats, B, T, ls->n_head, ls->head_size, m->ctx);
     } else if (m->path[l] == ATT_PATH_LINEAR) {
         linear_attention_backward(dqkv, actf(m, ACT_LIN_SCRATCH), datty, a->qkv, B, T, ls->n_head, ls->head_size,
                                   m->config.lin_prescale, m->ctx);

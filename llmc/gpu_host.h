@@ -4,10 +4,11 @@
  *
  * Defines:
  *   AttPath, AttnRequest, AttnEnv   the attention implementations (cuDNN, own softmax kernels,
- *                              linear scan) and what the machine offers
+ *                              own tiled "flash" kernels, linear scan) and what the machine offers
  *   cudnn_sdpa_supports        can cuDNN's flash attention run a causal bf16 head of size d here?
  *                              (FORMATS.md 15.2 support matrix, 15.3 version pitfalls)
- *   attn_select_paths          one path per layer for -attn auto|cudnn|own, or a one-line error;
+ *   flash_path_supports        can the own tiled kernels (llmc/flash_attention.h) run it here?
+ *   attn_select_paths          one path per layer for -attn auto|cudnn|own|flash, or a one-line error;
  *                              softmax layers (mha, sd) by head size, linear layers (lin, sdlin)
  *                              always on the linear scan
  *   attn_print_paths           the start-up table of paths, one line per run of equal layers
@@ -40,7 +41,8 @@
 #include <string.h>
 
 #include "config.h"
-#include "gpu_shared.h" /* LLMC_HD */
+#include "flash_attention.h" /* flash_choose */
+#include "gpu_shared.h"      /* LLMC_HD */
 #include "linear_scan.h"
 #include "param_layout.h"
 #include "rand.h" /* xorshift_u32: the stochastic-rounding seeds */
@@ -48,17 +50,21 @@
 
 /* ----------------------------------------------------------------------------------------------
  * Attention paths (FORMATS.md 15). */
-/* own and cudnn are softmax paths (mha and sd layers; an sd layer hands them U | U L^T | V);
- * linear is the chunked ELU+1 scan of lin and sdlin layers (llmc/linear_attention.cu). */
-typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1, ATT_PATH_LINEAR = 2 } AttPath;
-static const char *const ATT_PATH_NAMES[3] = {"own", "cudnn", "linear"};
+/* own, cudnn and flash are softmax paths (mha and sd layers; an sd layer hands them
+ * U | U L^T | V): own materializes P (any d, llmc/attention_own.cu), flash is the own tiled
+ * tensor-core kernels (d a multiple of 16, llmc/attention_flash.cu); linear is the chunked ELU+1
+ * scan of lin and sdlin layers (llmc/linear_attention.cu). cudnn and flash keep the logsumexp of
+ * each row between forward and backward, own keeps P. */
+typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1, ATT_PATH_LINEAR = 2, ATT_PATH_FLASH = 3 } AttPath;
+static const char *const ATT_PATH_NAMES[4] = {"own", "cudnn", "linear", "flash"};
 
-typedef enum { ATTN_REQ_AUTO = 0, ATTN_REQ_CUDNN = 1, ATTN_REQ_OWN = 2 } AttnRequest;
+typedef enum { ATTN_REQ_AUTO = 0, ATTN_REQ_CUDNN = 1, ATTN_REQ_OWN = 2, ATTN_REQ_FLASH = 3 } AttnRequest;
 
 static inline int attn_request_from_name(const char *name, AttnRequest *out) {
     if (strcmp(name, "auto") == 0) *out = ATTN_REQ_AUTO;
     else if (strcmp(name, "cudnn") == 0) *out = ATTN_REQ_CUDNN;
     else if (strcmp(name, "own") == 0) *out = ATTN_REQ_OWN;
+    else if (strcmp(name, "flash") == 0) *out = ATTN_REQ_FLASH;
     else return 0;
     return 1;
 }
@@ -67,7 +73,18 @@ typedef struct {
     int sm;            /* compute capability as 10*major + minor, e.g. 90 for H100/H200 */
     int cudnn_built;   /* 1 when the binary was built with USE_CUDNN=1 */
     long cudnn_version; /* cudnnGetVersion() of the loaded library, e.g. 91900; 0 if none */
+    size_t smem_optin; /* shared memory a block may opt in to (the flash kernels' tiles) */
 } AttnEnv;
+
+/* The flash kernels: SM 8.0+ (bf16 tensor cores) and d a multiple of 16 whose tiles fit. */
+static inline int flash_path_supports(const AttnEnv *env, int d, char *why, size_t cap) {
+    if (env->sm < 80) {
+        snprintf(why, cap, "the flash kernels need SM 8.0 or newer (bf16 tensor cores); this GPU is SM %d.%d",
+                 env->sm / 10, env->sm % 10);
+        return 0;
+    }
+    return flash_choose(d, env->smem_optin, why, cap) != 0;
+}
 
 /*
  * Whether cuDNN's fused flash attention (causal, bf16) serves a head of size d; `training` asks
@@ -119,7 +136,9 @@ static inline int cudnn_sdpa_supports(const AttnEnv *env, int d, int training, c
  * One path per layer. Linear layers (lin, sdlin) always take the linear scan: -attn chooses among
  * softmax implementations only. Softmax layers (mha, sd): auto: cuDNN where it can serve the head
  * size, own kernels elsewhere; cudnn: every softmax layer on cuDNN, else a one-line error naming
- * the first layer it cannot serve; own: every softmax layer on the own kernels (any d, any T).
+ * the first layer it cannot serve; own: every softmax layer on the own kernels (any d, any T);
+ * flash: every softmax layer on the own tiled kernels, else the same one-line error. auto does not
+ * choose flash yet: those kernels have not run on a GPU (doc/gpu.md).
  * Returns 1, or 0 with the message in err.
  */
 static inline int attn_select_paths(const GPT2Config *c, AttnRequest req, const AttnEnv *env,
@@ -133,6 +152,16 @@ static inline int attn_select_paths(const GPT2Config *c, AttnRequest req, const 
         }
         if (attn_kind_is_linear(ls->kind)) {
             out[l] = ATT_PATH_LINEAR;
+            continue;
+        }
+        if (req == ATTN_REQ_FLASH) {
+            if (!flash_path_supports(env, ls->head_size, why, sizeof(why))) {
+                snprintf(err, cap, "-attn flash: layer %d (%d heads x %d%s%s): %s; use -attn auto or "
+                         "-attn own", l, ls->n_head, ls->head_size, ls->kind == ATTN_MHA ? "" : ", ",
+                         ls->kind == ATTN_MHA ? "" : ATTN_KIND_NAMES[ls->kind], why);
+                return 0;
+            }
+            out[l] = ATT_PATH_FLASH;
             continue;
         }
         const int ok = cudnn_sdpa_supports(env, ls->head_size, training, why, sizeof(why));
@@ -247,7 +276,7 @@ typedef enum {
     ACT_LN2_RSTD,
     ACT_LNF_MEAN,    /* (B, T) */
     ACT_LNF_RSTD,
-    ACT_STATS,       /* per cuDNN-path layer (B, h_l, T): logsumexp of each softmax row */
+    ACT_STATS,       /* per cuDNN- or flash-path layer (B, h_l, T): logsumexp of each softmax row */
     ACT_SDL,         /* per S-D layer (h_l, d_l, d_l): the generators L, built in the forward */
     ACT_SDDL,        /* S-D: max over S-D layers of h_l d_l^2: dL of the layer in the backward */
     ACT_LIN_SCRATCH, /* linear layers: lin_scratch_floats(B T, h, d) of the widest such layer */
@@ -273,7 +302,7 @@ typedef struct {
     size_t qkv_off[LLMC_MAX_LAYERS + 1];
     size_t atty_off[LLMC_MAX_LAYERS + 1];
     size_t att_off[LLMC_MAX_LAYERS + 1];   /* own-path layers only (others: empty block) */
-    size_t stats_off[LLMC_MAX_LAYERS + 1]; /* cuDNN-path layers only */
+    size_t stats_off[LLMC_MAX_LAYERS + 1]; /* cuDNN- and flash-path layers only */
     size_t sdl_off[LLMC_MAX_LAYERS + 1];   /* S-D layers only */
     int A_max, A_own_max, A_sd_max;
     size_t bf16_total, f32_total; /* arena sizes in elements */
@@ -315,7 +344,7 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
             att += act_round_up(block);
             datt = LLMC_MAX(datt, block);
             A_own_max = LLMC_MAX(A_own_max, A);
-        } else {
+        } else { /* cudnn, flash: the logsumexp of each row */
             stats += act_round_up((size_t)B * h * (size_t)T);
         }
     }

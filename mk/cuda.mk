@@ -69,7 +69,7 @@ mg_ldflags = $(if $(filter mpi,$(1)),$(NCCL_LDFLAGS) $(MPI_LDFLAGS),$(if $(filte
 cudnn_ldflags = $(if $(filter cudnn,$(1)),$(CUDNN_LDFLAGS),)
 
 GPU_HEADERS = $(HEADERS) $(wildcard llmc/*.cuh) llmc/cudnn_att.h llmc/multi_gpu.h
-GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/sd_gpu.cu \
+GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/attention_flash.cu llmc/sd_gpu.cu \
                   llmc/linear_attention.cu llmc/gpt2_gpu.cu
 GPU_OBJDIR = build/cuda
 
@@ -92,8 +92,8 @@ $(eval $(call gpu_objects,$(GPU_ARCHS)))
 ifneq ($(call archtag,$(GPU_ARCHS)),$(call archtag,$(GPU_CHECK_ARCHS)))
 $(eval $(call gpu_objects,$(GPU_CHECK_ARCHS)))
 endif
-model_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,gpu_kernels.o matmul.o attention_own.o sd_gpu.o \
-               linear_attention.o gpt2_gpu.o)
+model_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,gpu_kernels.o matmul.o attention_own.o attention_flash.o \
+               sd_gpu.o linear_attention.o gpt2_gpu.o)
 
 # Host-only objects, arch-independent: the cuDNN frontend code (slow to compile: once) and the
 # three multi-GPU variants
@@ -161,7 +161,7 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call li
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,single)
 
 # dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path (own,
-# cudnn, and flash: the tiled kernels of llmc/attention_flash.cu, not yet linked into the trainer), and the
+# cudnn, and flash: the tiled kernels of llmc/attention_flash.cu, -attn flash), and the
 # checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
 DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)

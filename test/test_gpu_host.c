@@ -2,8 +2,8 @@
  * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/gpu_host.h), on the CPU.
  *
  *   - cuDNN support per (SM, head size, training, backend version): FORMATS.md 15.2's matrix;
- *   - attention path per layer for -attn auto|cudnn|own, and the one-line errors; forward-only
- *     (eval_gpt2cu) against training;
+ *   - attention path per layer for -attn auto|cudnn|own|flash, and the one-line errors; forward-only
+ *     (eval_gpt2cu) against training; the flash path's buffers;
  *   - the cuBLASLt algorithm cache's table: hit, miss, every key field, a full table;
  *   - activation plan: per-layer blocks (sum of h_l, max h_l), alignment, recompute, 64-bit sizes
  *     where B h T T and 3 B T C pass 2^31;
@@ -45,9 +45,9 @@ static GPT2Config model_of(const char *desc, const char *schedule) {
 /* ---------------------------------------------------------------------------------------------- */
 static void test_cudnn_support(void) {
     char why[256];
-    const AttnEnv h200 = {90, 1, 91900}, a100 = {80, 1, 91900}, a100_old = {80, 1, 90800};
-    const AttnEnv ada = {89, 1, 91900}, t4 = {75, 1, 91900}, b200 = {100, 1, 91900};
-    const AttnEnv none = {90, 0, 0}, bad_bwd = {90, 1, 91001};
+    const AttnEnv h200 = {90, 1, 91900, 0}, a100 = {80, 1, 91900, 0}, a100_old = {80, 1, 90800, 0};
+    const AttnEnv ada = {89, 1, 91900, 0}, t4 = {75, 1, 91900, 0}, b200 = {100, 1, 91900, 0};
+    const AttnEnv none = {90, 0, 0, 0}, bad_bwd = {90, 1, 91001, 0};
     const int sizes[] = {8, 16, 32, 64, 128, 256};
     for (int i = 0; i < 6; i++) {
         CHECK(cudnn_sdpa_supports(&h200, sizes[i], 1, why, sizeof(why)), "SM 9.0 trains d = %d on cuDNN", sizes[i]);
@@ -75,7 +75,7 @@ static void test_cudnn_support(void) {
 
 static void test_path_selection(void) {
     const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
-    const AttnEnv h200 = {90, 1, 91900}, a100 = {80, 1, 91900}, nocudnn = {90, 0, 0};
+    const AttnEnv h200 = {90, 1, 91900, 0}, a100 = {80, 1, 91900, 0}, nocudnn = {90, 0, 0, 0};
     AttPath p[LLMC_MAX_LAYERS];
     char err[512];
     CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)), "auto on H200 selects");
@@ -106,8 +106,59 @@ static void test_path_selection(void) {
          strstr(err, "unknown attention kind 7");
     CHECK(ok, "an unknown kind is refused: %s", err);
     AttnRequest r;
-    CHECK(attn_request_from_name("own", &r) && r == ATTN_REQ_OWN && !attn_request_from_name("flash", &r),
+    CHECK(attn_request_from_name("own", &r) && r == ATTN_REQ_OWN && attn_request_from_name("flash", &r) &&
+              r == ATTN_REQ_FLASH && !attn_request_from_name("Flash", &r) && !attn_request_from_name("", &r),
           "-attn names");
+}
+
+/* -attn flash: the own tiled kernels (llmc/flash_attention.h) for d a multiple of 16 on SM 8.0+,
+ * a one-line error otherwise; auto never picks them (not yet run on a GPU); their layers keep the
+ * logsumexp (stats) like cuDNN's and no T x T buffer. */
+static void test_flash_paths(void) {
+    const size_t h200_smem = 232448, a100_smem = 166912; /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
+    const AttnEnv h200 = {90, 1, 91900, h200_smem}, a100 = {80, 0, 0, a100_smem}, t4 = {75, 1, 91900, 65536};
+    const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
+    AttPath p[LLMC_MAX_LAYERS];
+    char err[512];
+    int all = attn_select_paths(&prism, ATTN_REQ_FLASH, &a100, 1, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_FLASH;
+    CHECK(all, "-attn flash on A100 without cuDNN: every Prism layer (256/128/64) on the flash kernels");
+    all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_OWN;
+    CHECK(all, "auto never chooses flash (no cuDNN: the own kernels everywhere)");
+    const GPT2Config odd = model_of("d12", "3x12 6x20 12*10");
+    int ok = !attn_select_paths(&odd, ATTN_REQ_FLASH, &h200, 1, p, err, sizeof(err)) &&
+             strncmp(err, "-attn flash: layer 0 (3 heads x 12)", 35) == 0 && strstr(err, "multiple of 16") &&
+             strchr(err, '\n') == NULL;
+    CHECK(ok, "-attn flash with d = 12: one line naming layer 0: %s", err);
+    ok = !attn_select_paths(&prism, ATTN_REQ_FLASH, &t4, 1, p, err, sizeof(err)) && strstr(err, "layer 0") &&
+         strstr(err, "SM 8.0") && strstr(err, "SM 7.5");
+    CHECK(ok, "-attn flash on SM 7.5: %s", err);
+    const AttnEnv small = {90, 1, 91900, 49152};
+    ok = !attn_select_paths(&prism, ATTN_REQ_FLASH, &small, 1, p, err, sizeof(err)) && strstr(err, "layer 0") &&
+         strstr(err, "shared memory");
+    CHECK(ok, "-attn flash where the d = 256 tiles do not fit: %s", err);
+    const GPT2Config kinds = model_of("tiny", "4:sd 4:sdlin 4:lin 4"); /* head size 16 */
+    ok = attn_select_paths(&kinds, ATTN_REQ_FLASH, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_FLASH &&
+         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_FLASH;
+    CHECK(ok, "-attn flash: sd and mha layers flash, sdlin and lin stay on the linear scan");
+    CHECK(strcmp(ATT_PATH_NAMES[ATT_PATH_FLASH], "flash") == 0, "path name flash");
+    /* buffers: as cuDNN's (stats, no att), unlike the own path's */
+    AttPath fl[LLMC_MAX_LAYERS], cu[LLMC_MAX_LAYERS], own[LLMC_MAX_LAYERS];
+    for (int l = 0; l < LLMC_MAX_LAYERS; l++) {
+        fl[l] = ATT_PATH_FLASH;
+        cu[l] = ATT_PATH_CUDNN;
+        own[l] = ATT_PATH_OWN;
+    }
+    ActPlan pf, pc, po;
+    act_plan_init(&pf, &prism, 4, 64, 0, fl);
+    act_plan_init(&pc, &prism, 4, 64, 0, cu);
+    act_plan_init(&po, &prism, 4, 64, 0, own);
+    ok = pf.n[ACT_ATT] == 0 && pf.n[ACT_DATT] == 0 && pf.n[ACT_ATT_SCRATCH] == 0 &&
+         pf.n[ACT_STATS] == (size_t)4 * 114 * 64 && memcmp(pf.n, pc.n, sizeof(pf.n)) == 0 &&
+         memcmp(pf.stats_off, pc.stats_off, sizeof(pf.stats_off)) == 0;
+    CHECK(ok, "flash layers: stats B x sum h_l x T (%zu), no T x T buffers: the cuDNN plan", pf.n[ACT_STATS]);
+    CHECK(po.n[ACT_ATT] > 0 && po.n[ACT_STATS] == 0, "control: the own path's plan differs (att, no stats)");
 }
 
 /* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as
@@ -115,7 +166,7 @@ static void test_path_selection(void) {
  * the training choice (the control, test_path_selection) puts on the own kernels. */
 static void test_inference_paths(void) {
     const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
-    const AttnEnv a100 = {80, 1, 91900}, a100_old = {80, 1, 90800}, h200 = {90, 1, 91900};
+    const AttnEnv a100 = {80, 1, 91900, 0}, a100_old = {80, 1, 90800, 0}, h200 = {90, 1, 91900, 0};
     AttPath fwd[LLMC_MAX_LAYERS], train[LLMC_MAX_LAYERS];
     char err[512];
     int all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 0, fwd, err, sizeof(err));
@@ -458,7 +509,7 @@ static void test_bf16_checkpoint(void) {
 static void test_kind_paths(void) {
     const GPT2Config kinds = model_of("tiny", "4:sd 4:sdlin 4:lin 4"); /* all head size 16 */
     const GPT2Config odd = model_of("tiny", "2x20:sd 2x20:lin 4x12:sdlin 4x16");
-    const AttnEnv h200 = {90, 1, 91900}, nocudnn = {90, 0, 0};
+    const AttnEnv h200 = {90, 1, 91900, 0}, nocudnn = {90, 0, 0, 0};
     AttPath p[LLMC_MAX_LAYERS];
     char err[512];
     int ok = attn_select_paths(&kinds, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_CUDNN &&
@@ -488,7 +539,7 @@ static void test_kind_plan(void) {
     const GPT2Config c = model_of("tiny", "2x24:sd 2x24:sdlin 4x8:lin 4x16"); /* A = 48, 48, 32, 64 */
     AttPath path[LLMC_MAX_LAYERS];
     char err[256];
-    const AttnEnv h200 = {90, 1, 91900};
+    const AttnEnv h200 = {90, 1, 91900, 0};
     CHECK(attn_select_paths(&c, ATTN_REQ_AUTO, &h200, 1, path, err, sizeof(err)), "paths for the mixed table");
     ActPlan p;
     act_plan_init(&p, &c, B, T, 0, path);
@@ -659,6 +710,7 @@ static void test_kind_checkpoint_and_shards(void) {
 int main(void) {
     test_cudnn_support();
     test_path_selection();
+    test_flash_paths();
     test_inference_paths();
     test_lt_algo_cache();
     test_act_plan();

@@ -4,7 +4,7 @@
  *   attention_own     the own kernels (llmc/attention_own.cu): any head size, any T
  *   attention_cudnn   cuDNN flash attention (llmc/cudnn_att.cpp, -DCHECK_CUDNN)
  *   attention_flash   the own tiled tensor-core kernels (llmc/attention_flash.cu, -DCHECK_FLASH):
- *                     head sizes that are multiples of 16 up to 256; not yet in the trainer
+ *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -193,7 +193,7 @@ static void time_case(Dev *dv, int B, int T, int C, int d) {
 
 static int supported(const Dev *dv, int d, char *why, size_t cap) {
 #if defined(CHECK_CUDNN)
-    AttnEnv env = {dv->ctx.sm, cudnn_att_built(), cudnn_att_version()};
+    AttnEnv env = {dv->ctx.sm, cudnn_att_built(), cudnn_att_version(), dv->ctx.smem_optin};
     return cudnn_sdpa_supports(&env, d, 1, why, cap);
 #elif defined(CHECK_FLASH)
     return attention_flash_supported(d, &dv->ctx, why, cap);
