@@ -2,9 +2,9 @@
  * llmc/attention_flash.cu: the kernels of the tiled causal attention (interface in
  * llmc/attention_flash.cuh). The arithmetic lives in llmc/flash_attention.h, shared with the CPU
  * emulation test (test/test_flash_emul.c); this file launches it:
- *   forward  one block per (query tile, sequence-head), key tiles up to the diagonal
- *   dK, dV   one block per (key tile, sequence-head), query tiles from the diagonal on
- *   dQ       one block per (query tile, sequence-head), key tiles up to the diagonal
+ *   forward  one block per (sequence-head, query tile), key tiles up to the diagonal
+ *   dK, dV   one block per (sequence-head, key tile), query tiles from the diagonal on
+ *   dQ       one block per (sequence-head, query tile), key tiles up to the diagonal
  * BLK rows per tile (64 for d <= 64, else 32), BLK/16 warps. The grids put the longest blocks
  * first (the last query tiles, the first key tiles), so the short ones fill the tail.
  * Shared memory exceeds the 48 KiB default: each kernel opts in once per context and size.
@@ -15,19 +15,20 @@
 #include "flash_attention.h"
 #include "utils.h"
 
+/* grid (B h, tiles): blocks start x-fastest, so every sequence-head's longest tile goes first */
 __global__ void __launch_bounds__(128) flash_fwd_kernel(FlashArgs a) {
     extern __shared__ __align__(128) char smem[];
-    flash_fwd_block(&a, (int)(gridDim.x - 1 - blockIdx.x), (int)blockIdx.y, smem, (int)threadIdx.x, (int)blockDim.x);
+    flash_fwd_block(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x, (int)blockDim.x);
 }
 
 __global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
     extern __shared__ __align__(128) char smem[];
-    flash_dkdv_block(&a, (int)blockIdx.x, (int)blockIdx.y, smem, (int)threadIdx.x, (int)blockDim.x);
+    flash_dkdv_block(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x, (int)blockDim.x);
 }
 
 __global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
     extern __shared__ __align__(128) char smem[];
-    flash_dq_block(&a, (int)(gridDim.x - 1 - blockIdx.x), (int)blockIdx.y, smem, (int)threadIdx.x, (int)blockDim.x);
+    flash_dq_block(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x, (int)blockDim.x);
 }
 
 int attention_flash_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
@@ -46,7 +47,7 @@ static void check_aligned(const void *p, const char *name) {
 static FlashArgs flash_args(const floatX *qkv, int B, int T, int h, int d, const GpuCtx *ctx) {
     char why[256];
     if (!attention_flash_supported(d, ctx, why, sizeof(why))) llmc_die("flash attention: %s", why);
-    if ((size_t)B * h > 65535) llmc_die("flash attention: B h = %zu sequence-heads exceed the grid's 65535", (size_t)B * h);
+    if (ceil_div((size_t)T, 32) > 65535) llmc_die("flash attention: T = %d: more than 65535 tiles", T);
     check_aligned(qkv, "qkv");
     FlashArgs a;
     memset(&a, 0, sizeof(a));
@@ -75,7 +76,7 @@ void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, 
     a.lse = lse;
     const size_t bytes = flash_smem_bytes(FLASH_FWD, a.BLK, d);
     allow_smem((const void *)flash_fwd_kernel, FLASH_FWD, bytes, ctx);
-    const dim3 grid((unsigned)ceil_div((size_t)T, (size_t)a.BLK), (unsigned)(B * h));
+    const dim3 grid((unsigned)(B * h), (unsigned)ceil_div((size_t)T, (size_t)a.BLK));
     flash_fwd_kernel<<<grid, 2 * a.BLK, bytes, ctx->stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }
@@ -84,12 +85,13 @@ void attention_flash_backward(floatX *dqkv, const floatX *dout, const floatX *qk
                               const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
     FlashArgs a = flash_args(qkv, B, T, h, d, ctx);
     check_aligned(dout, "dout");
+    check_aligned(out, "out");
     check_aligned(dqkv, "dqkv");
     a.out = reinterpret_cast<const uint16_t *>(out);
     a.dout = reinterpret_cast<const uint16_t *>(dout);
     a.lse = const_cast<float *>(lse); /* read only in the backward */
     a.dqkv = reinterpret_cast<uint16_t *>(dqkv);
-    const dim3 grid((unsigned)ceil_div((size_t)T, (size_t)a.BLK), (unsigned)(B * h));
+    const dim3 grid((unsigned)(B * h), (unsigned)ceil_div((size_t)T, (size_t)a.BLK));
     const size_t b_kv = flash_smem_bytes(FLASH_DKDV, a.BLK, d), b_q = flash_smem_bytes(FLASH_DQ, a.BLK, d);
     allow_smem((const void *)flash_dkdv_kernel, FLASH_DKDV, b_kv, ctx);
     allow_smem((const void *)flash_dq_kernel, FLASH_DQ, b_q, ctx);

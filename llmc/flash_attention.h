@@ -70,12 +70,15 @@ typedef struct {
     float scale;          /* 1/sqrt(d) */
 } FlashArgs;
 
-/* Row strides (elements): bf16 tiles of d columns and of BLK columns padded by 8, fp32 ones by 4,
- * so every 16 x 16 fragment starts 32-byte aligned and ldm is a multiple of 8 (bf16) or 4 (fp32),
- * as WMMA requires. */
+/* Row strides (elements), every one padded by 8 so that consecutive rows fall on other banks:
+ * with d and BLK multiples of 16, every row of every tile starts 16-byte (bf16) or 32-byte (fp32)
+ * aligned, as the PTX ISA asks of wmma.load/store (each row aligned to the fragment's size: 16
+ * bytes for a bf16 A/B fragment, 32 for an fp32 accumulator; the C++ API's "ldm a multiple of 4
+ * floats" alone would allow misaligned fp32 rows), and every 16 x 16 fragment starts 32-byte
+ * aligned. */
 static inline LLMC_HD int flash_ldh(int d) { return d + 8; }
-static inline LLMC_HD int flash_ldf(int d) { return d + 4; }
-static inline LLMC_HD int flash_lds(int BLK) { return BLK + 4; }
+static inline LLMC_HD int flash_ldf(int d) { return d + 8; }
+static inline LLMC_HD int flash_lds(int BLK) { return BLK + 8; }
 static inline LLMC_HD int flash_ldp(int BLK) { return BLK + 8; }
 
 /* Bump allocation in a block's shared memory, 128-byte aligned regions. */
@@ -85,12 +88,12 @@ static inline LLMC_HD size_t flash_take(size_t *off, size_t bytes) {
     return o;
 }
 
-/* The views of one block's shared memory. Forward: Q, K, V, S, P, acc0 = O, r0 = m, r1 = l,
- * r2 = alpha. dK/dV: K, V, Q, dO (in V2), S, P, acc0 = dK, acc1 = dV, r0 = lse, r1 = D. dQ: Q,
+/* The views of one block's shared memory. Forward: Q, K, V, S, P, acc0 = O, r0 = m, r1 = l.
+ * dK/dV: K, V, Q, dO (in V2), S, P, acc0 = dK, acc1 = dV, r0 = lse, r1 = D. dQ: Q,
  * dO (V2), K, V, S, P, acc0 = dQ, r0 = lse, r1 = D. */
 typedef struct {
     uint16_t *Q, *K, *V, *V2, *P;
-    float *S, *acc0, *acc1, *r0, *r1, *r2;
+    float *S, *acc0, *acc1, *r0, *r1;
 } FlashSmem;
 
 static inline LLMC_HD size_t flash_carve(int kind, int BLK, int d, char *base, FlashSmem *s) {
@@ -103,7 +106,6 @@ static inline LLMC_HD size_t flash_carve(int kind, int BLK, int d, char *base, F
     const size_t oA0 = flash_take(&off, acc);
     const size_t oA1 = kind == FLASH_DKDV ? flash_take(&off, acc) : 0;
     const size_t oR0 = flash_take(&off, (size_t)BLK * 4), oR1 = flash_take(&off, (size_t)BLK * 4);
-    const size_t oR2 = kind == FLASH_FWD ? flash_take(&off, (size_t)BLK * 4) : 0;
     if (s != NULL) {
         s->Q = (uint16_t *)(base + oQ);
         s->K = (uint16_t *)(base + oK);
@@ -115,7 +117,6 @@ static inline LLMC_HD size_t flash_carve(int kind, int BLK, int d, char *base, F
         s->acc1 = kind == FLASH_DKDV ? (float *)(base + oA1) : NULL;
         s->r0 = (float *)(base + oR0);
         s->r1 = (float *)(base + oR1);
-        s->r2 = kind == FLASH_FWD ? (float *)(base + oR2) : NULL;
     }
     return off;
 }
@@ -229,7 +230,8 @@ static inline LLMC_HD void flash_zero(float *x, size_t n, int tid, int nthreads)
     for (size_t i = (size_t)tid; i < n; i += (size_t)nthreads) x[i] = 0.0f;
 }
 
-/* Per query row of the tile at q0: lse (0 past T) and D = dO . O in fp32 (0 past T). */
+/* Per query row of the tile at q0: lse (0 past T) and D = dO . O in fp32 (0 past T), one thread
+ * per row reading both rows 8 elements (16 bytes) at a time: d/8 independent loads in flight. */
 static inline LLMC_HD void flash_load_row_stats(float *L, float *D, const FlashArgs *a, int b, int hh, int q0,
                                                 int tid, int nthreads) {
     const size_t A = (size_t)a->h * a->d;
@@ -240,7 +242,15 @@ static inline LLMC_HD void flash_load_row_stats(float *L, float *D, const FlashA
             lse = a->lse[((size_t)b * a->h + hh) * a->T + i];
             const uint16_t *o = a->out + ((size_t)b * a->T + i) * A + (size_t)hh * a->d;
             const uint16_t *g = a->dout + ((size_t)b * a->T + i) * A + (size_t)hh * a->d;
-            for (int c = 0; c < a->d; c++) dot += bf16_to_f32(o[c]) * bf16_to_f32(g[c]);
+            for (int c = 0; c < a->d; c += 8) {
+#if defined(__CUDA_ARCH__)
+                const uint4 o4 = *reinterpret_cast<const uint4 *>(o + c), g4 = *reinterpret_cast<const uint4 *>(g + c);
+                const uint16_t *ov = reinterpret_cast<const uint16_t *>(&o4), *gv = reinterpret_cast<const uint16_t *>(&g4);
+#else
+                const uint16_t *ov = o + c, *gv = g + c;
+#endif
+                for (int k = 0; k < 8; k++) dot += bf16_to_f32(ov[k]) * bf16_to_f32(gv[k]);
+            }
         }
         L[r] = lse;
         D[r] = dot;
@@ -271,6 +281,22 @@ static inline LLMC_HD FlashWarps flash_warps(int BLK, int tid) {
     return w;
 }
 
+/* The max and the sum over a warp's lanes, in every lane (a butterfly); on the CPU the one lane
+ * already holds the whole row's value. */
+static inline LLMC_HD float flash_lanes_max(float x) {
+#if defined(__CUDA_ARCH__)
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+#endif
+    return x;
+}
+
+static inline LLMC_HD float flash_lanes_sum(float x) {
+#if defined(__CUDA_ARCH__)
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+#endif
+    return x;
+}
+
 /* Number of keys of the tile at k0 that query i sees: keys k0 + j with j < n, n in [0, BLK]
  * (causal: key <= i; and key < T, which for a query i < T follows). */
 static inline LLMC_HD int flash_visible(int i, int k0, int T, int BLK) {
@@ -288,26 +314,32 @@ static inline LLMC_HD void flash_fwd_warp_tile(const FlashArgs *a, const FlashSm
     uint16_t *P = s->P + (size_t)r0 * ldp;
     flash_warp_mma(S, lds, s->Q + (size_t)r0 * ldh, ldh, s->K, ldh, 1, BLK / 16, d / 16, 0); /* Q K^T */
     LLMC_WARP_SYNC();
-    for (int r = lane; r < 16; r += nlanes) {
+    for (int r = 0; r < 16; r++) { /* row by row, the lanes across its keys and columns */
+        const float *Sr = S + (size_t)r * lds;
+        uint16_t *Pr = P + (size_t)r * ldp;
+        float *Or = O + (size_t)r * ldf;
         const int n = flash_visible(q0 + r0 + r, k0, a->T, BLK);
-        const float m_old = s->r0[r0 + r];
-        float m = m_old;
-        for (int j = 0; j < n; j++) m = fmaxf(m, a->scale * S[(size_t)r * lds + j]);
+        const float m_old = s->r0[r0 + r], l_old = s->r1[r0 + r];
+        float m = -INFINITY;
+        for (int j = lane; j < n; j += nlanes) m = fmaxf(m, a->scale * Sr[j]);
+        m = fmaxf(m_old, flash_lanes_max(m));
         /* m_old = -inf (first tile): alpha = e^-inf = 0 scales the zero accumulators; no visible
          * key at all (m = -inf): nothing changes */
         const float alpha = m == -INFINITY ? 1.0f : expf(m_old - m);
         float sum = 0.0f;
-        for (int j = 0; j < BLK; j++) {
-            const uint16_t p = j < n ? f32_to_bf16(expf(a->scale * S[(size_t)r * lds + j] - m)) : 0;
-            P[(size_t)r * ldp + j] = p;
+        for (int j = lane; j < BLK; j += nlanes) {
+            const uint16_t p = j < n ? f32_to_bf16(expf(a->scale * Sr[j] - m)) : 0;
+            Pr[j] = p;
             sum += bf16_to_f32(p); /* l sums what P V multiplies: the rounded p */
         }
-        s->r1[r0 + r] = alpha * s->r1[r0 + r] + sum;
-        s->r0[r0 + r] = m;
-        s->r2[r0 + r] = alpha;
+        sum = flash_lanes_sum(sum);
+        for (int c = lane; c < d; c += nlanes) Or[c] *= alpha;
+        LLMC_WARP_SYNC(); /* every lane has read m_old and l_old before lane 0 replaces them */
+        if (lane == 0) {
+            s->r0[r0 + r] = m;
+            s->r1[r0 + r] = alpha * l_old + sum;
+        }
     }
-    LLMC_WARP_SYNC();
-    for (int e = lane; e < 16 * d; e += nlanes) O[(size_t)(e / d) * ldf + e % d] *= s->r2[r0 + e / d];
     LLMC_WARP_SYNC();
     flash_warp_mma(O, ldf, P, ldp, s->V, ldh, 0, d / 16, BLK / 16, 1); /* O += P V */
 }
@@ -334,17 +366,14 @@ static inline LLMC_HD void flash_fwd_block(const FlashArgs *a, int qt, int bh, c
         for (int wi = w.lo; wi < w.hi; wi++) flash_fwd_warp_tile(a, &s, wi, w.lane, w.nlanes, q0, kt * BLK);
         LLMC_BLOCK_SYNC();
     }
-    for (int wi = w.lo; wi < w.hi; wi++) {
-        const int r0 = 16 * wi;
-        for (int r = w.lane; r < 16; r += w.nlanes) {
-            const int i = q0 + r0 + r;
-            if (i < T) a->lse[(size_t)bh * T + i] = s.r0[r0 + r] + logf(s.r1[r0 + r]);
+    for (int wi = w.lo; wi < w.hi; wi++)
+        for (int r = 16 * wi; r < 16 * wi + 16 && q0 + r < T; r++) {
+            const int i = q0 + r;
+            const float l = s.r1[r];
+            if (w.lane == 0) a->lse[(size_t)bh * T + i] = s.r0[r] + logf(l);
+            uint16_t *orow = a->o + ((size_t)b * T + i) * A + (size_t)hh * d;
+            for (int c = w.lane; c < d; c += w.nlanes) orow[c] = f32_to_bf16(s.acc0[(size_t)r * ldf + c] / l);
         }
-        for (int e = w.lane; e < 16 * d; e += w.nlanes) {
-            const int r = r0 + e / d, c = e % d, i = q0 + r;
-            if (i < T) a->o[((size_t)b * T + i) * A + (size_t)hh * d + c] = f32_to_bf16(s.acc0[(size_t)r * ldf + c] / s.r1[r]);
-        }
-    }
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -358,20 +387,22 @@ static inline LLMC_HD void flash_dkdv_warp_tile(const FlashArgs *a, const FlashS
     uint16_t *P = s->P + (size_t)r0 * ldp;
     flash_warp_mma(S, lds, s->K + (size_t)r0 * ldh, ldh, s->Q, ldh, 1, BLK / 16, d / 16, 0); /* S^T = K Q^T */
     LLMC_WARP_SYNC();
-    for (int e = lane; e < 16 * BLK; e += nlanes) {
-        const int r = e / BLK, c = e % BLK, j = k0 + r0 + r, i = q0 + c;
-        const int seen = j <= i && i < a->T;
-        P[(size_t)r * ldp + c] = seen ? f32_to_bf16(expf(a->scale * S[(size_t)r * lds + c] - s->r0[c])) : 0;
+    for (int r = 0; r < 16; r++) {
+        const int j = k0 + r0 + r; /* this row's key; the columns are queries q0 + c */
+        for (int c = lane; c < BLK; c += nlanes) {
+            const int seen = j <= q0 + c && q0 + c < a->T;
+            P[(size_t)r * ldp + c] = seen ? f32_to_bf16(expf(a->scale * S[(size_t)r * lds + c] - s->r0[c])) : 0;
+        }
     }
     LLMC_WARP_SYNC();
     flash_warp_mma(s->acc1 + (size_t)r0 * ldf, ldf, P, ldp, s->V2, ldh, 0, d / 16, BLK / 16, 1); /* dV += P^T dO */
     flash_warp_mma(S, lds, s->V + (size_t)r0 * ldh, ldh, s->V2, ldh, 1, BLK / 16, d / 16, 0);   /* dP^T = V dO^T */
     LLMC_WARP_SYNC();
-    for (int e = lane; e < 16 * BLK; e += nlanes) { /* dS^T = P^T (dP^T - D), in place of P^T */
-        const int r = e / BLK, c = e % BLK;
-        const float p = bf16_to_f32(P[(size_t)r * ldp + c]);
-        P[(size_t)r * ldp + c] = f32_to_bf16(p * (S[(size_t)r * lds + c] - s->r1[c]));
-    }
+    for (int r = 0; r < 16; r++) /* dS^T = P^T (dP^T - D), in place of P^T */
+        for (int c = lane; c < BLK; c += nlanes) {
+            const float p = bf16_to_f32(P[(size_t)r * ldp + c]);
+            P[(size_t)r * ldp + c] = f32_to_bf16(p * (S[(size_t)r * lds + c] - s->r1[c]));
+        }
     LLMC_WARP_SYNC();
     flash_warp_mma(s->acc0 + (size_t)r0 * ldf, ldf, P, ldp, s->Q, ldh, 0, d / 16, BLK / 16, 1); /* dK += dS^T Q */
 }
@@ -398,12 +429,12 @@ static inline LLMC_HD void flash_dkdv_block(const FlashArgs *a, int kt, int bh, 
         LLMC_BLOCK_SYNC();
     }
     for (int wi = w.lo; wi < w.hi; wi++)
-        for (int e = w.lane; e < 16 * d; e += w.nlanes) {
-            const int r = 16 * wi + e / d, c = e % d, j = k0 + r;
-            if (j >= T) continue;
-            uint16_t *row = a->dqkv + ((size_t)b * T + j) * A3 + (size_t)hh * d + c;
-            row[A] = f32_to_bf16(a->scale * s.acc0[(size_t)r * ldf + c]); /* dK = s dS^T Q */
-            row[2 * A] = f32_to_bf16(s.acc1[(size_t)r * ldf + c]);
+        for (int r = 16 * wi; r < 16 * wi + 16 && k0 + r < T; r++) {
+            uint16_t *row = a->dqkv + ((size_t)b * T + k0 + r) * A3 + (size_t)hh * d;
+            for (int c = w.lane; c < d; c += w.nlanes) {
+                row[A + c] = f32_to_bf16(a->scale * s.acc0[(size_t)r * ldf + c]); /* dK = s dS^T Q */
+                row[2 * A + c] = f32_to_bf16(s.acc1[(size_t)r * ldf + c]);
+            }
         }
 }
 
@@ -417,18 +448,21 @@ static inline LLMC_HD void flash_dq_warp_tile(const FlashArgs *a, const FlashSme
     uint16_t *P = s->P + (size_t)r0 * ldp;
     flash_warp_mma(S, lds, s->Q + (size_t)r0 * ldh, ldh, s->K, ldh, 1, BLK / 16, d / 16, 0); /* Q K^T */
     LLMC_WARP_SYNC();
-    for (int e = lane; e < 16 * BLK; e += nlanes) {
-        const int r = e / BLK, c = e % BLK, i = q0 + r0 + r;
-        const int seen = c < flash_visible(i, k0, a->T, BLK) && i < a->T;
-        P[(size_t)r * ldp + c] = seen ? f32_to_bf16(expf(a->scale * S[(size_t)r * lds + c] - s->r0[r0 + r])) : 0;
+    for (int r = 0; r < 16; r++) {
+        const int i = q0 + r0 + r, n = i < a->T ? flash_visible(i, k0, a->T, BLK) : 0;
+        const float lse = s->r0[r0 + r];
+        for (int c = lane; c < BLK; c += nlanes)
+            P[(size_t)r * ldp + c] = c < n ? f32_to_bf16(expf(a->scale * S[(size_t)r * lds + c] - lse)) : 0;
     }
     LLMC_WARP_SYNC();
     flash_warp_mma(S, lds, s->V2 + (size_t)r0 * ldh, ldh, s->V, ldh, 1, BLK / 16, d / 16, 0); /* dP = dO V^T */
     LLMC_WARP_SYNC();
-    for (int e = lane; e < 16 * BLK; e += nlanes) { /* dS = P (dP - D), in place of P */
-        const int r = e / BLK, c = e % BLK;
-        const float p = bf16_to_f32(P[(size_t)r * ldp + c]);
-        P[(size_t)r * ldp + c] = f32_to_bf16(p * (S[(size_t)r * lds + c] - s->r1[r0 + r]));
+    for (int r = 0; r < 16; r++) { /* dS = P (dP - D), in place of P */
+        const float D = s->r1[r0 + r];
+        for (int c = lane; c < BLK; c += nlanes) {
+            const float p = bf16_to_f32(P[(size_t)r * ldp + c]);
+            P[(size_t)r * ldp + c] = f32_to_bf16(p * (S[(size_t)r * lds + c] - D));
+        }
     }
     LLMC_WARP_SYNC();
     flash_warp_mma(s->acc0 + (size_t)r0 * ldf, ldf, P, ldp, s->K, ldh, 0, d / 16, BLK / 16, 1); /* dQ += dS K */
@@ -455,9 +489,9 @@ static inline LLMC_HD void flash_dq_block(const FlashArgs *a, int qt, int bh, ch
         LLMC_BLOCK_SYNC();
     }
     for (int wi = w.lo; wi < w.hi; wi++)
-        for (int e = w.lane; e < 16 * d; e += w.nlanes) {
-            const int r = 16 * wi + e / d, c = e % d, i = q0 + r;
-            if (i < T) a->dqkv[((size_t)b * T + i) * A3 + (size_t)hh * d + c] = f32_to_bf16(a->scale * s.acc0[(size_t)r * ldf + c]);
+        for (int r = 16 * wi; r < 16 * wi + 16 && q0 + r < T; r++) {
+            uint16_t *row = a->dqkv + ((size_t)b * T + q0 + r) * A3 + (size_t)hh * d;
+            for (int c = w.lane; c < d; c += w.nlanes) row[c] = f32_to_bf16(a->scale * s.acc0[(size_t)r * ldf + c]);
         }
 }
 
