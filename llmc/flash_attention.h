@@ -226,6 +226,13 @@ static inline LLMC_HD void flash_load_rows(uint16_t *dst, const uint16_t *src, s
     }
 }
 
+/* The K and V tiles of the rows from row0 (k, v: the sequence's row 0 at the head's column). */
+static inline LLMC_HD void flash_load_kv(const FlashSmem *s, const uint16_t *k, const uint16_t *v, size_t row_stride,
+                                         int row0, int T, int BLK, int d, int tid, int nthreads) {
+    flash_load_rows(s->K, k, row_stride, row0, T, BLK, d, tid, nthreads);
+    flash_load_rows(s->V, v, row_stride, row0, T, BLK, d, tid, nthreads);
+}
+
 static inline LLMC_HD void flash_zero(float *x, size_t n, int tid, int nthreads) {
     for (size_t i = (size_t)tid; i < n; i += (size_t)nthreads) x[i] = 0.0f;
 }
@@ -360,8 +367,7 @@ static inline LLMC_HD void flash_fwd_block(const FlashArgs *a, int qt, int bh, c
     LLMC_BLOCK_SYNC();
     const FlashWarps w = flash_warps(BLK, tid);
     for (int kt = 0; kt <= qt; kt++) { /* key tiles up to the diagonal one */
-        flash_load_rows(s.K, k, A3, kt * BLK, T, BLK, d, tid, nthreads);
-        flash_load_rows(s.V, v, A3, kt * BLK, T, BLK, d, tid, nthreads);
+        flash_load_kv(&s, k, v, A3, kt * BLK, T, BLK, d, tid, nthreads);
         LLMC_BLOCK_SYNC();
         for (int wi = w.lo; wi < w.hi; wi++) flash_fwd_warp_tile(a, &s, wi, w.lane, w.nlanes, q0, kt * BLK);
         LLMC_BLOCK_SYNC();
@@ -415,8 +421,7 @@ static inline LLMC_HD void flash_dkdv_block(const FlashArgs *a, int kt, int bh, 
     const int k0 = kt * BLK, ldf = flash_ldf(d), ntiles = (T + BLK - 1) / BLK;
     FlashSmem s;
     flash_carve(FLASH_DKDV, BLK, d, smem, &s);
-    flash_load_rows(s.K, k, A3, k0, T, BLK, d, tid, nthreads);
-    flash_load_rows(s.V, v, A3, k0, T, BLK, d, tid, nthreads);
+    flash_load_kv(&s, k, v, A3, k0, T, BLK, d, tid, nthreads);
     flash_zero(s.acc0, (size_t)BLK * ldf, tid, nthreads);
     flash_zero(s.acc1, (size_t)BLK * ldf, tid, nthreads);
     const FlashWarps w = flash_warps(BLK, tid);
@@ -482,8 +487,7 @@ static inline LLMC_HD void flash_dq_block(const FlashArgs *a, int qt, int bh, ch
     flash_zero(s.acc0, (size_t)BLK * ldf, tid, nthreads);
     const FlashWarps w = flash_warps(BLK, tid);
     for (int kt = 0; kt <= qt; kt++) {
-        flash_load_rows(s.K, k, A3, kt * BLK, T, BLK, d, tid, nthreads);
-        flash_load_rows(s.V, v, A3, kt * BLK, T, BLK, d, tid, nthreads);
+        flash_load_kv(&s, k, v, A3, kt * BLK, T, BLK, d, tid, nthreads);
         LLMC_BLOCK_SYNC();
         for (int wi = w.lo; wi < w.hi; wi++) flash_dq_warp_tile(a, &s, wi, w.lane, w.nlanes, q0, kt * BLK);
         LLMC_BLOCK_SYNC();
