@@ -7,8 +7,9 @@
  *   qkv   (B, T, 3A) bf16, A = h d: Q | K | V, head k at columns [k d, (k+1) d)
  *   out   (B, T, A) bf16 forward output; lse (B, h, T) fp32 (natural log of the scaled scores)
  *   dout  (B, T, A) bf16; dqkv (B, T, 3A) bf16, every element overwritten
+ *   D     (B, h, T) fp32 backward scratch (D = dO . O per row)
  * Head sizes: multiples of 16 in [16, 256] whose tiles fit the GPU's shared memory
- * (attention_flash_supported); any T >= 1. SM 8.0+ (bf16 WMMA). Deterministic: no atomics, each
+ * (flash_path_supports of llmc/gpu_host.h, which the path selection asks); any T >= 1. SM 8.0+ (bf16 WMMA). Deterministic: no atomics, each
  * output element is summed by one block in a fixed order.
  *
  * Status: developed without a GPU. The block routines are checked on the CPU
@@ -22,13 +23,10 @@
 
 #include "cuda_common.cuh"
 
-/* 1 if head size d can run on this GPU (SM 8.0+, tiles fit), else 0 with the reason. */
-int attention_flash_supported(int d, const GpuCtx *ctx, char *why, size_t cap);
-
 void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
                              const GpuCtx *ctx);
 
-void attention_flash_backward(floatX *dqkv, const floatX *dout, const floatX *qkv, const floatX *out,
+void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
                               const float *lse, int B, int T, int h, int d, const GpuCtx *ctx);
 
 #endif /* LLMC_ATTENTION_FLASH_CUH */

@@ -81,6 +81,11 @@ typedef struct {
 void gpu_ctx_init(GpuCtx *ctx, int device);
 void gpu_ctx_free(GpuCtx *ctx);
 
+/* Lets `kernel` launch with `bytes` of dynamic shared memory (above the 48 KiB default): the limit
+ * is raised once to the largest size asked so far, which *memo (a GpuCtx field) remembers; a
+ * host-side attribute, not stream work, so a smaller launch needs nothing. Defined in matmul.cu. */
+void gpu_allow_smem(const void *kernel, size_t bytes, size_t *memo);
+
 static inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* Blocks of a grid-stride launch over n elements: one element per thread up to 2^20 blocks, which

@@ -14,8 +14,9 @@
  *   backward  P = e^(S - lse) recomputed from Q, K and lse;  dP = dO V^T;
  *             D_i = dO_i . O_i (= sum_j P_ij dP_ij, since O = P V);  dS = P (dP - D);
  *             dV = P^T dO;  dK = s dS^T Q;  dQ = s dS K
- * Two backward kernels instead of one with atomics: one block per key tile accumulates dK and dV
- * over the query tiles that see it (j <= i), one per query tile accumulates dQ over its key tiles.
+ * Two backward kernels instead of one with atomics, after a pass that computes D once per row
+ * (flash_delta_row): one block per key tile accumulates dK and dV over the query tiles that see
+ * it (j <= i), one per query tile accumulates dQ over its key tiles.
  * Each recomputes P; nothing is summed across blocks, so the result is deterministic (bit-exact
  * resume, doc/gpu.md) and no fp32 dQ buffer is needed.
  *
@@ -36,7 +37,8 @@
  *   flash_choose                   host: BLK for a d and a shared-memory limit, or 0 with why
  *   flash_warp_mma                 C (16 x 16n, fp32) (+)= A (16 x 16k, bf16) B: WMMA on the GPU,
  *                                  loops on the CPU
- *   flash_fwd_block, flash_dkdv_block, flash_dq_block   one block of each kernel
+ *   flash_fwd_block, flash_delta_row, flash_dkdv_block, flash_dq_block   one block (one row for
+ *                                  D) of each kernel
  * Phases are separated by LLMC_BLOCK_SYNC (block-wide tiles) and LLMC_WARP_SYNC (a warp's rows);
  * every shared value is written in one phase and read in a later one.
  */
@@ -65,6 +67,7 @@ typedef struct {
     const uint16_t *dout; /* (B, T, A) */
     uint16_t *o;          /* forward output (B, T, A) */
     float *lse;           /* (B, h, T): written forward, read backward */
+    float *D;             /* (B, h, T) backward scratch: D = dO . O per row, once per backward */
     uint16_t *dqkv;       /* (B, T, 3A) backward output, every element written once */
     int B, T, h, d, BLK;
     float scale;          /* 1/sqrt(d) */
@@ -237,30 +240,33 @@ static inline LLMC_HD void flash_zero(float *x, size_t n, int tid, int nthreads)
     for (size_t i = (size_t)tid; i < n; i += (size_t)nthreads) x[i] = 0.0f;
 }
 
-/* Per query row of the tile at q0: lse (0 past T) and D = dO . O in fp32 (0 past T), one thread
- * per row reading both rows 8 elements (16 bytes) at a time: d/8 independent loads in flight. */
-static inline LLMC_HD void flash_load_row_stats(float *L, float *D, const FlashArgs *a, int b, int hh, int q0,
-                                                int tid, int nthreads) {
-    const size_t A = (size_t)a->h * a->d;
+/* D_r = dO_r . O_r in fp32 for row r = (b h + k) T + t of the (B, h, T) rows, reading both rows 8
+ * elements (16 bytes) at a time. */
+static inline LLMC_HD void flash_delta_row(const FlashArgs *a, size_t r) {
+    const size_t A = (size_t)a->h * a->d, T = (size_t)a->T, bh = r / T, t = r % T;
+    const size_t row = ((bh / (size_t)a->h) * T + t) * A + (bh % (size_t)a->h) * (size_t)a->d;
+    const uint16_t *o = a->out + row, *g = a->dout + row;
+    float dot = 0.0f;
+    for (int c = 0; c < a->d; c += 8) {
+#if defined(__CUDA_ARCH__)
+        const uint4 o4 = *reinterpret_cast<const uint4 *>(o + c), g4 = *reinterpret_cast<const uint4 *>(g + c);
+        const uint16_t *ov = reinterpret_cast<const uint16_t *>(&o4), *gv = reinterpret_cast<const uint16_t *>(&g4);
+#else
+        const uint16_t *ov = o + c, *gv = g + c;
+#endif
+        for (int k = 0; k < 8; k++) dot += bf16_to_f32(ov[k]) * bf16_to_f32(gv[k]);
+    }
+    a->D[r] = dot;
+}
+
+/* Per query row of the tile at q0: lse and D (0 past T). */
+static inline LLMC_HD void flash_load_row_stats(float *L, float *D, const FlashArgs *a, int bh, int q0, int tid,
+                                                int nthreads) {
     for (int r = tid; r < a->BLK; r += nthreads) {
         const int i = q0 + r;
-        float lse = 0.0f, dot = 0.0f;
-        if (i < a->T) {
-            lse = a->lse[((size_t)b * a->h + hh) * a->T + i];
-            const uint16_t *o = a->out + ((size_t)b * a->T + i) * A + (size_t)hh * a->d;
-            const uint16_t *g = a->dout + ((size_t)b * a->T + i) * A + (size_t)hh * a->d;
-            for (int c = 0; c < a->d; c += 8) {
-#if defined(__CUDA_ARCH__)
-                const uint4 o4 = *reinterpret_cast<const uint4 *>(o + c), g4 = *reinterpret_cast<const uint4 *>(g + c);
-                const uint16_t *ov = reinterpret_cast<const uint16_t *>(&o4), *gv = reinterpret_cast<const uint16_t *>(&g4);
-#else
-                const uint16_t *ov = o + c, *gv = g + c;
-#endif
-                for (int k = 0; k < 8; k++) dot += bf16_to_f32(ov[k]) * bf16_to_f32(gv[k]);
-            }
-        }
-        L[r] = lse;
-        D[r] = dot;
+        const size_t at = (size_t)bh * a->T + i;
+        L[r] = i < a->T ? a->lse[at] : 0.0f;
+        D[r] = i < a->T ? a->D[at] : 0.0f;
     }
 }
 
@@ -428,7 +434,7 @@ static inline LLMC_HD void flash_dkdv_block(const FlashArgs *a, int kt, int bh, 
     for (int qt = kt; qt < ntiles; qt++) { /* query tiles from the diagonal one on */
         flash_load_rows(s.Q, q, A3, qt * BLK, T, BLK, d, tid, nthreads);
         flash_load_rows(s.V2, g, A, qt * BLK, T, BLK, d, tid, nthreads);
-        flash_load_row_stats(s.r0, s.r1, a, b, hh, qt * BLK, tid, nthreads);
+        flash_load_row_stats(s.r0, s.r1, a, bh, qt * BLK, tid, nthreads);
         LLMC_BLOCK_SYNC();
         for (int wi = w.lo; wi < w.hi; wi++) flash_dkdv_warp_tile(a, &s, wi, w.lane, w.nlanes, qt * BLK, k0);
         LLMC_BLOCK_SYNC();
@@ -483,7 +489,7 @@ static inline LLMC_HD void flash_dq_block(const FlashArgs *a, int qt, int bh, ch
     flash_carve(FLASH_DQ, BLK, d, smem, &s);
     flash_load_rows(s.Q, q, A3, q0, T, BLK, d, tid, nthreads);
     flash_load_rows(s.V2, g, A, q0, T, BLK, d, tid, nthreads);
-    flash_load_row_stats(s.r0, s.r1, a, b, hh, q0, tid, nthreads);
+    flash_load_row_stats(s.r0, s.r1, a, bh, q0, tid, nthreads);
     flash_zero(s.acc0, (size_t)BLK * ldf, tid, nthreads);
     const FlashWarps w = flash_warps(BLK, tid);
     for (int kt = 0; kt <= qt; kt++) {

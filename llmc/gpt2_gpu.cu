@@ -566,7 +566,8 @@ static void attention_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floa
     if (m->path[l] == ATT_PATH_CUDNN) {
         cudnn_att_backward(m->cudnn, dqkv, datty, a->qkv, a->atty, a->stats, B, ls->n_head, T, ls->head_size);
     } else if (m->path[l] == ATT_PATH_FLASH) {
-        attention_flash_backward(dqkv, datty, a->qkv, a->atty, a->stats, B, T, ls->n_head, ls->head_size, m->ctx);
+        attention_flash_backward(dqkv, actf(m, ACT_FLASH_D), datty, a->qkv, a->atty, a->stats, B, T, ls->n_head,
+                                 ls->head_size, m->ctx);
     } else if (m->path[l] == ATT_PATH_LINEAR) {
         linear_attention_backward(dqkv, actf(m, ACT_LIN_SCRATCH), datty, a->qkv, B, T, ls->n_head, ls->head_size,
                                   m->config.lin_prescale, m->ctx);

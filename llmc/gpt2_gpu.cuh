@@ -96,7 +96,7 @@ typedef struct {
 /* What the kernels assume of the shapes (C and the padded vocabulary multiples of 8, T <= maxT),
  * checked once with a one-line error. */
 void gpt2gpu_check_shapes(const GPT2Config *c, int T);
-/* The attention path of every layer for attn = "auto", "cudnn" or "own" on this GPU and build
+/* The attention path of every layer for attn = "auto", "cudnn", "own" or "flash" on this GPU and build
  * (gpu_host.h attn_select_paths) and the linear-attention limits; dies with one line naming the
  * layer. Returns the cuDNN context when some layer runs on cuDNN, else NULL. training = 1: cuDNN
  * must also run the layer's backward (a trainable model); 0: the forward only, for a model built

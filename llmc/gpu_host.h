@@ -76,14 +76,15 @@ typedef struct {
     size_t smem_optin; /* shared memory a block may opt in to (the flash kernels' tiles) */
 } AttnEnv;
 
-/* The flash kernels: SM 8.0+ (bf16 tensor cores) and d a multiple of 16 whose tiles fit. */
+/* The flash kernels: SM 8.0+ (bf16 tensor cores) and d a multiple of 16 whose tiles fit. Returns
+ * their tile rows (flash_choose), or 0 with the reason. */
 static inline int flash_path_supports(const AttnEnv *env, int d, char *why, size_t cap) {
     if (env->sm < 80) {
         snprintf(why, cap, "the flash kernels need SM 8.0 or newer (bf16 tensor cores); this GPU is SM %d.%d",
                  env->sm / 10, env->sm % 10);
         return 0;
     }
-    return flash_choose(d, env->smem_optin, why, cap) != 0;
+    return flash_choose(d, env->smem_optin, why, cap);
 }
 
 /*
@@ -280,6 +281,7 @@ typedef enum {
     ACT_SDL,         /* per S-D layer (h_l, d_l, d_l): the generators L, built in the forward */
     ACT_SDDL,        /* S-D: max over S-D layers of h_l d_l^2: dL of the layer in the backward */
     ACT_LIN_SCRATCH, /* linear layers: lin_scratch_floats(B T, h, d) of the widest such layer */
+    ACT_FLASH_D,     /* flash layers: (B, max h_l, T): D = dO . O of the layer in the backward */
     /* last, always: the loss accumulator is addressed through the allocation plan while smaller
      * evaluation shapes lay out their own tensors, which then all end before it */
     ACT_LOSSES,      /* (B, T) per-token losses, accumulated over micro-steps */
@@ -292,7 +294,7 @@ static const char *const ACT_NAMES[NUM_ACTS] = {
     "encoded", "ln1", "qkv", "atty", "att", "residual2", "ln2", "fch", "fch_gelu", "residual3",
     "lnf", "logits", "out", "dresidual", "dbig", "dsmall", "att_scratch", "datt", "sduv",
     "ln1_mean", "ln1_rstd", "ln2_mean", "ln2_rstd", "lnf_mean", "lnf_rstd", "stats", "sdl", "sddl",
-    "lin_scratch", "losses"};
+    "lin_scratch", "flash_d", "losses"};
 
 typedef struct {
     int B, T, recompute;
@@ -319,7 +321,7 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
     p->recompute = recompute;
     const size_t N = (size_t)B * (size_t)T, C = (size_t)c->channels, L = (size_t)c->num_layers;
     const size_t Vp = (size_t)c->padded_vocab_size;
-    size_t qkv = 0, atty = 0, att = 0, stats = 0, datt = 0, sdl = 0, sddl = 0, lin = 0;
+    size_t qkv = 0, atty = 0, att = 0, stats = 0, datt = 0, sdl = 0, sddl = 0, lin = 0, flash_d = 0;
     int A_max = 0, A_own_max = 0, A_sd_max = 0;
     for (int l = 0; l < c->num_layers; l++) {
         const size_t h = (size_t)c->layer[l].n_head, d = (size_t)c->layer[l].head_size;
@@ -346,6 +348,7 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
             A_own_max = LLMC_MAX(A_own_max, A);
         } else { /* cudnn, flash: the logsumexp of each row */
             stats += act_round_up((size_t)B * h * (size_t)T);
+            if (path[l] == ATT_PATH_FLASH) flash_d = LLMC_MAX(flash_d, (size_t)B * h * (size_t)T);
         }
     }
     p->qkv_off[L] = qkv;
@@ -390,6 +393,7 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
     p->n[ACT_SDL] = sdl;
     p->n[ACT_SDDL] = sddl;
     p->n[ACT_LIN_SCRATCH] = lin;
+    p->n[ACT_FLASH_D] = flash_d;
     size_t b16 = 0, f32 = 0;
     for (int t = 0; t < NUM_ACTS; t++) {
         size_t *arena = act_is_f32(t) ? &f32 : &b16;

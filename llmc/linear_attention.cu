@@ -7,7 +7,7 @@
  *   dout     one thread per (sequence, t): dn, dg (a d-long dot product in fixed order)
  *   merge    (B, h, T, d) fp32 -> bf16 columns of (B T, width), times c phi' for dq, dk
  * The scan's shared memory exceeds the 48 KiB default for large d; the launcher opts in once per
- * context and size (allow_scan_smem).
+ * context and size (gpu_allow_smem).
  */
 #include <math.h>
 
@@ -70,15 +70,6 @@ static LinLayer lin_layer(float *scratch, int B, int T, int h, int d, int presca
     return L;
 }
 
-/* The scan's shared memory exceeds the 48 KiB default for large d: the kernel's limit is raised
- * once to the largest size launched so far on this context (a host-side attribute, not stream
- * work; a smaller launch needs nothing). */
-static void allow_scan_smem(size_t bytes, const GpuCtx *ctx) {
-    if (bytes <= ctx->lin_scan_smem_set) return;
-    CUDA_CHECK(cudaFuncSetAttribute(lin_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    ctx->lin_scan_smem_set = bytes;
-}
-
 static void scan(const LinLayer *L, const float *X, const float *K, const float *Y, const float *xs, float xs_c,
                  const float *ks, float ks_c, float *den, int reverse, const GpuCtx *ctx) {
     LinScanArgs a;
@@ -98,7 +89,7 @@ static void scan(const LinLayer *L, const float *X, const float *K, const float 
     a.TY = L->shape.TY;
     a.reverse = reverse;
     const dim3 grid((unsigned)((size_t)L->B * L->h), (unsigned)ceil_div((size_t)L->d, (size_t)L->shape.TY));
-    allow_scan_smem(L->shape.smem_bytes, ctx);
+    gpu_allow_smem((const void *)lin_scan_kernel, L->shape.smem_bytes, &ctx->lin_scan_smem_set);
     lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, ctx->stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }

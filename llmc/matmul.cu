@@ -40,6 +40,12 @@ void gpu_ctx_init(GpuCtx *ctx, int device) {
     CUBLAS_CHECK(cublasSetWorkspace(ctx->blas, ctx->lt_workspace, ctx->lt_workspace_size));
 }
 
+void gpu_allow_smem(const void *kernel, size_t bytes, size_t *memo) {
+    if (bytes <= *memo) return;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    *memo = bytes;
+}
+
 void gpu_ctx_free(GpuCtx *ctx) {
     free(ctx->lt_algos);
     if (ctx->lt_workspace) CUDA_CHECK(cudaFree(ctx->lt_workspace));

@@ -33,7 +33,7 @@ static void *nan_alloc(size_t bytes) {
     return p;
 }
 
-/* Every block of the kernels' grids: forward when a->o is set, else both backward kernels. */
+/* Every block of the kernels' grids: the forward, or the backward's D pass and both kernels. */
 static void emulate(const FlashArgs *a, int forward) {
     const int nt = (a->T + a->BLK - 1) / a->BLK;
     const size_t bytes = flash_smem_max(a->BLK, a->d);
@@ -44,6 +44,8 @@ static void emulate(const FlashArgs *a, int forward) {
                 memset(smem, 0xff, bytes);
                 flash_fwd_block(a, t, bh, smem, 0, 1);
             } else {
+                if (t == 0)
+                    for (int i = 0; i < a->T; i++) flash_delta_row(a, (size_t)bh * a->T + i);
                 memset(smem, 0xff, bytes);
                 flash_dkdv_block(a, t, bh, smem, 0, 1);
                 memset(smem, 0xff, bytes);
@@ -57,10 +59,13 @@ static void emulate(const FlashArgs *a, int forward) {
 static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale) {
     const size_t n3 = (size_t)a.B * a.T * 3 * a.h * a.d;
     uint16_t *dqkv = (uint16_t *)nan_alloc(n3 * 2);
+    float *D = (float *)nan_alloc((size_t)a.B * a.h * a.T * 4);
     a.out = out;
     a.dqkv = dqkv;
+    a.D = D;
     a.scale = scale;
     emulate(&a, 0);
+    free(D);
     return dqkv;
 }
 

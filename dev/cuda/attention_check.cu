@@ -48,7 +48,7 @@ typedef struct {
     int B, T, h, d;
     size_t A, N;
     floatX *qkv, *out, *dout, *dqkv, *att, *datt, *scratch;
-    float *stats;
+    float *stats, *D;
 } Bufs;
 
 static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
@@ -65,6 +65,9 @@ static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
     CUDA_CHECK(cudaMalloc(&b->dout, b->N * b->A * 2));
     CUDA_CHECK(cudaMalloc(&b->dqkv, b->N * 3 * b->A * 2));
     CUDA_CHECK(cudaMalloc(&b->stats, (size_t)B * h * T * 4));
+#ifdef CHECK_FLASH
+    CUDA_CHECK(cudaMalloc(&b->D, (size_t)B * h * T * 4));
+#endif
 #if !PATH_HAS_STATS
     const size_t tt = (size_t)B * h * T * T;
     CUDA_CHECK(cudaMalloc(&b->att, tt * 2));
@@ -74,8 +77,8 @@ static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
 }
 
 static void bufs_free(Bufs *b) {
-    void *p[] = {b->qkv, b->out, b->dout, b->dqkv, b->stats, b->att, b->datt, b->scratch};
-    for (int i = 0; i < 8; i++)
+    void *p[] = {b->qkv, b->out, b->dout, b->dqkv, b->stats, b->att, b->datt, b->scratch, b->D};
+    for (int i = 0; i < 9; i++)
         if (p[i]) cudaFree(p[i]);
 }
 
@@ -88,7 +91,7 @@ static void step(void *arg, int backward) {
 #elif defined(CHECK_FLASH)
     const GpuCtx *ctx = &b->dv->ctx;
     if (!backward) attention_flash_forward(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, ctx);
-    else attention_flash_backward(b->dqkv, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
+    else attention_flash_backward(b->dqkv, b->D, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
 #else
     const GpuCtx *ctx = &b->dv->ctx;
     if (!backward) attention_own_forward(b->out, b->att, b->scratch, b->qkv, b->B, b->T, b->h, b->d, ctx);
@@ -196,7 +199,8 @@ static int supported(const Dev *dv, int d, char *why, size_t cap) {
     AttnEnv env = {dv->ctx.sm, cudnn_att_built(), cudnn_att_version(), dv->ctx.smem_optin};
     return cudnn_sdpa_supports(&env, d, 1, why, cap);
 #elif defined(CHECK_FLASH)
-    return attention_flash_supported(d, &dv->ctx, why, cap);
+    AttnEnv env = {dv->ctx.sm, 0, 0, dv->ctx.smem_optin};
+    return flash_path_supports(&env, d, why, cap) != 0;
 #else
     (void)dv; (void)d; (void)why; (void)cap;
     return 1;
