@@ -56,6 +56,11 @@ build:
 build/test_attention_fd: test/test_attention_fd.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
+# upstream llm.c's CPU demo run on this project's model (scripts/ab_upstream.sh --cpu)
+build/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS) | build
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+TEST_BINS += build/upstream_cpu_loop
+
 # Every llmc/ and prism/ header must compile as C++17 too: train_gpt2.cu includes them unchanged.
 build/test_headers_cxx: test/test_headers_cxx.cpp $(HEADERS) | build
 	g++ -std=c++17 -O1 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE $< -o $@ $(LDLIBS)

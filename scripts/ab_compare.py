@@ -8,7 +8,9 @@ it for upstream llm.c vs our train_gpt2cu on the same data, flags and init).
 Both logs are llm.c-style stdout (FORMATS.md 9). The step line
   step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | ... | %.0f tok/s ...
 is read for the step, loss, norm, lr and ms (llm.c's MFU field and our CPU trainer's eta field
-are ignored); `val loss %f` lines are read in order. Compared:
+are ignored), or the CPU demo's (upstream train_gpt2.c, dev/cpu/upstream_cpu_loop.c)
+  step %d: train loss %f (took %f ms)
+for the step, loss and ms; `val loss %f` lines are read in order. Compared:
   - the train loss at every step both logs have: |new - ref|, the largest, and the first step
     above --tol (nats; default 0.01: bf16 kernels that differ only in summation order stay well
     below it over a short run, a wrong head split or LR does not);
@@ -36,6 +38,7 @@ LR = re.compile(r"lr\s+(\S+)")
 MS = re.compile(r"(\S+)\s+ms$")
 TOKS = re.compile(r"(\S+)\s+tok/s$")
 VAL = re.compile(r"val loss\s+(\S+)")
+CPU_STEP = re.compile(r"step\s+(\d+): train loss\s+(\S+)\s+\(took\s+(\S+)\s+ms\)")
 
 
 class LogError(ValueError):
@@ -66,10 +69,15 @@ def parse_stdout(path):
                 continue
             if not line.startswith("step "):
                 continue
+            m = CPU_STEP.fullmatch(line)
+            if m:
+                steps[int(m.group(1))] = {"loss": _float(m.group(2), where, "train loss"),
+                                          "ms": _float(m.group(3), where, "ms")}
+                continue
             m = STEP.fullmatch(line)
             if not m:
                 raise LogError(f"{where}: expected 'step N/M | loss L (...)| norm ... | lr ... | "
-                               f"T ms | ...', got '{line[:60]}'")
+                               f"T ms | ...' or 'step N: train loss L (took T ms)', got '{line[:60]}'")
             rec = {}
             fields = [x.strip() for x in m.group(3).split("|")]
             for x in fields:
@@ -88,7 +96,8 @@ def parse_stdout(path):
             steps[int(m.group(1))] = rec
             total = int(m.group(2))
     if not steps:
-        raise LogError(f"{path}: no 'step N/M | loss ...' lines (is this a trainer's stdout?)")
+        raise LogError(f"{path}: no 'step N/M | loss ...' or 'step N: train loss ...' lines (is this a "
+                       f"trainer's stdout?)")
     return {"steps": steps, "val": val, "total": total}
 
 

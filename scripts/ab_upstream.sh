@@ -14,6 +14,18 @@
 # The flags are the subset both trainers share: -i -j -e -b -t -d -x -l -u -q -c -v -m -s 0 -h 0
 # -n 0 -o. Outputs in --out (default out/ab_upstream): upstream.log, ours.log (stdout), each
 # run's main.log, compare.json. Exit status: ab_compare.py's (0 agree, 2 differ, 1 error).
+#
+#   scripts/ab_upstream.sh PATH_TO_LLMC --cpu [--model L4C128H4T256] ...
+#
+# --cpu compares the CPU programs instead, no GPU needed: upstream's train_gpt2 (its demo run, fixed
+# settings: B 4, T 64, 41 AdamW steps with beta2 0.999 and no clipping on shuffled TinyShakespeare,
+# val loss every 10 steps; built in PATH_TO_LLMC by the user, `make train_gpt2` there) against
+# build/upstream_cpu_loop, the same run on this project's model, data loader and AdamW
+# (dev/cpu/upstream_cpu_loop.c). Both run in --out/run, where the fixed paths they read are links
+# to this repository's files: gpt2_124M.bin (the init, fp32 version 3: upstream's CPU code reads
+# nothing else), dev/data/tinyshakespeare/*.bin, gpt2_tokenizer.bin. Both are fp32, so the default
+# --tol is 1e-3 nats (measured: 6e-6 over 41 steps for L4 C128); only --ours, --init, --model,
+# --seed, --tol, --out and --dry-run apply.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -39,7 +51,59 @@ usage: scripts/ab_upstream.sh PATH_TO_LLMC [options]
   --tol NATS         per-step loss tolerance for ab_compare.py (default 0.01)
   --out DIR          (default out/ab_upstream)
   --dry-run          print the commands, run nothing
+  --cpu              the CPU programs instead: upstream's train_gpt2 demo run against
+                     build/upstream_cpu_loop (make build/upstream_cpu_loop); fp32 init, --tol 1e-3
 EOF
+}
+
+# --cpu: upstream's CPU demo run (its train_gpt2) against build/upstream_cpu_loop, both started in
+# one run folder whose fixed input paths link to this repository's files
+cpu_compare() {
+  local up="$LLMC/train_gpt2" ours=${OURS_SET:-build/upstream_cpu_loop} run="$OUT/run" tol=${TOL_SET:-1e-3}
+  local init=${INIT:-$OUT/init_${MODEL}_seed${SEED}_fp32.bin} missing=() version
+  [ -x "$up" ] || missing+=("$up: not built: build upstream llm.c's CPU train_gpt2 first (make train_gpt2 in its checkout; this script runs it, it does not build it)")
+  [ -x "$ours" ] || missing+=("$ours: not built (make build/upstream_cpu_loop)")
+  [ -f "$TRAIN" ] || missing+=("$TRAIN: missing (make data)")
+  [ -f "$VAL" ] || missing+=("$VAL: missing (make data)")
+  if [ -n "$INIT" ]; then
+    if [ ! -f "$INIT" ]; then
+      missing+=("$INIT: init checkpoint not found (--init)")
+    else
+      version=$(od -An -t d4 -j 4 -N 4 "$INIT" | tr -d ' ')
+      [ "$version" = 3 ] || missing+=("$INIT: header[1] version $version: upstream's CPU train_gpt2 reads only fp32 uniform checkpoints (version 3)")
+    fi
+  fi
+  local write=("$PYTHON" train_gpt2.py --model "$MODEL" --seed "$SEED" --write_model "$init" --write_dtype fp32)
+  local ours_abs up_abs
+  ours_abs=$(abs "$ours")
+  up_abs=$(abs "$up")
+  local compare=("$PYTHON" scripts/ab_compare.py "$OUT/upstream.log" "$OUT/ours.log" --tol "$tol"
+                 --tokens-per-step 256 --json "$OUT/compare.json")
+  if [ "$DRY" = 1 ]; then
+    echo "mkdir -p $run/dev/data/tinyshakespeare (links: gpt2_124M.bin -> $init, the TinyShakespeare shards, gpt2_tokenizer.bin)"
+    [ -n "$INIT" ] || echo "${write[*]}"
+    echo "(cd $run && $ours_abs) > $OUT/ours.log"
+    echo "(cd $run && $up_abs) > $OUT/upstream.log"
+    echo "${compare[*]}"
+    report_missing dry "${missing[@]}"
+    return 0
+  fi
+  report_missing run "${missing[@]}"
+  mkdir -p "$run/dev/data/tinyshakespeare"
+  if [ -z "$INIT" ]; then
+    "${write[@]}" > "$OUT/init.log" 2>&1 || die "$init: train_gpt2.py could not write the init ($(tail -n 1 "$OUT/init.log"))"
+  fi
+  ln -sf "$(abs "$init")" "$run/gpt2_124M.bin"
+  ln -sf "$(abs "$TRAIN")" "$run/dev/data/tinyshakespeare/tiny_shakespeare_train.bin"
+  ln -sf "$(abs "$VAL")" "$run/dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
+  if [ -f gpt2_tokenizer.bin ]; then ln -sf "$PWD/gpt2_tokenizer.bin" "$run/gpt2_tokenizer.bin"; fi
+  echo "ours:     (cd $run && $ours_abs)"
+  (cd "$run" && "$ours_abs") > "$OUT/ours.log" 2>&1 ||
+    die "$ours exited with an error (see $OUT/ours.log: $(tail -n 1 "$OUT/ours.log"))"
+  echo "upstream: (cd $run && $up_abs)"
+  (cd "$run" && "$up_abs") > "$OUT/upstream.log" 2>&1 ||
+    die "$up exited with an error (see $OUT/upstream.log: $(tail -n 1 "$OUT/upstream.log"))"
+  "${compare[@]}"
 }
 
 [ $# -ge 1 ] || { usage >&2; exit 1; }
@@ -49,18 +113,20 @@ OURS=./train_gpt2cu; INIT=""; MODEL=d12; SEED=42; DTYPE=bf16
 TRAIN=dev/data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
 STEPS=50; B=16; T=1024; TOTAL=""; LR=6e-4; VAL_EVERY=25; VAL_BATCHES=1; TOL=0.01
-OUT=out/ab_upstream; DRY=0
+OUT=out/ab_upstream; DRY=0; CPU=0; GPU_ONLY=""; OURS_SET=""; TOL_SET=""""
 while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h) usage; exit 0 ;;
     --dry-run) DRY=1; shift; continue ;;
+    --cpu) CPU=1; shift; continue ;;
   esac
   need_value "$1" $#
+  case "$1" in --dtype|--train|--val|--steps|-b|-t|--total-batch|--lr|--val-every|--val-batches) GPU_ONLY=$1 ;; esac
   case "$1" in
-    --ours) OURS=$2 ;; --init) INIT=$2 ;; --model) MODEL=$2 ;; --seed) SEED=$2 ;;
+    --ours) OURS=$2; OURS_SET=$2 ;; --init) INIT=$2 ;; --model) MODEL=$2 ;; --seed) SEED=$2 ;;
     --dtype) DTYPE=$2 ;; --train) TRAIN=$2 ;; --val) VAL=$2 ;; --steps) STEPS=$2 ;;
     -b) B=$2 ;; -t) T=$2 ;; --total-batch) TOTAL=$2 ;; --lr) LR=$2 ;;
-    --val-every) VAL_EVERY=$2 ;; --val-batches) VAL_BATCHES=$2 ;; --tol) TOL=$2 ;; --out) OUT=$2 ;;
+    --val-every) VAL_EVERY=$2 ;; --val-batches) VAL_BATCHES=$2 ;; --tol) TOL=$2; TOL_SET=$2 ;; --out) OUT=$2 ;;
     *) die "$1: unknown option (see scripts/ab_upstream.sh --help)" ;;
   esac
   shift 2
@@ -68,6 +134,12 @@ done
 is_uint --steps "$STEPS" -b "$B" -t "$T" --seed "$SEED" --val-every "$VAL_EVERY" --val-batches "$VAL_BATCHES"
 case "$DTYPE" in bf16|fp32) ;; *) die "--dtype '$DTYPE': expected bf16 or fp32" ;; esac
 TOTAL=${TOTAL:-$((B * T))}
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+if [ "$CPU" = 1 ]; then
+  [ -z "$GPU_ONLY" ] || die "$GPU_ONLY does not apply with --cpu (upstream's CPU demo run has fixed settings)"
+  cpu_compare
+  exit $?
+fi
 
 # ---- inputs: one line per missing item
 UPSTREAM="$LLMC/train_gpt2cu"
@@ -94,7 +166,6 @@ fi
 INIT_PATH=${INIT:-$OUT/init_${MODEL}_seed${SEED}_${DTYPE}.bin}
 FLAGS=(-i "$TRAIN" -j "$VAL" -e "$INIT_PATH" -b "$B" -t "$T" -d "$TOTAL" -x "$STEPS" -l "$LR"
        -u 10 -q 0.0 -c 0.1 -v "$VAL_EVERY" -m "$VAL_BATCHES" -s 0 -h 0 -n 0)
-abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 UP_CMD=("$(abs "$UPSTREAM")" "${FLAGS[@]}" -o "$OUT/upstream")
 OUR_CMD=("$OURS" "${FLAGS[@]}" -o "$OUT/ours")
 WRITE_INIT=("$PYTHON" train_gpt2.py --model "$MODEL" --seed "$SEED" --write_model "$INIT_PATH" --write_dtype "$DTYPE")

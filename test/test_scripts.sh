@@ -177,6 +177,34 @@ expect_error "ab_upstream: a Prism init (version 103) is refused: upstream reads
   "^error: $d/tiny_prism.bin: header\[1\] version 103: upstream llm.c reads only uniform" \
   scripts/ab_upstream.sh "$d/llmc" --ours "$d/ours/train_gpt2cu" --init "$d/tiny_prism.bin"
 
+# ab_upstream.sh --cpu: a fake upstream CPU train_gpt2 that runs build/upstream_cpu_loop in the run
+# folder (so it reads the same linked files), and one that changes the loss of step 5
+mkdir -p "$d/llmc_cpu" "$d/llmc_cpu_off"
+printf '#!/usr/bin/env bash\nexec "%s/build/upstream_cpu_loop"\n' "$PWD" > "$d/llmc_cpu/train_gpt2"
+printf '#!/usr/bin/env bash\n"%s/build/upstream_cpu_loop" | sed "s/^step 5: train loss [0-9.]*/step 5: train loss 1.000000/"\n' \
+  "$PWD" > "$d/llmc_cpu_off/train_gpt2"
+chmod +x "$d/llmc_cpu/train_gpt2" "$d/llmc_cpu_off/train_gpt2"
+scripts/ab_upstream.sh "$d/llmc_cpu" --cpu --init "$d/tiny.bin" --out "$d/abc" > "$d/abc.out" 2>&1; rc=$?
+check "ab_upstream --cpu: the same loop on both sides -> AGREE on 41 steps (exit $rc)" \
+  bash -c "[ $rc -eq 0 ] && grep -q '^AGREE: .* at all 41 common steps' $d/abc.out && [ \$(grep -c '^val loss' $d/abc/upstream.log) -eq 5 ]"
+check "ab_upstream --cpu: the run folder links upstream's fixed paths to our files" \
+  bash -c "[ \"\$(readlink $d/abc/run/gpt2_124M.bin)\" = $PWD/$d/tiny.bin ] && [ -L $d/abc/run/dev/data/tinyshakespeare/tiny_shakespeare_train.bin ]"
+scripts/ab_upstream.sh "$d/llmc_cpu_off" --cpu --init "$d/tiny.bin" --out "$d/abc2" > "$d/abc2.out" 2>&1; rc=$?
+check "ab_upstream --cpu: one step's loss changed -> DIFFER at step 5, exit 2 (exit $rc)" \
+  bash -c "[ $rc -eq 2 ] && grep -q 'first differ by more than 0.001 nats at step 5' $d/abc2.out"
+$PYTHON train_gpt2.py --model tiny --write_model "$d/tiny_bf16.bin" --write_dtype bf16 > /dev/null 2>&1
+expect_error "ab_upstream --cpu: a bf16 init (version 5) is refused: upstream's CPU code reads fp32 only" \
+  "^error: $d/tiny_bf16.bin: header\[1\] version 5: upstream's CPU train_gpt2 reads only fp32" \
+  scripts/ab_upstream.sh "$d/llmc_cpu" --cpu --init "$d/tiny_bf16.bin"
+expect_error "ab_upstream --cpu: a GPU-run flag is refused (the CPU demo's settings are fixed)" \
+  "^error: --steps does not apply with --cpu" scripts/ab_upstream.sh "$d/llmc_cpu" --cpu --steps 5
+expect_error "ab_upstream --cpu: an unbuilt upstream train_gpt2 is named, with no build recipe" \
+  "^error: $d/nowhere/train_gpt2: not built: build upstream llm.c's CPU train_gpt2 first" \
+  scripts/ab_upstream.sh "$d/nowhere" --cpu --init "$d/tiny.bin"
+printf 'step 0: train loss 10.5 (took 3.0 ms)\nval loss 10.4\nstep 1: train loss 10.2 (took 3.5 ms)\n' > "$d/cpu.log"
+check "ab_compare: reads the CPU demo's step lines (step N: train loss L (took T ms))" \
+  $PYTHON -c "import sys; sys.path.insert(0, 'scripts'); import ab_compare as a; l = a.parse_stdout('$d/cpu.log'); assert l['steps'] == {0: {'loss': 10.5, 'ms': 3.0}, 1: {'loss': 10.2, 'ms': 3.5}} and l['val'] == [10.4]"
+
 # ------------------------------------------------------------------------------------------------
 # ab_summary.py on synthetic runs
 mkrun() {  # dir arm seed final_val
