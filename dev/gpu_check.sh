@@ -25,12 +25,12 @@
 #      attention, head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
-#      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, and
-#      uniform and Prism with -attn flash, at B = 16
+#      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
 #   7. evals on the GPU (with dev/data carried; last, as the least important): train_gpt2cu -h 1
 #      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), one eval_gpt2cu run
 #      on the checkpoint compared with eval_gpt2 (CPU fp32) through dev/eval_compare.py, and its
 #      first 64 examples with the trainer's step-150 counts
+#   8. throughput of d12 uniform and Prism with -attn flash at B = 16 (the own tiled kernels)
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -323,18 +323,6 @@ for k in sd lin; do
   [ "$ktok" != "-" ]
   result $? "throughput d12 $k B 16 finished $STEPS steps (log bench_${k}_B16.log)"
 done
-# the own tiled kernels in the trainer (-attn flash), against the auto (cuDNN) rows above
-BENCH_ATTN=flash
-for k in uniform prism; do
-  extra=()
-  [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)
-  bench "${k}_flash" 16 "${extra[@]}"
-  read -r kms ktok kmfu <<< "$BENCH"
-  log "$(printf "    d12 %-9s | %8s %8s %6s" "$k flash" "$kms" "$ktok" "$kmfu")"
-  [ "$ktok" != "-" ]
-  result $? "throughput d12 $k -attn flash B 16 finished $STEPS steps (log bench_${k}_flash_B16.log)"
-done
-BENCH_ATTN=auto
 
 # ---------------------------------------------------------------------------------------------
 # correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules
@@ -400,6 +388,20 @@ if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_
 else
   log "skipped: carry dev/data (TinyShakespeare and the eval files; doc/gpu.md) to run it"
 fi
+
+# ---------------------------------------------------------------------------------------------
+# last, as the newest and least important: the own tiled kernels in the trainer (-attn flash)
+log "== 8. throughput with -attn flash (B 16; compare with the auto rows of step 6)"
+BENCH_ATTN=flash
+for k in uniform prism; do
+  extra=()
+  [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)
+  bench "${k}_flash" 16 "${extra[@]}"
+  read -r kms ktok kmfu <<< "$BENCH"
+  log "$(printf "    d12 %-9s | %8s %8s %6s" "$k flash" "$kms" "$ktok" "$kmfu")"
+  [ "$ktok" != "-" ]
+  result $? "throughput d12 $k -attn flash B 16 finished $STEPS steps (log bench_${k}_flash_B16.log)"
+done
 
 log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
 log "$PASSED passed, $FAILED failed"
