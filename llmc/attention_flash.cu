@@ -18,18 +18,21 @@
 #include "gpu_host.h" /* flash_path_supports */
 #include "utils.h"
 
-/* grid (B h, tiles): blocks start x-fastest, so every sequence-head's longest tile goes first */
-__global__ void __launch_bounds__(128) flash_fwd_kernel(FlashArgs a) {
+/* grid (B h, tiles): blocks start x-fastest, so every sequence-head's longest tile goes first.
+ * __launch_bounds__(128, 2): at most 128 threads, at least 2 blocks per SM (what the shared memory
+ * allows anyway); without the second figure ptxas capped the registers low enough to spill the
+ * grouped accumulators of flash_wmma (ptxas -v: 4-36 bytes; none with it, 116-134 registers). */
+__global__ void __launch_bounds__(128, 2) flash_fwd_kernel(FlashArgs a) {
     extern __shared__ __align__(128) char smem[];
     flash_fwd_block(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x, (int)blockDim.x);
 }
 
-__global__ void __launch_bounds__(128) flash_dkdv_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(128, 2) flash_dkdv_kernel(FlashArgs a) {
     extern __shared__ __align__(128) char smem[];
     flash_dkdv_block(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x, (int)blockDim.x);
 }
 
-__global__ void __launch_bounds__(128) flash_dq_kernel(FlashArgs a) {
+__global__ void __launch_bounds__(128, 2) flash_dq_kernel(FlashArgs a) {
     extern __shared__ __align__(128) char smem[];
     flash_dq_block(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x, (int)blockDim.x);
 }

@@ -167,19 +167,35 @@ static __device__ inline void flash_wmma(float *C, int ldc, const uint16_t *A, i
                                          int b_t, int ntile, int ksteps, int acc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     using namespace nvcuda;
-    for (int nt = 0; nt < ntile; nt++) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-        if (acc) wmma::load_matrix_sync(c, C + nt * 16, (unsigned)ldc, wmma::mem_row_major);
-        else wmma::fill_fragment(c, 0.0f);
+    /* Output tiles in groups of up to FLASH_NGROUP, each group's accumulators in registers, so that
+     * one A fragment serves the whole group (A is read ntile / FLASH_NGROUP times, not ntile). The
+     * j loops are unrolled over a constant bound, which keeps c[] in registers. */
+    constexpr int FLASH_NGROUP = 4;
+    for (int n0 = 0; n0 < ntile; n0 += FLASH_NGROUP) {
+        const int nn = ntile - n0 < FLASH_NGROUP ? ntile - n0 : FLASH_NGROUP;
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[FLASH_NGROUP];
+#pragma unroll
+        for (int j = 0; j < FLASH_NGROUP; j++) {
+            if (j >= nn) continue;
+            if (acc) wmma::load_matrix_sync(c[j], C + (n0 + j) * 16, (unsigned)ldc, wmma::mem_row_major);
+            else wmma::fill_fragment(c[j], 0.0f);
+        }
         for (int ks = 0; ks < ksteps; ks++) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BLayout> fb;
             wmma::load_matrix_sync(fa, reinterpret_cast<const __nv_bfloat16 *>(A + ks * 16), (unsigned)lda);
-            const uint16_t *pb = b_t ? Bm + (size_t)nt * 16 * ldb + ks * 16 : Bm + (size_t)ks * 16 * ldb + nt * 16;
-            wmma::load_matrix_sync(fb, reinterpret_cast<const __nv_bfloat16 *>(pb), (unsigned)ldb);
-            wmma::mma_sync(c, fa, fb, c);
+#pragma unroll
+            for (int j = 0; j < FLASH_NGROUP; j++) {
+                if (j >= nn) continue;
+                const int nt = n0 + j;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, BLayout> fb;
+                const uint16_t *pb = b_t ? Bm + (size_t)nt * 16 * ldb + ks * 16 : Bm + (size_t)ks * 16 * ldb + nt * 16;
+                wmma::load_matrix_sync(fb, reinterpret_cast<const __nv_bfloat16 *>(pb), (unsigned)ldb);
+                wmma::mma_sync(c[j], fa, fb, c[j]);
+            }
         }
-        wmma::store_matrix_sync(C + nt * 16, c, (unsigned)ldc, wmma::mem_row_major);
+#pragma unroll
+        for (int j = 0; j < FLASH_NGROUP; j++)
+            if (j < nn) wmma::store_matrix_sync(C + (n0 + j) * 16, c[j], (unsigned)ldc, wmma::mem_row_major);
     }
 #else
     (void)C; (void)ldc; (void)A; (void)lda; (void)Bm; (void)ldb; (void)b_t; (void)ntile; (void)ksteps; (void)acc;
