@@ -201,6 +201,12 @@ expect_error "ab_upstream --cpu: a GPU-run flag is refused (the CPU demo's setti
 expect_error "ab_upstream --cpu: an unbuilt upstream train_gpt2 is named, with no build recipe" \
   "^error: $d/nowhere/train_gpt2: not built: build upstream llm.c's CPU train_gpt2 first" \
   scripts/ab_upstream.sh "$d/nowhere" --cpu --init "$d/tiny.bin"
+expect_error "upstream_cpu_loop: -x not an integer" "^error: -x '4x': expected the last step, an integer >= 0$" \
+  build/upstream_cpu_loop -e "$d/tiny.bin" -x 4x
+expect_error "upstream_cpu_loop: an unknown argument" "^error: -b: unknown argument" build/upstream_cpu_loop -b 4
+expect_error "upstream_cpu_loop: a Prism init (upstream trains uniform models only)" \
+  "^error: $d/tiny_prism.bin: upstream llm.c trains only uniform standard models" \
+  build/upstream_cpu_loop -e "$d/tiny_prism.bin"
 printf 'step 0: train loss 10.5 (took 3.0 ms)\nval loss 10.4\nstep 1: train loss 10.2 (took 3.5 ms)\n' > "$d/cpu.log"
 check "ab_compare: reads the CPU demo's step lines (step N: train loss L (took T ms))" \
   $PYTHON -c "import sys; sys.path.insert(0, 'scripts'); import ab_compare as a; l = a.parse_stdout('$d/cpu.log'); assert l['steps'] == {0: {'loss': 10.5, 'ms': 3.0}, 1: {'loss': 10.2, 'ms': 3.5}} and l['val'] == [10.4]"

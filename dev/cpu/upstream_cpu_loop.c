@@ -54,10 +54,16 @@ int main(int argc, char **argv) {
     int last_step = 40;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-e") == 0 && i + 1 < argc) init = argv[++i];
-        else if (strcmp(argv[i], "-x") == 0 && i + 1 < argc) last_step = atoi(argv[++i]);
-        else llmc_die("%s: unknown argument (usage: %s [-e gpt2_124M.bin] [-x 40])", argv[i], argv[0]);
+        else if (strcmp(argv[i], "-x") == 0 && i + 1 < argc) {
+            const char *end = NULL;
+            const char *v = argv[++i];
+            if (strcmp(v, "0") == 0) last_step = 0;
+            else if (!parse_positive_int(v, &end, &last_step) || *end != '\0')
+                llmc_die("-x '%s': expected the last step, an integer >= 0", v);
+        } else {
+            llmc_die("%s: unknown argument (usage: %s [-e gpt2_124M.bin] [-x 40])", argv[i], argv[0]);
+        }
     }
-    if (last_step < 0) llmc_die("-x %d: expected a step >= 0", last_step);
     GPT2 model;
     gpt2_build_from_checkpoint(&model, init);
     if (!config_is_llmc_uniform(&model.config)) {
