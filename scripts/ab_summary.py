@@ -53,8 +53,9 @@ def t975(df):
 
 def final_val_loss(main_log):
     """The val loss at the last step; the run must have finished (tel one past the last trl).
-    main.log is read by plot_logs.parse_main_log (after a resume, the repeated steps count)."""
-    series = parse_main_log(main_log)
+    main.log is read by plot_logs.parse_main_log (after a resume, the repeated steps count); a
+    diverged run's NaN is kept (its statistics print n/a) instead of stopping the summary."""
+    series = parse_main_log(main_log, allow_nan=True)
     last_train = series["train"][-1][0] if "train" in series else -1
     last_val = series["val"][-1] if "val" in series else None
     if last_val is None or last_train < 0 or last_val[0] != last_train + 1:
@@ -102,11 +103,14 @@ def collect(directory):
     return runs
 
 
+def _stat(fn, values, need):
+    """fn(values), or NaN with fewer than `need` values or a NaN among them (a diverged run)."""
+    return fn(values) if len(values) >= need and not any(math.isnan(v) for v in values) else math.nan
+
+
 def describe(values):
-    n = len(values)
-    return {"n": n, "mean": statistics.fmean(values) if n else math.nan,
-            "std": statistics.stdev(values) if n > 1 else math.nan,
-            "min": min(values) if n else math.nan, "max": max(values) if n else math.nan}
+    return {"n": len(values), "mean": _stat(statistics.fmean, values, 1), "std": _stat(statistics.stdev, values, 2),
+            "min": _stat(min, values, 1), "max": _stat(max, values, 1)}
 
 
 def summarize(runs):
@@ -114,8 +118,8 @@ def summarize(runs):
     seeds = sorted(set(runs["uniform"]) & set(runs["prism"]))
     diffs = [runs["prism"][s]["val"] - runs["uniform"][s]["val"] for s in seeds]
     n = len(diffs)
-    mean = statistics.fmean(diffs) if n else math.nan
-    sd = statistics.stdev(diffs) if n > 1 else math.nan
+    mean = _stat(statistics.fmean, diffs, 1)
+    sd = _stat(statistics.stdev, diffs, 2)
     se = sd / math.sqrt(n) if n > 1 else math.nan
     half = t975(n - 1) * se if n > 1 else math.nan
     steps = {r["steps"] for a in ARMS for r in runs[a].values()}
@@ -133,6 +137,9 @@ def statement(s):
     n = len(s["diffs"])
     if n == 0:
         return "No seed has both arms: nothing to compare."
+    if math.isnan(s["mean_diff"]):
+        return ("No conclusion: a final val loss is NaN (a diverged run; see the table), so the paired "
+                "difference is undefined.")
     if n == 1:
         return (f"Only one paired seed (Prism - uniform = {s['mean_diff']:+.4f} nats): there is no "
                 f"estimate of the noise, so no conclusion; run more seeds.")

@@ -46,12 +46,12 @@ def log_path(run):
     return path
 
 
-def _number(text, where, key):
+def _number(text, where, key, allow_nan=False):
     try:
         v = float(text)
     except ValueError:
         raise LogError(f"{where}: {key}: expected a number, got '{text}'") from None
-    if math.isnan(v):
+    if math.isnan(v) and not allow_nan:
         raise LogError(f"{where}: {key}: expected a number, got NaN")
     return v
 
@@ -64,9 +64,10 @@ def _append(series, name, step, value):
     points.append((step, value))
 
 
-def parse_main_log(path):
+def parse_main_log(path, allow_nan=False):
     """main.log -> {series name: [(step, value), ...]}: 'train' (trl), 'lr', 'norm', 'val' (tel),
-    'eval' and 'eval_<task>'."""
+    'eval' and 'eval_<task>'. A NaN value (a diverged run: the trainer logs nan and goes on) is an
+    error unless allow_nan."""
     series = {}
     with open(path, "r", errors="replace") as f:
         for lineno, raw in enumerate(f, 1):
@@ -85,11 +86,12 @@ def parse_main_log(path):
                 for key in TRAIN_KEYS:
                     if key in fields:
                         name = "train" if key == "trl" else key
-                        _append(series, name, step, _number(fields[key], where, key))
+                        _append(series, name, step, _number(fields[key], where, key, allow_nan))
             elif len(keys) == 1 and (keys == {"tel"} or keys == {"eval"} or
                                      next(iter(keys)).startswith("eval_")):
                 key = next(iter(keys))
-                _append(series, "val" if key == "tel" else key, step, _number(fields[key], where, key))
+                _append(series, "val" if key == "tel" else key, step,
+                        _number(fields[key], where, key, allow_nan))
             else:
                 raise LogError(f"{where}: {EXPECTED}; got keys {', '.join(sorted(keys))}")
     if not series:

@@ -201,9 +201,9 @@ expect_error "ab_upstream --cpu: a GPU-run flag is refused (the CPU demo's setti
 expect_error "ab_upstream --cpu: an unbuilt upstream train_gpt2 is named, with no build recipe" \
   "^error: $d/nowhere/train_gpt2: not built: build upstream llm.c's CPU train_gpt2 first" \
   scripts/ab_upstream.sh "$d/nowhere" --cpu --init "$d/tiny.bin"
-expect_error "upstream_cpu_loop: -x not an integer" "^error: -x '4x': expected the last step, an integer >= 0$" \
+expect_error "upstream_cpu_loop: -x not an integer" "^error: -x '4x': expected an integer in \[0, 1000000000\]" \
   build/upstream_cpu_loop -e "$d/tiny.bin" -x 4x
-expect_error "upstream_cpu_loop: an unknown argument" "^error: -b: unknown argument" build/upstream_cpu_loop -b 4
+expect_error "upstream_cpu_loop: an unknown flag" "^error: -b: unknown flag" build/upstream_cpu_loop -b 4
 expect_error "upstream_cpu_loop: a Prism init (upstream trains uniform models only)" \
   "^error: $d/tiny_prism.bin: upstream llm.c trains only uniform standard models" \
   build/upstream_cpu_loop -e "$d/tiny_prism.bin"
@@ -237,6 +237,11 @@ mkrun $s2 prism 1 2.980; mkrun $s2 prism 2 3.079; mkrun $s2 prism 3 3.031
 $PYTHON scripts/ab_summary.py $s2 > $s2/out 2>&1
 check "ab_summary: a consistent -0.02 (sd 0.001) is reported as Prism lower, CI excludes 0" \
   grep -q "^Prism's final val loss is lower (better) than uniform's by 0.0200 nats .* \[-0.0225, -0.0175\] excludes 0" $s2/out
+s3=$d/sum3; mkrun $s3 uniform 1 3.00; mkrun $s3 uniform 2 3.10; mkrun $s3 prism 1 2.98; mkrun $s3 prism 2 nan
+sed -i 's/^s:1 trl:9.0/s:1 trl:nan/' $s3/prism_seed2/main.log
+$PYTHON scripts/ab_summary.py $s3 > $s3/out 2>&1; rc=$?
+check "ab_summary: a diverged seed (trl:nan, tel:nan) is summarized, its statistics n/a (exit $rc)" \
+  bash -c "[ $rc -eq 0 ] && grep -Eq '^prism +n 2 +mean n/a' $s3/out && grep -Eq '^uniform +n 2 +mean 3.0500' $s3/out && grep -q '^No conclusion: a final val loss is NaN' $s3/out"
 printf 's:0 tel:10.8\ns:0 trl:10.7 lr:0.001 norm:1.0\ns:1 trl:9.0 lr:0.001 norm:1.0\n' > $s2/prism_seed3/main.log
 expect_error "ab_summary: an unfinished run is an error" "^error: $s2/prism_seed3/main.log: unfinished run" \
   $PYTHON scripts/ab_summary.py $s2

@@ -19,8 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "../../llmc/cli.h"
+#include "../../llmc/cpu_eval.h" /* gpt2_val_loss */
 #include "../../llmc/dataloader.h"
 #include "../../llmc/gpt2_cpu.h"
 #include "../../llmc/utils.h"
@@ -32,55 +33,43 @@
 #define UP_TRAIN "dev/data/tinyshakespeare/tiny_shakespeare_train.bin"
 #define UP_VAL "dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+typedef struct {
+    char init[4096];
+    int last_step;
+} LoopOpts;
 
-static float val_loss(GPT2 *model, DataLoader *val) {
-    float sum = 0.0f;
-    dataloader_reset(val);
-    for (int i = 0; i < UP_VAL_BATCHES; i++) {
-        dataloader_next_batch(val);
-        gpt2_forward(model, val->inputs, val->targets, UP_B, UP_T);
-        sum += model->mean_loss;
-    }
-    return sum / UP_VAL_BATCHES;
-}
+static const CliOpt OPTS[] = {
+    CLI_STR(LoopOpts, "-e", init, NULL, 0, "the init checkpoint (upstream reads gpt2_124M.bin)"),
+    CLI_INT(LoopOpts, "-x", last_step, 0, 1000000000, 0, "the last step (upstream: 40)"),
+};
+#define NUM_OPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 
 int main(int argc, char **argv) {
-    const char *init = "gpt2_124M.bin";
-    int last_step = 40;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-e") == 0 && i + 1 < argc) init = argv[++i];
-        else if (strcmp(argv[i], "-x") == 0 && i + 1 < argc) {
-            const char *end = NULL;
-            const char *v = argv[++i];
-            if (strcmp(v, "0") == 0) last_step = 0;
-            else if (!parse_positive_int(v, &end, &last_step) || *end != '\0')
-                llmc_die("-x '%s': expected the last step, an integer >= 0", v);
-        } else {
-            llmc_die("%s: unknown argument (usage: %s [-e gpt2_124M.bin] [-x 40])", argv[i], argv[0]);
-        }
+    LoopOpts o = {"gpt2_124M.bin", 40};
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: %s [-e gpt2_124M.bin] [-x 40]   (upstream llm.c's CPU demo run on this project's model)\n",
+               argv[0]);
+        cli_print_options(OPTS, NUM_OPTS, &o, -1, stdout);
+        return 0;
     }
+    cli_parse(OPTS, NUM_OPTS, &o, argc, argv, NULL, NULL, 0);
     GPT2 model;
-    gpt2_build_from_checkpoint(&model, init);
+    gpt2_build_from_checkpoint(&model, o.init);
     if (!config_is_llmc_uniform(&model.config)) {
-        llmc_die("%s: upstream llm.c trains only uniform standard models (version 3/5 files)", init);
+        llmc_die("%s: upstream llm.c trains only uniform standard models (version 3/5 files)", o.init);
     }
     DataLoader train, val;
     dataloader_init(&train, UP_TRAIN, UP_B, UP_T, 0, 1, 1, model.config.vocab_size);
     dataloader_init(&val, UP_VAL, UP_B, UP_T, 0, 1, 0, model.config.vocab_size);
-    for (int step = 0; step <= last_step; step++) {
-        if (step % UP_VAL_EVERY == 0) printf("val loss %f\n", val_loss(&model, &val));
-        const double t0 = now_ms();
+    for (int step = 0; step <= o.last_step; step++) {
+        if (step % UP_VAL_EVERY == 0) printf("val loss %f\n", gpt2_val_loss(&model, &val, UP_VAL_BATCHES));
+        const double t0 = wall_seconds();
         dataloader_next_batch(&train);
         gpt2_forward(&model, train.inputs, train.targets, UP_B, UP_T);
         gpt2_zero_grad(&model);
         gpt2_backward(&model, 1.0f / (UP_B * UP_T));
         gpt2_update(&model, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 1.0f, step + 1);
-        printf("step %d: train loss %f (took %f ms)\n", step, model.mean_loss, now_ms() - t0);
+        printf("step %d: train loss %f (took %f ms)\n", step, model.mean_loss, (wall_seconds() - t0) * 1e3);
         fflush(stdout);
     }
     dataloader_free(&train);
