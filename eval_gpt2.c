@@ -42,8 +42,8 @@ static void cpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     GPT2Config c;
     float *params = eval_host_params(spec, &c); /* the checkpoint, or a descriptor's init (seed 42) */
     gpt2_alloc(&ce->model, &c, spec);
-    memcpy(ce->model.params, params, ce->model.layout.total * sizeof(float));
-    free(params);
+    free(ce->model.params); /* the model takes the loaded parameters: same layout, no second copy */
+    ce->model.params = params;
     em->config = c;
     em->num_params = ce->model.layout.total;
     em->T = eval_choose_T(T_request, needed, c.max_seq_len);

@@ -198,6 +198,15 @@ void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOp
     index_segments(m);
     act_plan_init(&m->alloc, c, B, T, opt->recompute, path);
     m->cur = m->alloc;
+    /* gpt2gpu_choose_paths built the cuDNN graphs for its (B, T); the same shape here only finds
+     * them in the cache, and a caller that passed another shape stops now, not in the first step */
+    for (int l = 0; l < c->num_layers; l++) {
+        if (path[l] != ATT_PATH_CUDNN) continue;
+        const LayerSpec *ls = &c->layer[l];
+        if (!cudnn_att_try_prepare(cudnn, B, ls->n_head, T, ls->head_size, !opt->inference, err, sizeof(err))) {
+            llmc_die("layer %d: %s (the paths were chosen for another B, T?)", l, err);
+        }
+    }
 
     const size_t P = m->layout.total, S = m->shard.shard_total;
     m->params = (floatX *)dmalloc(P * sizeof(floatX), "parameters");

@@ -109,7 +109,7 @@ static void test_case(int B, int T, int h, int d, int BLK) {
         const double c = rel_err_bf(out, A, rc, A, N, A);
         CHECK(c > TOL_FWD, "%s control: vs the mask one key ahead %.2e (> tol)", tag, c);
     } else {
-        printf("n/a  %s: control one key ahead (T = 1: no key ahead)\n", tag);
+        not_applicable(tag, "one key ahead", "T = 1: no key ahead");
     }
 
     const char *names[3] = {"dq", "dk", "dv"};

@@ -96,6 +96,9 @@ expect_error "eval_gpt2cu without -e" "^error: -e: a model is required" $e -task
 expect_error "eval_gpt2cu: a missing eval file, before any GPU work" \
   "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(write it with: python dev/data/piqa.py\)$" \
   $e -e tiny -tasks piqa -dir build/no_such_dir
+expect_error "dev/cuda flags: a zero batch, before any GPU work" "^error: -B '0': expected an integer 1\.\.1000000$" \
+  $d/attention_flash -B 0
+expect_error "dev/cuda flags: -time takes 0 or 1" "^error: -time '2': expected an integer 0\.\.1$" $d/sd_fold_check -time 2
 # dev/gpu_check.sh runs only on a GPU machine, where a syntax error would cost a lent session
 bash -n dev/gpu_check.sh && pass "dev/gpu_check.sh parses (bash -n)" || fail "dev/gpu_check.sh: bash -n"
 if ! nvidia-smi -L >/dev/null 2>&1; then

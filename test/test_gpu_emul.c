@@ -46,11 +46,6 @@ static uint16_t *rand_bf16(size_t n, float scale) {
     return x;
 }
 
-/* A control that cannot fail in a case (d = 1: L is 1 x 1, so L = L^T; T = 1: one key, so the scan
- * direction does not matter) is reported as n/a and not counted as a pass. */
-static void not_applicable(const char *tag, const char *control, const char *why) {
-    printf("n/a  %s: control %s (%s)\n", tag, control, why);
-}
 
 /* ----------------------------------------------------------------------------------------------
  * S-D fold */

@@ -171,9 +171,7 @@ static void test_inference_paths(void) {
     int all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 0, fwd, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= fwd[l] == ATT_PATH_CUDNN;
     CHECK(all, "forward-only on A100 (cuDNN 9.19): every Prism layer, d = 256 included, on cuDNN");
-    CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, train, err, sizeof(err)) && train[0] == ATT_PATH_OWN &&
-              memcmp(fwd, train, sizeof(AttPath) * 12) != 0,
-          "control: the training choice on the same A100 differs (d = 256 on the own kernels)");
+    /* the training choice on the same A100 puts d = 256 on the own kernels: test_path_selection */
     CHECK(attn_select_paths(&prism, ATTN_REQ_AUTO, &a100_old, 0, fwd, err, sizeof(err)) && fwd[0] == ATT_PATH_OWN &&
               fwd[2] == ATT_PATH_CUDNN,
           "forward-only on A100 with cuDNN 9.8: d = 256 stays on the own kernels (forward capped at 128)");
@@ -223,10 +221,9 @@ static void test_lt_algo_cache(void) {
     CHECK(sa == 0 && sb == 1, "inserts take slots 0 and 1 (got %d %d)", sa, sb);
     LtAlgoKey a2 = lt_test_key(2304, 4096, 768);
     CHECK(lt_algo_find(t, &a2) == 0 && lt_algo_find(t, &b) == 1, "an equal key (built anew) hits its own slot");
-    /* every field takes part: a key differing from a in any one field misses (control: the same
-     * key with the field restored hits again) */
+    /* every field takes part: a key differing from a in any one field misses */
     const int nfields = (int)(sizeof(LtAlgoKey) / sizeof(int64_t));
-    int distinct = 1, restored = 1;
+    int distinct = 1;
     for (int f = 0; f < nfields; f++) {
         int64_t v[sizeof(LtAlgoKey) / sizeof(int64_t)];
         memcpy(v, &a, sizeof(a));
@@ -234,11 +231,8 @@ static void test_lt_algo_cache(void) {
         LtAlgoKey x;
         memcpy(&x, v, sizeof(x));
         distinct &= lt_algo_find(t, &x) == -1;
-        v[f] ^= 8;
-        memcpy(&x, v, sizeof(x));
-        restored &= lt_algo_find(t, &x) == 0;
     }
-    CHECK(distinct && restored, "each of the %d key fields separates problems (alignment, epilogue, ld, ...)", nfields);
+    CHECK(distinct, "each of the %d key fields separates problems (alignment, epilogue, ld, ...)", nfields);
     /* no padding (memcmp compares keys): the sizes of the declared fields add up to the key's size; a
      * field added to the struct but not here fails this too, so that it is reviewed */
 #define KEY_FIELD(f) sizeof(((const LtAlgoKey *)0)->f)

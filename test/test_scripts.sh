@@ -211,6 +211,16 @@ printf 'step 0: train loss 10.5 (took 3.0 ms)\nval loss 10.4\nstep 1: train loss
 check "ab_compare: reads the CPU demo's step lines (step N: train loss L (took T ms))" \
   $PYTHON -c "import sys; sys.path.insert(0, 'scripts'); import ab_compare as a; l = a.parse_stdout('$d/cpu.log'); assert l['steps'] == {0: {'loss': 10.5, 'ms': 3.0}, 1: {'loss': 10.2, 'ms': 3.5}} and l['val'] == [10.4]"
 
+# the Slurm launcher's own flags (a dry run outside Slurm: 2 nodes x 8 tasks)
+check "slurm_run.sh fs --dry-run: the srun loop and rank 0's command" \
+  bash -c "bash scripts/multi_node/slurm_run.sh fs --fs-dir $d/nccl --dry-run --size 124M --micro-batch 32 | grep -q '^until \[ -e log/gpt2_124M_uniform_seed42/DONE_00018865 \]; do .* srun --kill-on-bad-exit=1 bash scripts/run_gpt2.sh'"
+expect_error "slurm_run.sh: --max-restarts not an integer" "^error: --max-restarts 'abc': expected a non-negative integer$" \
+  bash scripts/multi_node/slurm_run.sh fs --max-restarts abc --dry-run
+expect_error "slurm_run.sh: a rendezvous other than fs or tcp" "^error: rendezvous 'bogus': expected fs or tcp" \
+  bash scripts/multi_node/slurm_run.sh bogus
+expect_error "slurm_run.sh: a flag without its value" "^error: --fs-dir: expected a value after the flag$" \
+  bash scripts/multi_node/slurm_run.sh fs --fs-dir
+
 # ------------------------------------------------------------------------------------------------
 # ab_summary.py on synthetic runs
 mkrun() {  # dir arm seed final_val

@@ -233,5 +233,5 @@ int main(int argc, char **argv) {
     cudnn_att_destroy(dv.cudnn);
 #endif
     gpu_ctx_free(&dv.ctx);
-    return test_finish();
+    return check_finish(&a);
 }

@@ -55,16 +55,17 @@ static inline int check_args_parse(CheckArgs *a, int argc, char **argv, const ch
     struct {
         const char *flag;
         int *value;
+        int lo, hi;
         const char *what;
     } f[] = {
-        {"-d", &a->only_d, "check only this head size (0: all)"},
-        {"-B", &a->B, "batch of the correctness checks"},
-        {"-T", &a->T, "sequence length of the correctness checks"},
-        {"-h", &a->h, "heads of the correctness checks"},
-        {"-time", &a->timing, "1: time forward and backward at the benchmark shape"},
-        {"-tB", &a->tB, "benchmark batch"},
-        {"-tT", &a->tT, "benchmark sequence length"},
-        {"-tC", &a->tC, "benchmark width C (h = C / d)"},
+        {"-d", &a->only_d, 0, 1000000, "check only this head size (0: all)"},
+        {"-B", &a->B, 1, 1000000, "batch of the correctness checks"},
+        {"-T", &a->T, 1, 1000000, "sequence length of the correctness checks"},
+        {"-h", &a->h, 1, 1000000, "heads of the correctness checks"},
+        {"-time", &a->timing, 0, 1, "1: time forward and backward at the benchmark shape"},
+        {"-tB", &a->tB, 1, 1000000, "benchmark batch"},
+        {"-tT", &a->tT, 1, 1000000, "benchmark sequence length"},
+        {"-tC", &a->tC, 1, 1000000, "benchmark width C (h = C / d)"},
     };
     const int nf = (int)(sizeof(f) / sizeof(f[0]));
     for (int i = 1; i < argc; i += 2) {
@@ -85,8 +86,8 @@ static inline int check_args_parse(CheckArgs *a, int argc, char **argv, const ch
         }
         char *end = NULL;
         const long v = strtol(argv[i + 1], &end, 10);
-        if (*end != '\0' || end == argv[i + 1] || v < 0 || v > 1000000) {
-            fprintf(stderr, "error: %s '%s': expected an integer 0..1000000\n", argv[i], argv[i + 1]);
+        if (*end != '\0' || end == argv[i + 1] || v < f[k].lo || v > f[k].hi) {
+            fprintf(stderr, "error: %s '%s': expected an integer %d..%d\n", argv[i], argv[i + 1], f[k].lo, f[k].hi);
             return 2;
         }
         *f[k].value = (int)v;
@@ -136,15 +137,21 @@ static inline double rel_err_bf(const uint16_t *a, size_t lda, const float *b, s
     return rel_err_bf_floor(a, lda, b, ldb, rows, cols, 0.0);
 }
 
-/* the same for n contiguous fp32 values */
+/* the same for n contiguous fp32 values (test/harness.h: a NaN on either side gives +inf) */
 static inline double rel_err_f(const float *a, const float *b, size_t n) {
-    double e = 0.0, m = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (a[i] != a[i] || b[i] != b[i]) return INFINITY; /* a NaN on either side is a failure */
-        e = fmax(e, fabs((double)a[i] - b[i]));
-        m = fmax(m, fabs((double)b[i]));
-    }
+    const double e = max_abs_diff(a, b, n), m = max_abs(b, n);
     return m > 0 ? e / m : e;
+}
+
+/* test_finish, except that -d naming a head size for which no check ran (not in this program's
+ * list, or n/a on this GPU) is an error instead of a silent "0 passed, 0 failed". */
+static inline int check_finish(const CheckArgs *a) {
+    if (a->only_d != 0 && g_test_passed + g_test_failed == 0) {
+        fprintf(stderr, "error: -d %d: no check ran for this head size (not one this program checks, or n/a "
+                        "here: see above)\n", a->only_d);
+        return 2;
+    }
+    return test_finish();
 }
 
 static inline size_t count_nan_bf16(const uint16_t *x, size_t n) {

@@ -148,5 +148,5 @@ int main(int argc, char **argv) {
         if (a.timing) time_case(&ctx, a.tB, a.tT, a.tC, d);
     }
     gpu_ctx_free(&ctx);
-    return test_finish();
+    return check_finish(&a);
 }

@@ -205,5 +205,5 @@ int main(int argc, char **argv) {
     }
     if (!a.only_d || a.only_d == 24) check_case(&ctx, a.B, a.T, 3, 24, 1, 1);
     gpu_ctx_free(&ctx);
-    return test_finish();
+    return check_finish(&a);
 }

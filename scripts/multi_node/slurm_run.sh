@@ -16,7 +16,8 @@
 # --dry-run (outside Slurm too: 2 nodes x 8 tasks unless SLURM_NTASKS / SLURM_NTASKS_PER_NODE
 # say otherwise) prints the srun line and every rank's trainer command.
 set -euo pipefail
-die() { echo "error: $*" >&2; exit 1; }
+[ -f scripts/lib.sh ] || { echo "error: $(pwd): not the repository root (submit the .sbatch from the checkout's root)" >&2; exit 1; }
+. scripts/lib.sh
 [ -f scripts/run_gpt2.sh ] || die "$(pwd): not the repository root (submit the .sbatch from the checkout's root)"
 MODE=${1:-}
 case "$MODE" in fs|tcp) shift ;; *) die "rendezvous '$MODE': expected fs or tcp as the first argument" ;; esac
@@ -25,13 +26,14 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) DRY=1; shift ;;
     --fs-dir|--server-ip|--max-restarts)
-      [ $# -ge 2 ] || die "$1: expected a value after the flag"
+      need_value "$1" $#
       case "$1" in --fs-dir) FS_DIR=$2 ;; --server-ip) SERVER_IP=$2 ;; *) MAX_RESTARTS=$2 ;; esac
       shift 2 ;;
     --launcher|--rendezvous|--gpus|--hosts) die "$1: set by the Slurm launcher" ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
+is_uint --max-restarts "$MAX_RESTARTS"
 
 if [ -z "${SLURM_JOB_ID:-}" ]; then
   [ "$DRY" = 1 ] || die "not inside a Slurm job: submit with sbatch (or use --dry-run)"
