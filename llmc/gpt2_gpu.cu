@@ -260,7 +260,6 @@ void gpt2gpu_free(GPT2GPU *m) {
     free(m->eval_targets);
     free(m->eval_losses);
     free(m->eval_row);
-    free(m->eval_out_losses);
     free(m->eval_out_argmax);
     CUDA_CHECK(cudaEventDestroy(m->upload_done));
     memset(m, 0, sizeof(*m));
@@ -529,10 +528,9 @@ void gpt2gpu_eval_forward(void *ctx, const int *inputs, const int *targets, int 
         m->eval_targets = (int *)xmalloc(NF * sizeof(int));
         m->eval_losses = (float *)xmalloc(NF * sizeof(float));
         m->eval_row = (float *)xmalloc((size_t)V * sizeof(float));
-        m->eval_out_losses = (float *)xmalloc(NF * sizeof(float));
         m->eval_out_argmax = (int *)xmalloc(NF * sizeof(int));
     }
-    float *losses = m->eval_out_losses;
+    float *losses = m->eval_losses;
     int *argmax = m->eval_out_argmax;
     *losses_out = losses;
     *argmax_out = argmax;
@@ -547,8 +545,10 @@ void gpt2gpu_eval_forward(void *ctx, const int *inputs, const int *targets, int 
     gpt2gpu_zero_losses(m);
     gpt2gpu_forward(m, m->eval_inputs, m->eval_targets, BF, TF, FWD_EVAL, 0.0f);
     gpt2gpu_read_losses(m, m->eval_losses);
-    for (int b = 0; b < B; b++) {
-        memcpy(losses + (size_t)b * T, m->eval_losses + (size_t)b * TF, (size_t)T * sizeof(float));
+    /* rows of TF -> rows of T in place: row b's destination ends at (b+1) T <= (b+1) TF, where the
+     * next source row starts */
+    for (int b = 1; b < B; b++) {
+        memmove(losses + (size_t)b * T, m->eval_losses + (size_t)b * TF, (size_t)T * sizeof(float));
     }
     if (!need_argmax) return;
     for (int b = 0; b < B; b++) {

@@ -82,10 +82,10 @@ typedef struct {
     int *h_inputs, *h_targets, *h_uniq, *h_start, *h_pos;
     int *h_count; /* vocab_size ints of scratch for encoder_buckets */
     /* gpt2gpu_eval_forward's host buffers, allocated on first use: the padded (B, T) batch and its
-     * losses, one logits row, and the caller's (B', T') losses and argmax it returns */
+     * losses (returned compacted to the caller's (B', T') in place), one logits row, and the
+     * argmax it returns */
     int *eval_inputs, *eval_targets;
     float *eval_losses, *eval_row;
-    float *eval_out_losses;
     int *eval_out_argmax;
     float *h_scalars;
     cudaEvent_t upload_done;
