@@ -731,6 +731,19 @@ def build_model(model_arg, prism=None, prism_unchecked=False, seed=42, flags=0,
     return GPT(cfg, seed=seed)
 
 
+@torch.no_grad()
+def scale_qk(model, factor):
+    """Multiply the query and key rows of every standard layer's qkv weight (mha, lin) by factor,
+    so scores scale by factor^2. For test models only (--qk_scale): at the N(0, 0.02) init the
+    scores are ~0.03, every layer's attention is nearly the same causal average, and a GPU model
+    that reads another layer's saved probabilities or logsumexp passes every check. S-D layers have
+    --sd_init_u for the same purpose. Applied after init, so the written model carries it."""
+    for b in model.blocks:
+        if not b.attn.sd:
+            width = b.attn.n_head * b.attn.head_size
+            b.attn.qkv_w[:2 * width].mul_(np.float32(factor))
+
+
 def _args(argv):
     p = argparse.ArgumentParser(description="PyTorch reference for the C/CUDA GPT-2 trainer.")
     p.add_argument("--model", required=True,
@@ -750,6 +763,8 @@ def _args(argv):
     p.add_argument("--sd_init_u", type=float, default=0.02, help="S-D init: std of U")
     p.add_argument("--lin_prescale", type=int, choices=(0, 1), default=0,
                    help="1: linear layers scale q, k by d^-1/4")
+    p.add_argument("--qk_scale", type=float, default=1.0,
+                   help="test models: multiply the Q and K rows of mha/lin layers' qkv weights after init")
     p.add_argument("--sd_decay_s", type=int, choices=(0, 1), default=0,
                    help="1: AdamW decays the packed S-D skew (debug-state trajectory)")
     p.add_argument("--write_model", default=None, help="write the model here (before any step)")
@@ -781,6 +796,10 @@ def main(argv=None):
                  (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
         model = build_model(args.model, args.prism, args.prism_unchecked, args.seed, flags,
                             args.sd_init_s, args.sd_init_theta, args.sd_init_u)
+        if args.qk_scale != 1.0:
+            if os.path.isfile(args.model) or args.model.endswith(".bin"):
+                raise ValueError("--qk_scale applies to a new model (a descriptor), not to a checkpoint")
+            scale_qk(model, args.qk_scale)
         cfg = model.config
         print(f"model: {cfg.describe()}")
         if args.T > cfg.block_size and (args.debug_state or args.eval_loss):

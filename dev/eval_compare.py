@@ -77,6 +77,20 @@ class OneLineParser(argparse.ArgumentParser):
         die(message)
 
 
+def first_correct(path, task, n):
+    """Correct answers among the first n examples of task in a -scores file, by the evaluators'
+    rules: a choice task takes the option with the lowest mean loss, the first on a tie (acc_norm,
+    what the trainer's -h 1 reports); a greedy task counts the examples whose every completion
+    token was the argmax. None when the file holds fewer than n examples of the task. (What
+    dev/gpu_check.sh and test/test_gpt2cu_host.sh compare with the trainer's in-training count.)"""
+    rows = {k: v for k, v in read_scores(path)[task].items() if k[0] < n}
+    if len({k[0] for k in rows}) != n:
+        return None
+    if all(k[1] == 0 for k in rows):  # greedy: one row per example
+        return sum(v[4] for v in rows.values())
+    return sum(p[1] == p[2] for p in predictions(rows).values())
+
+
 def main(argv=None):
     ap = OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("reference")

@@ -20,7 +20,9 @@
 #      12 that only the own kernels serve, with parameter tensors at 8-byte offsets; the layer
 #      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
 #      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
-#      attention own, auto, and flash (Prism, explicit sizes, S-D without LayerNorm), plus -r 2 -ge 2
+#      attention own, auto, and flash (Prism, explicit sizes, S-D without LayerNorm), plus -r 2 -ge 2,
+#      and a model with sharp attention (--qk_scale 10) on auto, own and flash; the same checks
+#      run on the CPU through test/host_cuda (make test), so a failure here is the GPU's own
 #   5. dev/cuda checks with timings: attention (own, cuDNN, flash), the S-D fold and the linear
 #      attention, head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
@@ -157,6 +159,7 @@ printf '2x20 3x12 4x16*2\n' > "$ST/odd.txt"
 printf '4:sd 4:sdlin 4:lin 4\n' > "$ST/kinds.txt"
 printf '4:sd*2 4:sdlin 4:lin\n' > "$ST/sd_noln.txt"
 printf '2x24:sd 2x24:sd 4x8:sdlin 4x16\n' > "$ST/sd_explicit.txt"
+printf '2 4:sd 4:lin 4\n' > "$ST/sharp.txt"   # with --qk_scale: attention far from uniform
 VAL=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
 [ -f "$VAL" ] && VALARG="--data $VAL" || VALARG=
 state() {  # name, extra args; never past the deadline (timeout 0 would mean no limit)
@@ -167,12 +170,13 @@ state() {  # name, extra args; never past the deadline (timeout 0 would mean no 
   timeout "$l" "$PY" train_gpt2.py --model tiny $2 --write_model "$ST/$1.bin" --debug_state "$ST/${1}_state.bin" \
     > "$OUTDIR/state_$1.log" 2>&1
 }
-STATE_NAMES=(uniform prism explicit odd kinds sd_noln sd_explicit)
+STATE_NAMES=(uniform prism explicit odd kinds sd_noln sd_explicit sharp)
 ( state uniform "--B 4 --T 32"; state prism "--prism $ST/prism.txt --B 2 --T 64"
   state explicit "--prism $ST/explicit.txt --B 4 --T 32"; state odd "--prism $ST/odd.txt --B 4 --T 32"
   state kinds "--prism $ST/kinds.txt --B 4 --T 32"
   state sd_noln "--prism $ST/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0.5 --sd_init_u 0.3 --sd_decay_s 1 --B 2 --T 64 $VALARG"
-  state sd_explicit "--prism $ST/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_theta 0.5 --B 4 --T 32" ) &
+  state sd_explicit "--prism $ST/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_theta 0.5 --B 4 --T 32"
+  state sharp "--prism $ST/sharp.txt --qk_scale 10 --sd_init_u 0.2 --B 2 --T 64 $VALARG" ) &
 STATES_PID=$!
 
 log "== 3. build for sm_$CC_GPU (USE_CUDNN=$USE_CUDNN)"
@@ -235,6 +239,11 @@ tg sd_explicit auto
 tg prism flash  # the own tiled kernels (-attn flash): d 64, 32, 16
 tg explicit flash   # d 96, 48, 16
 tg sd_noln flash "-r 2 -ge 2"
+# sharp attention (scores ~1 instead of ~0.03): a layer that reads another layer's saved
+# probabilities or logsumexp fails here, not at the near-uniform init (test/host_cuda measured it)
+tg sharp auto
+tg sharp own
+tg sharp flash "-r 1 -ge 1"
 
 # ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
@@ -326,22 +335,10 @@ done
 
 # ---------------------------------------------------------------------------------------------
 # correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules
-# (dev/eval_compare.py's reader and predictions): a choice task takes the option with the lowest
-# mean loss, the first on a tie (acc_norm, what the trainer's -h 1 reports); a greedy task counts
-# the examples whose every completion token was the argmax
+# (dev/eval_compare.py first_correct); empty when the file has fewer examples
 first_correct() {  # tsv task n
-  "$PY" - "$@" <<'EOF' 2>/dev/null
-import sys
-sys.path.insert(0, "dev")
-from eval_compare import predictions, read_scores
-path, task, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rows = {k: v for k, v in read_scores(path)[task].items() if k[0] < n}
-if all(k[1] == 0 for k in rows):  # greedy: one row per example
-    correct = sum(v[4] for v in rows.values())
-else:
-    correct = sum(p[1] == p[2] for p in predictions(rows).values())
-print(correct if len({k[0] for k in rows}) == n else "")
-EOF
+  "$PY" -c 'import sys; sys.path.insert(0, "dev"); from eval_compare import first_correct as f
+r = f(sys.argv[1], sys.argv[2], int(sys.argv[3])); print("" if r is None else r)' "$@" 2>/dev/null
 }
 log "== 7. evals on the GPU: a short TinyShakespeare run with -h 1 -ht hellaswag,lambada, then eval_gpt2cu vs eval_gpt2"
 TS=dev/data/tinyshakespeare

@@ -48,23 +48,15 @@ static void check_aligned(const void *p, const char *name) {
     if ((uintptr_t)p % 16 != 0) llmc_die("flash attention: %s is not 16-byte aligned (the kernels load 8 bf16 at once)", name);
 }
 
-/* The arguments of one layer's call; dies with the reason when the shape cannot run (the path
- * selection has asked the same question: this only guards direct callers). */
+/* The arguments of one layer's call (gpu_host.h flash_args_init); dies with the reason when the
+ * shape cannot run. */
 static FlashArgs flash_args(const floatX *qkv, int B, int T, int h, int d, const GpuCtx *ctx) {
     char why[256];
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
     FlashArgs a;
-    memset(&a, 0, sizeof(a));
-    a.BLK = flash_path_supports(&env, d, why, sizeof(why));
-    if (a.BLK == 0) llmc_die("flash attention: %s", why);
-    if (ceil_div((size_t)T, 32) > 65535) llmc_die("flash attention: T = %d: more than 65535 tiles", T);
+    if (!flash_args_init(&a, reinterpret_cast<const uint16_t *>(qkv), B, T, h, d, &env, why, sizeof(why)))
+        llmc_die("flash attention: %s", why);
     check_aligned(qkv, "qkv");
-    a.qkv = reinterpret_cast<const uint16_t *>(qkv);
-    a.B = B;
-    a.T = T;
-    a.h = h;
-    a.d = d;
-    a.scale = 1.0f / sqrtf((float)d); /* the own path's and the CPU reference's expression */
     return a;
 }
 

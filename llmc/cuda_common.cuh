@@ -118,6 +118,7 @@ __device__ __forceinline__ void store128(T *p, const Pack128<T> &x) {
     *reinterpret_cast<int4 *>(p) = *reinterpret_cast<const int4 *>(&x);
 }
 
+#ifdef __CUDACC__ /* warp collectives: device code only (test/host_cuda compiles the host side alone) */
 __device__ __forceinline__ float warp_sum(float x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
@@ -165,5 +166,6 @@ __device__ __forceinline__ SoftmaxAcc warp_softmax_acc(SoftmaxAcc a) {
     }
     return a;
 }
+#endif /* __CUDACC__ */
 
 #endif /* LLMC_CUDA_COMMON_CUH */

@@ -8,6 +8,7 @@
  *   cudnn_sdpa_supports        can cuDNN's flash attention run a causal bf16 head of size d here?
  *                              (FORMATS.md 15.2 support matrix, 15.3 version pitfalls)
  *   flash_path_supports        can the own tiled kernels (llmc/flash_attention.h) run it here?
+ *   flash_args_init            their arguments for one layer's call
  *   attn_select_paths          one path per layer for -attn auto|cudnn|own|flash, or a one-line error;
  *                              softmax layers (mha, sd) by head size, linear layers (lin, sdlin)
  *                              always on the linear scan
@@ -85,6 +86,28 @@ static inline int flash_path_supports(const AttnEnv *env, int d, char *why, size
         return 0;
     }
     return flash_choose(d, env->smem_optin, why, cap);
+}
+
+/* The FlashArgs of one layer's call on qkv (B, T, 3 h d): tile rows, shape and the scale 1/sqrt(d)
+ * (the own path's and the CPU reference's expression); the output pointers are the caller's. 0 with
+ * the reason when the kernels cannot run it (the path selection asks flash_path_supports first, so
+ * this guards direct callers). Shared by llmc/attention_flash.cu and test/host_cuda. */
+static inline int flash_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T, int h, int d, const AttnEnv *env,
+                                  char *why, size_t cap) {
+    memset(a, 0, sizeof(*a));
+    a->BLK = flash_path_supports(env, d, why, cap);
+    if (a->BLK == 0) return 0;
+    if ((T + 31) / 32 > 65535) { /* the grid's y dimension counts the tiles */
+        snprintf(why, cap, "T = %d: more than 65535 tiles", T);
+        return 0;
+    }
+    a->qkv = qkv;
+    a->B = B;
+    a->T = T;
+    a->h = h;
+    a->d = d;
+    a->scale = 1.0f / sqrtf((float)d);
+    return a->BLK;
 }
 
 /*

@@ -42,31 +42,10 @@ __global__ void __launch_bounds__(LINSCAN_THREADS) lin_scan_kernel(LinScanArgs a
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-typedef struct {
-    int B, T, h, d;
-    float c;
-    LinScanShape shape;
-    float *qf, *kf, *vf, *dn, *out, *Z, *dg; /* views of the scratch */
-} LinLayer;
-
 static LinLayer lin_layer(float *scratch, int B, int T, int h, int d, int prescale, const GpuCtx *ctx) {
     LinLayer L;
-    L.B = B;
-    L.T = T;
-    L.h = h;
-    L.d = d;
-    L.c = prescale ? powf((float)d, -0.25f) : 1.0f; /* the CPU reference's expression */
-    if (!lin_scan_choose(d, ctx->smem_optin, &L.shape)) {
+    if (!lin_layer_init(&L, scratch, B, T, h, d, prescale, ctx->smem_optin))
         llmc_die("linear attention: head size %d does not fit this GPU's shared memory (%zu bytes)", d, ctx->smem_optin);
-    }
-    const size_t n = (size_t)B * T * h * d, rows = (size_t)B * T * h;
-    L.qf = scratch;
-    L.kf = scratch + n;
-    L.vf = scratch + 2 * n;
-    L.dn = scratch + 3 * n;
-    L.out = scratch + 4 * n;
-    L.Z = scratch + 5 * n;
-    L.dg = L.Z + rows;
     return L;
 }
 

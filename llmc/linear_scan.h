@@ -28,6 +28,7 @@
  *   LinScanArgs, lin_scan_smem_floats, LinScanShape, lin_scan_choose (host: CH, TY for a d and a
  *   shared-memory limit), lin_scan_block (one block: one sequence, one output tile)
  *   lin_scratch_floats   fp32 scratch of one layer's forward/backward (q~, k~, v, dn, out, dg)
+ *   LinLayer, lin_layer_init   one layer's call: shape, prescale, scan shape, views of the scratch
  *   lin_split_element, lin_dout_row, lin_merge_element   the elementwise steps around the scans
  */
 #ifndef LLMC_LINEAR_SCAN_H
@@ -203,6 +204,35 @@ static inline LLMC_HD void lin_scan_block(const LinScanArgs *a, size_t seq, int 
  * T. With the recomputed o the error is the output's own bf16 rounding. */
 static inline size_t lin_scratch_floats(size_t N, int h, int d) {
     return 5 * N * (size_t)h * (size_t)d + 2 * N * (size_t)h;
+}
+
+/* One layer's call: its shape, the feature prescale c (d^-1/4 with prescale, else 1: the CPU
+ * reference's expression), the scan shape for the shared-memory limit, and the views of the
+ * scratch: q~, k~, v, dn, out (B h T d each), Z and dg (B h T each). lin_layer_init returns 0 when
+ * no scan shape fits. Shared by llmc/linear_attention.cu and test/host_cuda. */
+typedef struct {
+    int B, T, h, d;
+    float c;
+    LinScanShape shape;
+    float *qf, *kf, *vf, *dn, *out, *Z, *dg;
+} LinLayer;
+
+static inline int lin_layer_init(LinLayer *L, float *scratch, int B, int T, int h, int d, int prescale,
+                                 size_t smem_limit) {
+    const size_t n = (size_t)B * T * h * d, rows = (size_t)B * T * h;
+    L->B = B;
+    L->T = T;
+    L->h = h;
+    L->d = d;
+    L->c = prescale ? powf((float)d, -0.25f) : 1.0f;
+    L->qf = scratch;
+    L->kf = scratch + n;
+    L->vf = scratch + 2 * n;
+    L->dn = scratch + 3 * n;
+    L->out = scratch + 4 * n;
+    L->Z = scratch + 5 * n;
+    L->dg = L->Z + rows;
+    return lin_scan_choose(d, smem_limit, &L->shape);
 }
 
 static inline LLMC_HD void lin_head_index(size_t e, int T, int h, int d, size_t *row, size_t *col) {

@@ -13,8 +13,13 @@
 #include "gpu_host.h"
 #include "gpu_kernels.cuh"
 #include "matmul.cuh"
+#include "matmul_problem.h"
 
 #define LT_WORKSPACE_BYTES (32u << 20)
+
+/* LLMC_HOST_CUDA (test/host_cuda): the GPU context and lt_matmul come from the CPU backend; only
+ * the mapping below (matmul_forward, matmul_backward) is compiled. */
+#ifndef LLMC_HOST_CUDA
 
 void gpu_ctx_init(GpuCtx *ctx, int device) {
     memset(ctx, 0, sizeof(*ctx));
@@ -59,42 +64,6 @@ void gpu_ctx_free(GpuCtx *ctx) {
 static uint32_t operand_alignment(const void *p, int64_t ld) {
     uint64_t a = (uint64_t)(uintptr_t)p | (uint64_t)(ld * (int64_t)sizeof(floatX)) | 256u;
     return (uint32_t)(a & (~a + 1)); /* lowest set bit */
-}
-
-typedef struct {
-    bool trans_a, trans_b;
-    uint64_t m, n, k;      /* D is m x n */
-    const floatX *A;       /* op(A) is m x k */
-    int64_t lda;
-    const floatX *B;       /* op(B) is k x n */
-    int64_t ldb;
-    floatX *D;             /* also C when accumulate */
-    int64_t ldd;
-    bool accumulate;       /* beta = 1 */
-    cublasLtEpilogue_t epilogue;
-    const floatX *bias;    /* for *_BIAS epilogues */
-    const floatX *aux;     /* GELU_AUX output / DGELU input */
-    int64_t ld_aux;
-} LtMatmul;
-
-/* D = op(A) op(B) with no epilogue; the callers add bias, aux and accumulation. */
-static LtMatmul lt_problem(bool trans_a, bool trans_b, uint64_t m, uint64_t n, uint64_t k, const floatX *A,
-                           int64_t lda, const floatX *B, int64_t ldb, floatX *D, int64_t ldd) {
-    LtMatmul mm;
-    memset(&mm, 0, sizeof(mm));
-    mm.trans_a = trans_a;
-    mm.trans_b = trans_b;
-    mm.m = m;
-    mm.n = n;
-    mm.k = k;
-    mm.A = A;
-    mm.lda = lda;
-    mm.B = B;
-    mm.ldb = ldb;
-    mm.D = D;
-    mm.ldd = ldd;
-    mm.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    return mm;
 }
 
 /* The algorithms of the problems seen so far, slot by slot with the keys (gpu_host.h). */
@@ -180,7 +149,7 @@ static cublasLtMatmulAlgo_t lt_algo(const LtMatmul *mm, cublasLtMatmulDesc_t des
     return algo;
 }
 
-static void lt_matmul(const LtMatmul *mm, const GpuCtx *ctx) {
+void lt_matmul(const LtMatmul *mm, const GpuCtx *ctx) {
     cublasLtMatmulDesc_t desc;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t ta = mm->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -220,6 +189,7 @@ static void lt_matmul(const LtMatmul *mm, const GpuCtx *ctx) {
     cublasLtMatrixLayoutDestroy(ld);
     cublasLtMatmulDescDestroy(desc);
 }
+#endif /* LLMC_HOST_CUDA */
 
 /* The bias epilogue needs a 16-byte aligned bias: cuBLASLt's alignment preferences cover A, B, C,
  * D only, so the heuristic may pick a kernel that assumes it, which then faults with "misaligned

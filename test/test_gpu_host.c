@@ -158,6 +158,17 @@ static void test_flash_paths(void) {
     ok &= memcmp(pf.n, pc.n, sizeof(pf.n)) == 0 && memcmp(pf.stats_off, pc.stats_off, sizeof(pf.stats_off)) == 0;
     CHECK(ok, "flash layers: the cuDNN plan plus D scratch of B x max h_l x T (h 6 of layers 2-3, not 12 of "
               "the cuDNN layers)");
+    /* one call's arguments: shape, scale, tiles; the grid's 65535-tile limit */
+    FlashArgs fa;
+    const uint16_t qkv = 0;
+    ok = flash_args_init(&fa, &qkv, 2, 1024, 6, 64, &h200, err, sizeof(err)) == 64 && fa.BLK == 64 && fa.B == 2 &&
+         fa.T == 1024 && fa.h == 6 && fa.d == 64 && fa.qkv == &qkv && fa.scale == 0.125f && fa.o == NULL;
+    CHECK(ok, "flash_args_init: d 64 on an H200: 64-row tiles, scale 1/8, the shape, no outputs set");
+    ok = !flash_args_init(&fa, &qkv, 1, 32 * 65535 + 1, 1, 64, &h200, err, sizeof(err)) && strstr(err, "65535");
+    CHECK(ok && flash_args_init(&fa, &qkv, 1, 32 * 65535, 1, 64, &h200, err, sizeof(err)),
+          "flash_args_init: T = 32 x 65535 + 1 refused (%s), 32 x 65535 accepted", err);
+    ok = !flash_args_init(&fa, &qkv, 1, 64, 1, 64, &t4, err, sizeof(err)) && strstr(err, "SM 8.0");
+    CHECK(ok, "flash_args_init on SM 7.5: %s", err);
 }
 
 /* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as
@@ -543,6 +554,20 @@ static void test_kind_plan(void) {
     CHECK(p.n[ACT_SDDL] == 2 * 24 * 24, "dL scratch: max h d^2 = %zu", p.n[ACT_SDDL]);
     CHECK(p.n[ACT_LIN_SCRATCH] == lin_scratch_floats(N, 2, 24) && lin_scratch_floats(N, 2, 24) == 5 * N * 48 + 2 * N * 2,
           "linear scratch: the widest linear layer (sdlin 2x24): 5 N A + 2 N h = %zu", p.n[ACT_LIN_SCRATCH]);
+    { /* one layer's views tile its scratch exactly: five B h T d blocks, then Z and dg (B h T each) */
+        LinLayer L;
+        float *base = (float *)xmalloc(lin_scratch_floats(N, 2, 24) * sizeof(float));
+        const size_t n = N * 48, rows = N * 2;
+        const int fits = lin_layer_init(&L, base, B, T, 2, 24, 1, 232448);
+        int views = L.qf == base && L.kf == base + n && L.vf == base + 2 * n && L.dn == base + 3 * n &&
+                    L.out == base + 4 * n && L.Z == base + 5 * n && L.dg == base + 5 * n + rows &&
+                    L.dg + rows == base + lin_scratch_floats(N, 2, 24);
+        CHECK(fits && views && L.c == powf(24.0f, -0.25f) && L.shape.CH > 0,
+              "lin_layer_init: views tile lin_scratch_floats exactly, prescale d^-1/4, a scan shape");
+        CHECK(!lin_layer_init(&L, base, B, T, 2, 24, 0, 1024) && L.c == 1.0f,
+              "lin_layer_init: no scan shape in 1 KiB of shared memory; c = 1 without prescale");
+        free(base);
+    }
     CHECK(p.att_off[3] == 0 && p.att_off[4] == p.n[ACT_ATT] && p.stats_off[3] == act_round_up((size_t)B * 2 * T) &&
               p.n[ACT_STATS] == act_round_up((size_t)B * 2 * T) + act_round_up((size_t)B * 4 * T),
           "linear layers have no probabilities or softmax statistics (layer 0 sd d 24 and layer 3 on cuDNN)");

@@ -1,0 +1,36 @@
+# mk/host_cuda.mk: the GPU trainer's host code on the CPU (test/host_cuda/README.md).
+#
+#   build/test_gpt2cu_host    test/test_gpt2.cu           \  llmc/gpt2_gpu.cu, llmc/matmul.cu's mapping,
+#   build/train_gpt2cu_host   train_gpt2.cu                > the single-process multi-GPU layer and the
+#   build/eval_gpt2cu_host    eval_gpt2.cu                /  cuDNN stub, compiled by the host compiler
+# linked with test/host_cuda/kernels_host.cpp (every launcher on the CPU) and cudart_host.cpp (the
+# CUDA runtime calls on host memory) instead of the CUDA kernels, cuBLAS(Lt) and libcudart. The
+# toolkit's headers are needed (cuda_runtime_api.h, cuda_bf16.h, cublasLt.h), no GPU and no CUDA
+# library. Run by test/test_gpt2cu_host.sh (make test).
+
+HOST_CUDA_DIR = build/host_cuda
+HOST_CUDA_FLAGS = $(HOST_CXXFLAGS) -fopenmp -DLLMC_HOST_CUDA
+HOST_CUDA_OBJS = $(addprefix $(HOST_CUDA_DIR)/,gpt2_gpu.o matmul.o multi_gpu.o cudnn_att.o kernels_host.o cudart_host.o)
+
+$(HOST_CUDA_DIR)/%.o: llmc/%.cu $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
+$(HOST_CUDA_DIR)/%.o: llmc/%.cpp $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
+$(HOST_CUDA_DIR)/%.o: test/host_cuda/%.cpp $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
+$(HOST_CUDA_DIR)/main_%.o: %.cu $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
+$(HOST_CUDA_DIR)/main_test_gpt2.o: test/test_gpt2.cu $(GPU_HEADERS) $(TEST_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
+
+build/%cu_host: $(HOST_CUDA_DIR)/main_%.o $(HOST_CUDA_OBJS)
+	$(CXX_HOST) -fopenmp $^ -lm -o $@
+
+TEST_BINS += build/test_gpt2cu_host build/train_gpt2cu_host build/eval_gpt2cu_host
+# keep the objects (pattern-rule intermediates) so that a rebuild compiles only what changed
+.SECONDARY: $(HOST_CUDA_OBJS) $(addprefix $(HOST_CUDA_DIR)/main_,test_gpt2.o train_gpt2.o eval_gpt2.o)

@@ -1,0 +1,567 @@
+/*
+ * test/host_cuda/kernels_host.cpp: every launcher the GPU model calls (llmc/gpu_kernels.cuh,
+ * attention_own.cuh, attention_flash.cuh, sd_gpu.cuh, linear_attention.cuh) and the cuBLASLt
+ * problem runner lt_matmul (llmc/matmul_problem.h), executed on the CPU, plus the GPU context.
+ * With test/host_cuda/cudart_host.cpp this lets llmc/gpt2_gpu.cu, llmc/matmul.cu's row-major to
+ * column-major mapping, train_gpt2.cu and test/test_gpt2.cu run unchanged on a machine without a
+ * GPU (test/host_cuda/README.md says what that checks and what it cannot).
+ *
+ * Each launcher does what its header promises, in fp32 arithmetic on bf16 storage, rounding
+ * where the CUDA kernel stores bf16 (once per stored value; reductions in another order than
+ * the GPU's, so results agree with the GPU's to rounding, not bit for bit). Three kinds run the
+ * device code itself: the flash attention, S-D fold and linear-scan launchers call the block
+ * routines of llmc/flash_attention.h, sd_fold.h and linear_scan.h block by block with one
+ * thread, in the launch order of their .cu files (as test/test_flash_emul.c and
+ * test/test_gpu_emul.c do). Matmuls go through matmul.cu's own mapping into LtMatmul problems
+ * and lt_matmul below runs them with cuBLASLt's column-major semantics and epilogues
+ * (D = op(A) op(B) [+ C] [+ bias], GELU_AUX, DGELU), so a wrong transpose or leading dimension
+ * in matmul.cu shows up here as it would on a GPU.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../llmc/attention_flash.cuh"
+#include "../../llmc/attention_own.cuh"
+#include "../../llmc/flash_attention.h"
+#include "../../llmc/gpu_host.h"
+#include "../../llmc/gpu_kernels.cuh"
+#include "../../llmc/linear_attention.cuh"
+#include "../../llmc/linear_scan.h"
+#include "../../llmc/matmul.cuh"
+#include "../../llmc/matmul_problem.h"
+#include "../../llmc/sd_fold.h"
+#include "../../llmc/sd_gpu.cuh"
+
+/* bf16 element i of a floatX buffer, widened; and the round-to-nearest-even store */
+static inline float ld(const floatX *p, size_t i) { return bf16_to_f32(reinterpret_cast<const uint16_t *>(p)[i]); }
+static inline void st(floatX *p, size_t i, float x) { reinterpret_cast<uint16_t *>(p)[i] = f32_to_bf16(x); }
+static inline uint16_t *raw(floatX *p) { return reinterpret_cast<uint16_t *>(p); }
+static inline const uint16_t *raw(const floatX *p) { return reinterpret_cast<const uint16_t *>(p); }
+
+/* ----------------------------------------------------------------------------------------------
+ * The context: what gpu_ctx_init reads from the device properties, as an H100/H200 reports it
+ * (SM 9.0, 132 SMs, 227 KiB of opt-in shared memory), so that path choices and shared-memory
+ * shapes are those of the GPU the project targets. No stream or handles. */
+void gpu_ctx_init(GpuCtx *ctx, int device) {
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->device = device;
+    ctx->sm = 90;
+    ctx->sm_count = 132;
+    ctx->smem_optin = 227 * 1024;
+    ctx->total_mem = (size_t)64 << 30;
+    snprintf(ctx->name, sizeof(ctx->name), "host emulation (CPU, no GPU; test/host_cuda)");
+}
+
+void gpu_ctx_free(GpuCtx *ctx) { memset(ctx, 0, sizeof(*ctx)); }
+
+void gpu_allow_smem(const void *, size_t bytes, size_t *memo) {
+    if (bytes > *memo) *memo = bytes;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * cuBLASLt problems (llmc/matmul_problem.h): column-major, element (i, j) of D at D[i + j ldd];
+ * op(A)(i, p) = A[p + i lda] when transposed, else A[i + p lda]; likewise B. fp32 sums of bf16
+ * products, C = D read before the product when accumulating, one rounding of the result. */
+static inline float gelu_f(float x) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+static inline float gelu_grad_f(float x) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    const float th = tanhf(u);
+    const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+/* op(X) of a column-major bf16 operand as a dense fp32 (rows x inner) row-major copy: row r holds
+ * op(X)(r, 0 .. inner) for A (rows = m), or op(X)(0 .. inner, r) for B (rows = n). */
+static float *widen_op(const floatX *X, int64_t ld_, bool trans, int64_t rows, int64_t inner, bool is_a) {
+    float *w = (float *)xmalloc((size_t)(rows * inner) * sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t p = 0; p < inner; p++) {
+            /* A: op(A)(r, p) = trans ? A[p + r ld] : A[r + p ld];  B: op(B)(p, r) = trans ? B[r + p ld] : B[p + r ld] */
+            const int64_t idx = is_a ? (trans ? p + r * ld_ : r + p * ld_) : (trans ? r + p * ld_ : p + r * ld_);
+            w[r * inner + p] = ld(X, (size_t)idx);
+        }
+    return w;
+}
+
+void lt_matmul(const LtMatmul *mm, const GpuCtx *) {
+    const int64_t M = (int64_t)mm->m, Nn = (int64_t)mm->n, K = (int64_t)mm->k;
+    const cublasLtEpilogue_t ep = mm->epilogue;
+    const bool bias = ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const bool gelu = ep == CUBLASLT_EPILOGUE_GELU_AUX || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const bool dgelu = ep == CUBLASLT_EPILOGUE_DGELU;
+    if (!(ep == CUBLASLT_EPILOGUE_DEFAULT || bias || gelu || dgelu))
+        llmc_die("host lt_matmul: epilogue %d is not emulated", (int)ep);
+    if (bias && mm->bias == NULL) llmc_die("host lt_matmul: a bias epilogue without a bias pointer");
+    if ((gelu || dgelu) && mm->aux == NULL) llmc_die("host lt_matmul: a GELU epilogue without an aux pointer");
+    float *a = widen_op(mm->A, mm->lda, mm->trans_a, M, K, true);
+    float *b = widen_op(mm->B, mm->ldb, mm->trans_b, Nn, K, false);
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < Nn; j++) {
+        const float *bj = b + j * K;
+        for (int64_t i = 0; i < M; i++) {
+            const float *ai = a + i * K;
+            float part[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* 8 independent sums: the loop vectorizes */
+            int64_t p = 0;
+            for (; p + 8 <= K; p += 8)
+                for (int u = 0; u < 8; u++) part[u] += ai[p + u] * bj[p + u];
+            float x = 0.0f;
+            for (; p < K; p++) x += ai[p] * bj[p];
+            for (int u = 0; u < 8; u++) x += part[u];
+            const size_t di = (size_t)(i + j * mm->ldd);
+            if (mm->accumulate) x += ld(mm->D, di);
+            if (bias) x += ld(mm->bias, (size_t)i);
+            if (gelu) {
+                st(const_cast<floatX *>(mm->aux), (size_t)(i + j * mm->ld_aux), x);
+                x = gelu_f(x);
+            }
+            if (dgelu) x *= gelu_grad_f(ld(mm->aux, (size_t)(i + j * mm->ld_aux)));
+            st(mm->D, di, x);
+        }
+    }
+    free(a);
+    free(b);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Encoder */
+void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const floatX *wpe, int B, int T, int C,
+                     cudaStream_t) {
+    for (size_t bt = 0; bt < (size_t)B * T; bt++)
+        for (int c = 0; c < C; c++)
+            st(out, bt * C + c, ld(wte, (size_t)tokens[bt] * C + c) + ld(wpe, (bt % T) * C + c));
+}
+
+void encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int *uniq, const int *start,
+                      const int *pos, int U, int B, int T, int C, cudaStream_t) {
+    float *acc = (float *)xmalloc((size_t)C * sizeof(float));
+    for (int u = 0; u < U; u++) {
+        memset(acc, 0, (size_t)C * sizeof(float));
+        for (int p = start[u]; p < start[u + 1]; p++)
+            for (int c = 0; c < C; c++) acc[c] += ld(dout, (size_t)pos[p] * C + c);
+        for (int c = 0; c < C; c++) st(dwte, (size_t)uniq[u] * C + c, ld(dwte, (size_t)uniq[u] * C + c) + acc[c]);
+    }
+    for (size_t i = 0; i < (size_t)T * C; i++) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) s += ld(dout, (size_t)b * T * C + i);
+        st(dwpe, i, ld(dwpe, i) + s);
+    }
+    free(acc);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * LayerNorm (eps 1e-5): statistics of the bf16 row in fp32, stored fp32; outputs rounded. */
+static void ln_row(floatX *out, float *mean, float *rstd, const floatX *x, const floatX *w, const floatX *b, int C) {
+    float mu = 0.0f, var = 0.0f;
+    for (int c = 0; c < C; c++) mu += ld(x, c);
+    mu /= (float)C;
+    for (int c = 0; c < C; c++) var += (ld(x, c) - mu) * (ld(x, c) - mu);
+    const float rs = 1.0f / sqrtf(var / (float)C + 1e-5f);
+    for (int c = 0; c < C; c++) st(out, c, (ld(x, c) - mu) * rs * ld(w, c) + ld(b, c));
+    *mean = mu;
+    *rstd = rs;
+}
+
+void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w, const floatX *b,
+                       size_t N, int C, cudaStream_t) {
+    for (size_t r = 0; r < N; r++) ln_row(out + r * C, mean + r, rstd + r, inp + r * C, w, b, C);
+}
+
+void fused_residual_layernorm_forward(floatX *residual, floatX *out, float *mean, float *rstd, const floatX *a,
+                                      const floatX *b, const floatX *w, const floatX *bias, size_t N, int C,
+                                      cudaStream_t) {
+    for (size_t r = 0; r < N; r++) {
+        for (int c = 0; c < C; c++) st(residual, r * C + c, ld(a, r * C + c) + ld(b, r * C + c));
+        ln_row(out + r * C, mean + r, rstd + r, residual + r * C, w, bias, C);
+    }
+}
+
+void layernorm_apply(floatX *out, const floatX *inp, const float *mean, const float *rstd, const floatX *w,
+                     const floatX *b, size_t N, int C, cudaStream_t) {
+    for (size_t r = 0; r < N; r++)
+        for (int c = 0; c < C; c++)
+            st(out, r * C + c, (ld(inp, r * C + c) - mean[r]) * rstd[r] * ld(w, c) + ld(b, c));
+}
+
+size_t colsum_scratch_floats(size_t N, int width) { return 2 * ceil_div(N, 128) * (size_t)width; }
+
+/* grad (width) += sum over rows of dout; with inp: grad2 += sum dout * xhat (LayerNorm weight) */
+static void colsum(floatX *grad, floatX *grad2, const floatX *dout, const floatX *inp, const float *mean,
+                   const float *rstd, size_t N, int width) {
+    for (int c = 0; c < width; c++) {
+        float s = 0.0f, s2 = 0.0f;
+        for (size_t r = 0; r < N; r++) {
+            const float d = ld(dout, r * width + c);
+            s += d;
+            if (grad2 != NULL) s2 += d * (ld(inp, r * width + c) - mean[r]) * rstd[r];
+        }
+        st(grad, c, ld(grad, c) + s);
+        if (grad2 != NULL) st(grad2, c, ld(grad2, c) + s2);
+    }
+}
+
+void bias_backward(floatX *db, const floatX *dout, float *, size_t N, int OC, cudaStream_t) {
+    colsum(db, NULL, dout, NULL, NULL, NULL, N, OC);
+}
+
+void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *, const floatX *dout, const floatX *inp,
+                        const floatX *w, const float *mean, const float *rstd, size_t N, int C, cudaStream_t) {
+    colsum(db, dw, dout, inp, mean, rstd, N, C);
+    for (size_t r = 0; r < N; r++) {
+        const float mu = mean[r], rs = rstd[r];
+        float gsum = 0.0f, gxsum = 0.0f;
+        for (int c = 0; c < C; c++) {
+            const float g = ld(dout, r * C + c) * ld(w, c);
+            gsum += g;
+            gxsum += g * (ld(inp, r * C + c) - mu) * rs;
+        }
+        gsum /= (float)C;
+        gxsum /= (float)C;
+        for (int c = 0; c < C; c++) {
+            const float xhat = (ld(inp, r * C + c) - mu) * rs;
+            const float dx = rs * (ld(dout, r * C + c) * ld(w, c) - gsum - xhat * gxsum);
+            st(dinp, r * C + c, ld(dinp, r * C + c) + dx);
+        }
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Element-wise */
+void gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t) {
+    for (size_t i = 0; i < n; i++) st(out, i, gelu_f(ld(inp, i)));
+}
+
+void gelu_backward_inplace(floatX *d, const floatX *inp, size_t n, cudaStream_t) {
+    for (size_t i = 0; i < n; i++) st(d, i, ld(d, i) * gelu_grad_f(ld(inp, i)));
+}
+
+void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t) {
+    for (size_t i = 0; i < n; i++) st(out, i, ld(a, i) + ld(b, i));
+}
+
+void residual_accumulate(floatX *d, const floatX *x, size_t n, cudaStream_t s) { residual_forward(d, d, x, n, s); }
+
+void add_bias(floatX *out, const floatX *bias, size_t N, int OC, cudaStream_t) {
+    for (size_t i = 0; i < N * (size_t)OC; i++) st(out, i, ld(out, i) + ld(bias, i % (size_t)OC));
+}
+
+void cast_f32_to_bf16(floatX *dst, const float *src, size_t n, cudaStream_t) {
+    for (size_t i = 0; i < n; i++) st(dst, i, src[i]);
+}
+
+void cast_bf16_to_f32(float *dst, const floatX *src, size_t n, cudaStream_t) {
+    for (size_t i = 0; i < n; i++) dst[i] = ld(src, i);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Classifier, optimizer, norm */
+void fused_classifier(floatX *logits, float *losses_acc, const int *targets, float dloss, size_t N, int V, int Vp,
+                      bool write_dlogits, cudaStream_t) {
+#pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < N; r++) {
+        floatX *z = logits + r * (size_t)Vp;
+        const int target = targets[r];
+        float m = -INFINITY, s = 0.0f;
+        for (int v = 0; v < V; v++) m = fmaxf(m, ld(z, v));
+        for (int v = 0; v < V; v++) s += expf(ld(z, v) - m);
+        const float lse = m + logf(s);
+        if (target >= 0) losses_acc[r] += lse - ld(z, target);
+        if (write_dlogits)
+            for (int v = 0; v < Vp; v++)
+                st(z, v, v < V ? (expf(ld(z, v) - lse) - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f);
+    }
+}
+
+/* the kernel's expression order (gpu_kernels.cu adamw_kernel, FORMATS.md 11) and its stochastic
+ * rounding, bit for bit: the same bits from (seed, global index) */
+void adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, size_t global_off,
+                  size_t shard_off, size_t count, const AdamWArgs *a, cudaStream_t) {
+    for (size_t i = 0; i < count; i++) {
+        const size_t gi = global_off + i, si = shard_off + i;
+        const float g = ld(grads, gi) * a->grad_scale;
+        const float mi = a->beta1 * m[si] + (1.0f - a->beta1) * g;
+        const float vi = a->beta2 * v[si] + (1.0f - a->beta2) * g * g;
+        m[si] = mi;
+        v[si] = vi;
+        const float mhat = mi / a->bias_corr1, vhat = vi / a->bias_corr2;
+        float p = master != NULL ? master[si] : ld(params, gi);
+        p -= a->lr * (mhat / (sqrtf(vhat) + a->eps) + a->weight_decay * p);
+        if (master != NULL) master[si] = p;
+        raw(params)[gi] = sr_bf16_bits(p, sr_hash(a->seed, (uint64_t)gi));
+    }
+}
+
+void norm_squared_partial(float *partials, const floatX *g, size_t n, cudaStream_t) {
+    for (int b = 0; b < NORM_BLOCKS; b++) partials[b] = 0.0f;
+    for (size_t i = 0; i < n; i++) partials[i % NORM_BLOCKS] += ld(g, i) * ld(g, i);
+}
+
+void sum_partials(float *out, const float *partials, size_t count, bool accumulate, cudaStream_t) {
+    float s = 0.0f;
+    for (size_t i = 0; i < count; i++) s += partials[i];
+    out[0] = (accumulate ? out[0] : 0.0f) + s;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Own softmax attention (attention_own.cu): scores, P, P V and every gradient product stored
+ * bf16 as the cuBLAS calls and softmax kernels store them; att (B, h, T, T) holds P with zeros
+ * above the diagonal, as the backward reads it. */
+static inline size_t qkv_at(int b, int t, int T, size_t A3, size_t col) { return ((size_t)b * T + t) * A3 + col; }
+
+void attention_own_forward(floatX *out, floatX *att, floatX *, const floatX *qkv, int B, int T, int h, int d,
+                           const GpuCtx *) {
+    const size_t A = (size_t)h * d, A3 = 3 * A;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *p = (float *)xmalloc((size_t)T * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < h; k++) {
+            floatX *P = att + ((size_t)b * h + k) * T * T;
+            for (int t = 0; t < T; t++) {
+                float m = -INFINITY;
+                for (int j = 0; j <= t; j++) {
+                    float s = 0.0f;
+                    for (int i = 0; i < d; i++)
+                        s += ld(qkv, qkv_at(b, t, T, A3, k * d + i)) * ld(qkv, qkv_at(b, j, T, A3, A + k * d + i));
+                    p[j] = scale * bf16_to_f32(f32_to_bf16(s)); /* the bf16 score matrix */
+                    m = fmaxf(m, p[j]);
+                }
+                float sum = 0.0f;
+                for (int j = 0; j <= t; j++) sum += expf(p[j] - m);
+                for (int j = 0; j < T; j++) st(P, (size_t)t * T + j, j <= t ? expf(p[j] - m) / sum : 0.0f);
+                for (int i = 0; i < d; i++) {
+                    float o = 0.0f;
+                    for (int j = 0; j <= t; j++) o += ld(P, (size_t)t * T + j) * ld(qkv, qkv_at(b, j, T, A3, 2 * A + k * d + i));
+                    st(out, ((size_t)b * T + t) * A + k * d + i, o);
+                }
+            }
+        }
+    free(p);
+}
+
+void attention_own_backward(floatX *dqkv, floatX *, floatX *, const floatX *dout, const floatX *qkv,
+                            const floatX *att, int B, int T, int h, int d, const GpuCtx *) {
+    const size_t A = (size_t)h * d, A3 = 3 * A;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *dS = (float *)xmalloc((size_t)T * T * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < h; k++) {
+            const floatX *P = att + ((size_t)b * h + k) * T * T;
+            const size_t q0 = k * d, k0 = A + k * d, v0 = 2 * A + k * d;
+            for (int t = 0; t < T; t++) { /* dP = dO v^T (bf16), then dS = scale P (dP - P.dP) (bf16) */
+                float dot = 0.0f;
+                for (int j = 0; j <= t; j++) {
+                    float s = 0.0f;
+                    for (int i = 0; i < d; i++)
+                        s += ld(dout, ((size_t)b * T + t) * A + k * d + i) * ld(qkv, qkv_at(b, j, T, A3, v0 + i));
+                    dS[(size_t)t * T + j] = bf16_to_f32(f32_to_bf16(s));
+                    dot += ld(P, (size_t)t * T + j) * dS[(size_t)t * T + j];
+                }
+                for (int j = 0; j <= t; j++)
+                    dS[(size_t)t * T + j] = bf16_to_f32(f32_to_bf16(scale * ld(P, (size_t)t * T + j) * (dS[(size_t)t * T + j] - dot)));
+            }
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < d; i++) {
+                    float dq = 0.0f, dk = 0.0f, dv = 0.0f;
+                    for (int j = 0; j <= t; j++) dq += dS[(size_t)t * T + j] * ld(qkv, qkv_at(b, j, T, A3, k0 + i));
+                    for (int s = t; s < T; s++) { /* key t gets every later query s */
+                        dk += dS[(size_t)s * T + t] * ld(qkv, qkv_at(b, s, T, A3, q0 + i));
+                        dv += ld(P, (size_t)s * T + t) * ld(dout, ((size_t)b * T + s) * A + k * d + i);
+                    }
+                    st(dqkv, qkv_at(b, t, T, A3, q0 + i), dq);
+                    st(dqkv, qkv_at(b, t, T, A3, k0 + i), dk);
+                    st(dqkv, qkv_at(b, t, T, A3, v0 + i), dv);
+                }
+        }
+    free(dS);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Flash attention: llmc/flash_attention.h's block routines over attention_flash.cu's grids. */
+static FlashArgs flash_host_args(const floatX *qkv, int B, int T, int h, int d, const GpuCtx *ctx) {
+    char why[256];
+    const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
+    FlashArgs a;
+    if (!flash_args_init(&a, raw(qkv), B, T, h, d, &env, why, sizeof(why))) llmc_die("flash attention: %s", why);
+    return a;
+}
+
+void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
+                             const GpuCtx *ctx) {
+    FlashArgs a = flash_host_args(qkv, B, T, h, d, ctx);
+    a.o = raw(out);
+    a.lse = lse;
+    const size_t bytes = flash_smem_max(a.BLK, d);
+    char *smem = (char *)xmalloc(bytes);
+    const int tiles = (int)ceil_div((size_t)T, (size_t)a.BLK);
+    for (int bh = 0; bh < B * h; bh++)
+        for (int t = 0; t < tiles; t++) {
+            memset(smem, 0xff, bytes); /* NaN: a read before a write shows */
+            flash_fwd_block(&a, t, bh, smem, 0, 1);
+        }
+    free(smem);
+}
+
+void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
+                              const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
+    FlashArgs a = flash_host_args(qkv, B, T, h, d, ctx);
+    a.out = raw(out);
+    a.dout = raw(dout);
+    a.lse = const_cast<float *>(lse);
+    a.dqkv = raw(dqkv);
+    a.D = D;
+    for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
+    const size_t bytes = flash_smem_max(a.BLK, d);
+    char *smem = (char *)xmalloc(bytes);
+    const int tiles = (int)ceil_div((size_t)T, (size_t)a.BLK);
+    for (int bh = 0; bh < B * h; bh++)
+        for (int t = 0; t < tiles; t++) {
+            memset(smem, 0xff, bytes);
+            flash_dkdv_block(&a, t, bh, smem, 0, 1);
+        }
+    for (int bh = 0; bh < B * h; bh++)
+        for (int t = 0; t < tiles; t++) {
+            memset(smem, 0xff, bytes);
+            flash_dq_block(&a, t, bh, smem, 0, 1);
+        }
+    free(smem);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * S-D fold: llmc/sd_fold.h's routines over sd_gpu.cu's grids; dL by cuBLAS's column-major
+ * strided-batched semantics from sd_dl_gemm_desc (fp32 output). */
+void copy_columns(floatX *dst, size_t ldd, const floatX *src, size_t lds, size_t N, int width, cudaStream_t) {
+    for (size_t r = 0; r < N; r++) memcpy(dst + r * ldd, src + r * lds, (size_t)width * sizeof(floatX));
+}
+
+void sd_gpu_scatter_uv(floatX *qkv, const floatX *uv, size_t N, int A, cudaStream_t s) {
+    copy_columns(qkv, 3 * (size_t)A, uv, 2 * (size_t)A, N, A, s);
+    copy_columns(qkv + 2 * (size_t)A, 3 * (size_t)A, uv + A, 2 * (size_t)A, N, A, s);
+}
+
+void sd_gpu_build_generator(float *L, const floatX *skew, const floatX *theta, int h, int d, int scalar_d, int sign,
+                            cudaStream_t) {
+    for (int k = 0; k < h; k++)
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < d; j++)
+                L[((size_t)k * d + i) * d + j] = sd_generator_element(raw(skew), raw(theta), k, i, j, d, scalar_d, sign);
+}
+
+static void rowmat_host(floatX *Y, size_t ldy, const floatX *X, size_t ldx, const floatX *Add, size_t ldadd,
+                        const float *M, size_t N, int h, int d, int transpose) {
+    SdRowmat p;
+    p.Y = raw(Y);
+    p.ldy = ldy;
+    p.X = raw(X);
+    p.ldx = ldx;
+    p.Add = Add != NULL ? raw(Add) : NULL;
+    p.ldadd = ldadd;
+    p.M = M;
+    p.N = N;
+    p.d = d;
+    p.transpose = transpose;
+    float *sm = (float *)xmalloc(sd_rowmat_smem_floats() * sizeof(float));
+    for (int k = 0; k < h; k++)
+        for (size_t ab = 0; ab < ceil_div((size_t)d, SD_TA); ab++)
+            for (size_t rb = 0; rb < ceil_div(N, SD_TR); rb++) sd_rowmat_block(&p, rb, (int)ab, k, 0, 1, sm);
+    free(sm);
+}
+
+void sd_gpu_fold_forward(floatX *qkv, const float *L, size_t N, int h, int d, cudaStream_t) {
+    const size_t A = (size_t)h * d;
+    rowmat_host(qkv + A, 3 * A, qkv, 3 * A, NULL, 0, L, N, h, d, 0);
+}
+
+void sd_gpu_fold_backward(floatX *duv, float *dL, const floatX *dqkv, const floatX *qkv, const float *L, size_t N,
+                          int h, int d, const GpuCtx *ctx) {
+    const size_t A = (size_t)h * d;
+    rowmat_host(duv, 2 * A, dqkv + A, 3 * A, dqkv, 3 * A, L, N, h, d, 1);
+    copy_columns(duv + A, 2 * A, dqkv + 2 * A, 3 * A, N, (int)A, ctx->stream);
+    const GemmDesc g = sd_dl_gemm_desc(N, h, d);
+    const floatX *Am = qkv, *Bm = dqkv + A;
+    for (int b = 0; b < g.batch; b++)
+        for (int j = 0; j < g.n; j++)
+            for (int i = 0; i < g.m; i++) {
+                float s = 0.0f;
+                for (int p = 0; p < g.k; p++) {
+                    const float a = g.transa ? ld(Am, b * g.strideA + p + (long long)i * g.lda) : ld(Am, b * g.strideA + i + (long long)p * g.lda);
+                    const float x = g.transb ? ld(Bm, b * g.strideB + j + (long long)p * g.ldb) : ld(Bm, b * g.strideB + p + (long long)j * g.ldb);
+                    s += a * x;
+                }
+                dL[b * g.strideC + i + (long long)j * g.ldc] = s;
+            }
+}
+
+void sd_gpu_params_backward(floatX *dskew, floatX *dtheta, const float *dL, const floatX *theta, int h, int d,
+                            int scalar_d, int sign, cudaStream_t) {
+    for (int k = 0; k < h; k++)
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < d; j++)
+                sd_params_backward_element(raw(dskew), raw(dtheta), dL, raw(theta), k, i, j, d, scalar_d, sign);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Linear attention: llmc/linear_scan.h's routines in linear_attention.cu's launch order. */
+static LinLayer lin_host(float *scratch, int B, int T, int h, int d, int prescale, const GpuCtx *ctx) {
+    LinLayer L;
+    if (!lin_layer_init(&L, scratch, B, T, h, d, prescale, ctx->smem_optin))
+        llmc_die("linear attention: head size %d does not fit", d);
+    return L;
+}
+
+static void lin_scan_host(const LinLayer *L, const float *X, const float *K, const float *Y, const float *xs,
+                          float xs_c, const float *ks, float ks_c, float *den, int reverse) {
+    LinScanArgs a;
+    memset(&a, 0, sizeof(a));
+    a.X = X; a.K = K; a.Y = Y; a.xs = xs; a.ks = ks; a.xs_c = xs_c; a.ks_c = ks_c;
+    a.out = L->out; a.den = den; a.T = L->T; a.dx = L->d; a.dy = L->d; a.CH = L->shape.CH; a.TY = L->shape.TY;
+    a.reverse = reverse;
+    float *sm = (float *)xmalloc(lin_scan_smem_floats(L->d, L->shape.CH, L->shape.TY) * sizeof(float));
+    for (size_t s = 0; s < (size_t)L->B * L->h; s++)
+        for (size_t t = 0; t < ceil_div((size_t)L->d, (size_t)L->shape.TY); t++) lin_scan_block(&a, s, (int)t, 0, 1, sm);
+    free(sm);
+}
+
+static void lin_split_host(const LinLayer *L, const floatX *qkv) {
+    for (size_t e = 0; e < (size_t)L->B * L->T * L->h * L->d; e++)
+        lin_split_element(L->qf, L->kf, L->vf, raw(qkv), e, L->T, L->h, L->d, L->c);
+}
+
+static void lin_merge_host(const LinLayer *L, floatX *dst, size_t ld_, size_t col0, const float *phi) {
+    for (size_t e = 0; e < (size_t)L->B * L->T * L->h * L->d; e++)
+        lin_merge_element(raw(dst), ld_, col0, L->out, phi, L->c, e, L->T, L->h, L->d);
+}
+
+int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
+    LinScanShape s;
+    if (d >= 1 && lin_scan_choose(d, ctx->smem_optin, &s)) return 1;
+    snprintf(why, cap, "head size %d does not fit the scan's shared memory", d);
+    return 0;
+}
+
+void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, int B, int T, int h, int d, int prescale,
+                              const GpuCtx *ctx) {
+    const LinLayer L = lin_host(scratch, B, T, h, d, prescale, ctx);
+    lin_split_host(&L, qkv);
+    lin_scan_host(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0);
+    lin_merge_host(&L, out, (size_t)h * d, 0, NULL);
+}
+
+void linear_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, int B, int T, int h,
+                               int d, int prescale, const GpuCtx *ctx) {
+    const LinLayer L = lin_host(scratch, B, T, h, d, prescale, ctx);
+    const size_t A = (size_t)h * d;
+    lin_split_host(&L, qkv);
+    lin_scan_host(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0);
+    for (size_t r = 0; r < (size_t)B * h * T; r++) lin_dout_row(L.dn, L.dg, raw(dout), L.out, L.Z, r, T, h, d);
+    lin_scan_host(&L, L.dn, L.vf, L.kf, L.dg, 0.0f, NULL, 1.0f, NULL, 0); /* dq~ */
+    lin_merge_host(&L, dqkv, 3 * A, 0, L.qf);
+    lin_scan_host(&L, L.vf, L.dn, L.qf, NULL, 1.0f, L.dg, 0.0f, NULL, 1); /* dk~ */
+    lin_merge_host(&L, dqkv, 3 * A, A, L.kf);
+    lin_scan_host(&L, L.kf, L.qf, L.dn, NULL, 0.0f, NULL, 0.0f, NULL, 1); /* dv */
+    lin_merge_host(&L, dqkv, 3 * A, 2 * A, NULL);
+}
