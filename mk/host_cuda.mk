@@ -31,6 +31,27 @@ $(HOST_CUDA_DIR)/main_test_gpt2.o: test/test_gpt2.cu $(GPU_HEADERS) $(TEST_HEADE
 build/%cu_host: $(HOST_CUDA_DIR)/main_%.o $(HOST_CUDA_OBJS)
 	$(CXX_HOST) -fopenmp $^ -lm -o $@
 
-TEST_BINS += build/test_gpt2cu_host build/train_gpt2cu_host build/eval_gpt2cu_host
+# several processes: multi_gpu.cpp's NCCL variant (rendezvous over -pi fs / tcp) with the NCCL calls
+# of test/host_cuda/nccl_host.cpp (a shared file per communicator); needs only the toolkit's nccl.h
+$(HOST_CUDA_DIR)/multi_gpu_nccl.o: llmc/multi_gpu.cpp $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -DMULTI_GPU -I$(NCCL_HOME)/include -c $< -o $@
+$(HOST_CUDA_DIR)/nccl_host.o: test/host_cuda/nccl_host.cpp
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -I$(NCCL_HOME)/include -c $< -o $@
+build/train_gpt2cu_host_mg: $(HOST_CUDA_DIR)/main_train_gpt2.o $(filter-out %/multi_gpu.o,$(HOST_CUDA_OBJS)) \
+                            $(HOST_CUDA_DIR)/multi_gpu_nccl.o $(HOST_CUDA_DIR)/nccl_host.o
+	$(CXX_HOST) -fopenmp $^ -lm -lpthread -o $@
+
+# the same with MPI as the rendezvous (mpirun -np 2), as the default GPU build links it
+$(HOST_CUDA_DIR)/multi_gpu_mpi.o: llmc/multi_gpu.cpp $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -DMULTI_GPU -DUSE_MPI -I$(NCCL_HOME)/include $(MPI_CFLAGS) -c $< -o $@
+build/train_gpt2cu_host_mpi: $(HOST_CUDA_DIR)/main_train_gpt2.o $(filter-out %/multi_gpu.o,$(HOST_CUDA_OBJS)) \
+                             $(HOST_CUDA_DIR)/multi_gpu_mpi.o $(HOST_CUDA_DIR)/nccl_host.o
+	$(CXX_HOST) -fopenmp $^ $(MPI_LDFLAGS) -lm -lpthread -o $@
+
+TEST_BINS += build/test_gpt2cu_host build/train_gpt2cu_host build/eval_gpt2cu_host build/train_gpt2cu_host_mg \
+             build/train_gpt2cu_host_mpi
 # keep the objects (pattern-rule intermediates) so that a rebuild compiles only what changed
-.SECONDARY: $(HOST_CUDA_OBJS) $(addprefix $(HOST_CUDA_DIR)/main_,test_gpt2.o train_gpt2.o eval_gpt2.o)
+.SECONDARY: $(HOST_CUDA_OBJS) $(addprefix $(HOST_CUDA_DIR)/,multi_gpu_nccl.o multi_gpu_mpi.o nccl_host.o) $(addprefix $(HOST_CUDA_DIR)/main_,test_gpt2.o train_gpt2.o eval_gpt2.o)

@@ -49,6 +49,12 @@ cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t)
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int) {
+    *stream = NULL; /* every call is synchronous: one implicit stream */
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 
 /* an event is the time it was recorded (ms, heap-allocated) */
