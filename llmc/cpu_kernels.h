@@ -32,7 +32,7 @@
 #include <omp.h>
 #endif
 
-#include "gpu_shared.h" /* softplusf, sigmoidf, elu1f, elu1_gradf: shared with the device routines */
+#include "gpu_shared.h" /* softplusf, sigmoidf, elu1f, elu1_gradf, gelu_tanhf: shared with the device routines */
 #include "utils.h"
 
 /* ----------------------------------------------------------------------------------------------
@@ -268,27 +268,16 @@ static inline void layernorm_backward(float *dx, float *dw, float *db, const flo
 }
 
 /* ----------------------------------------------------------------------------------------------
- * GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
+ * GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gpu_shared.h
+ * gelu_tanhf and its derivative gelu_tanh_gradf: the GPU kernels' formulas). */
 static inline void gelu_forward(float *out, const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i];
-        out[i] = 0.5f * v * (1.0f + tanhf(GELU_K * (v + 0.044715f * v * v * v)));
-    }
+    for (size_t i = 0; i < n; i++) out[i] = gelu_tanhf(x[i]);
 }
 
 static inline void gelu_backward(float *dx, const float *x, const float *dout, size_t n) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i];
-        const float u = GELU_K * (v + 0.044715f * v * v * v);
-        const float th = tanhf(u);
-        const float sech2 = 1.0f - th * th;
-        const float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = dout[i] * (0.5f * (1.0f + th) + 0.5f * v * sech2 * du);
-    }
+    for (size_t i = 0; i < n; i++) dx[i] = dout[i] * gelu_tanh_gradf(x[i]);
 }
 
 static inline void residual_forward(float *out, const float *a, const float *b, size_t n) {

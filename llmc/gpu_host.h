@@ -28,6 +28,7 @@
  *                              GPU in a fixed order (deterministic, no atomics)
  *   sr_hash / sr_bf16_bits     the stochastic rounding of fp32 master weights to bf16 (LLMC_HD:
  *                              the same code runs in the AdamW kernel and in the CPU test)
+ *   AdamWArgs, adamw_element   one parameter's AdamW update (LLMC_HD: the kernel's body)
  *
  * Nothing here touches CUDA; every size is size_t because B*h*T*T and 3*B*T*C pass 2^31 for
  * realistic runs (FORMATS.md 18 #2).
@@ -609,6 +610,29 @@ static inline LLMC_HD uint16_t sr_bf16_bits(float x, uint32_t rnd) {
     const uint32_t r = u + (rnd & 0xffffu);
     if ((r & 0x7f800000u) == 0x7f800000u) return (uint16_t)(u >> 16); /* would round to inf */
     return (uint16_t)(r >> 16);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * AdamW (FORMATS.md 11), one parameter, in the CPU model's expression order (gpt2_cpu.h
+ * gpt2_update):
+ *   g = s grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
+ * p is the fp32 master (or the bf16 parameter widened); returns the new bf16 parameter, p rounded
+ * stochastically with bits from (seed, global index gi). The AdamW kernel (llmc/gpu_kernels.cu)
+ * and test/host_cuda run this. */
+typedef struct {
+    float lr, beta1, beta2, eps, weight_decay, grad_scale;
+    float bias_corr1, bias_corr2; /* 1 - beta^t */
+    uint32_t seed;                /* stochastic rounding seed of this tensor */
+} AdamWArgs;
+
+static inline LLMC_HD uint16_t adamw_element(const AdamWArgs *a, float grad, float *m, float *v, float *p,
+                                             uint64_t gi) {
+    const float g = grad * a->grad_scale;
+    *m = a->beta1 * *m + (1.0f - a->beta1) * g;
+    *v = a->beta2 * *v + (1.0f - a->beta2) * g * g;
+    const float mhat = *m / a->bias_corr1, vhat = *v / a->bias_corr2;
+    *p -= a->lr * (mhat / (sqrtf(vhat) + a->eps) + a->weight_decay * *p);
+    return sr_bf16_bits(*p, sr_hash(a->seed, gi));
 }
 
 /* bf16 checkpoints: checkpoint_write_bf16 (the GPU trainer's writer) and the readers are in

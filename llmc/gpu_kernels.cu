@@ -342,26 +342,13 @@ void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *scratch, co
 }
 
 /* ----------------------------------------------------------------------------------------------
- * GELU, tanh approximation (the CPU model's and GPT-2's). */
-#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
-
-__device__ __forceinline__ float gelu_f(float x) {
-    return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
-}
-
-__device__ __forceinline__ float gelu_grad_f(float x) {
-    const float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-    const float th = tanhf(u);
-    const float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
-}
-
+ * GELU, tanh approximation (gpu_shared.h gelu_tanhf, gelu_tanh_gradf: the CPU model's formula). */
 __global__ void gelu_forward_kernel(floatX *out, const floatX *inp, size_t n) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= n) return;
     const Pack128<floatX> p = load128(inp + i);
     Pack128<floatX> o;
-    for (int k = 0; k < 8; k++) o.v[k] = to_bf(gelu_f(bf(p.v[k])));
+    for (int k = 0; k < 8; k++) o.v[k] = to_bf(gelu_tanhf(bf(p.v[k])));
     store128(out + i, o);
 }
 
@@ -370,7 +357,7 @@ __global__ void gelu_backward_kernel(floatX *d, const floatX *inp, size_t n) {
     if (i >= n) return;
     const Pack128<floatX> p = load128(inp + i);
     Pack128<floatX> g = load128(d + i);
-    for (int k = 0; k < 8; k++) g.v[k] = to_bf(bf(g.v[k]) * gelu_grad_f(bf(p.v[k])));
+    for (int k = 0; k < 8; k++) g.v[k] = to_bf(bf(g.v[k]) * gelu_tanh_gradf(bf(p.v[k])));
     store128(d + i, g);
 }
 
@@ -470,27 +457,18 @@ void fused_classifier(floatX *logits, float *losses_acc, const int *targets, flo
 }
 
 /* ----------------------------------------------------------------------------------------------
- * AdamW (FORMATS.md 11), the CPU model's expression order:
- *   g = s grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
- *   p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
- * p is the fp32 master when there is one, else the bf16 parameter widened; the new bf16
- * parameter is p rounded stochastically with bits from (seed, global index). */
+ * AdamW: gpu_host.h adamw_element per parameter (the CPU model's expression order, stochastic
+ * rounding from (seed, global index)); p is the fp32 master when there is one, else the bf16
+ * parameter widened. */
 __global__ void adamw_kernel(floatX *params, float *master, const floatX *grads, float *m, float *v,
                              size_t global_off, size_t shard_off, size_t count, AdamWArgs a) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
         const size_t gi = global_off + i, si = shard_off + i;
-        const float g = bf(grads[gi]) * a.grad_scale;
-        const float mi = a.beta1 * m[si] + (1.0f - a.beta1) * g;
-        const float vi = a.beta2 * v[si] + (1.0f - a.beta2) * g * g;
-        m[si] = mi;
-        v[si] = vi;
-        const float mhat = mi / a.bias_corr1, vhat = vi / a.bias_corr2;
         float p = master != NULL ? master[si] : bf(params[gi]);
-        p -= a.lr * (mhat / (sqrtf(vhat) + a.eps) + a.weight_decay * p);
-        if (master != NULL) master[si] = p;
         __nv_bfloat16_raw raw;
-        raw.x = sr_bf16_bits(p, sr_hash(a.seed, (uint64_t)gi));
+        raw.x = adamw_element(&a, bf(grads[gi]), &m[si], &v[si], &p, (uint64_t)gi);
+        if (master != NULL) master[si] = p;
         params[gi] = floatX(raw);
     }
 }

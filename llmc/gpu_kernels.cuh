@@ -26,6 +26,7 @@
 #define LLMC_GPU_KERNELS_CUH
 
 #include "cuda_common.cuh"
+#include "gpu_host.h" /* AdamWArgs */
 
 void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const floatX *wpe, int B,
                      int T, int C, cudaStream_t stream);
@@ -70,13 +71,8 @@ void bias_backward(floatX *db, const floatX *dout, float *scratch, size_t N, int
 void fused_classifier(floatX *logits, float *losses_acc, const int *targets, float dloss, size_t N,
                       int V, int Vp, bool write_dlogits, cudaStream_t stream);
 
-/* Parameters of one AdamW call over `count` elements: params/grads at global_off (parameter
- * buffer), m/v/master at shard_off (this rank's optimizer buffers). */
-typedef struct {
-    float lr, beta1, beta2, eps, weight_decay, grad_scale;
-    float bias_corr1, bias_corr2; /* 1 - beta^t */
-    uint32_t seed;                /* stochastic rounding seed of this tensor */
-} AdamWArgs;
+/* One AdamW call over `count` elements (AdamWArgs, adamw_element: llmc/gpu_host.h): params/grads
+ * at global_off (parameter buffer), m/v/master at shard_off (this rank's optimizer buffers). */
 void adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v,
                   size_t global_off, size_t shard_off, size_t count, const AdamWArgs *a,
                   cudaStream_t stream);

@@ -15,6 +15,7 @@
  *   softplusf, sigmoidf   D = softplus(theta) of S-D attention and its derivative (METHODS.md 3.8)
  *   elu1f, elu1_gradf     phi(x) = elu(x) + 1 of linear attention and phi'(x) from phi(x)
  *                      (METHODS.md 3.12)
+ *   gelu_tanhf, gelu_tanh_gradf   GPT-2's GELU (tanh approximation) and its derivative
  *   The scalar formulas are written once here so that the CPU reference (llmc/cpu_kernels.h) and
  *   the device routines compute exactly the same expression.
  *
@@ -70,6 +71,19 @@ static inline LLMC_HD uint16_t f32_to_bf16(float f) {
 #endif
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* GELU, tanh approximation (GPT-2's, the CPU model's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ * and its derivative; the GELU kernels of llmc/gpu_kernels.cu and test/host_cuda run these */
+static inline LLMC_HD float gelu_tanhf(float x) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+static inline LLMC_HD float gelu_tanh_gradf(float x) {
+    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+    const float th = tanhf(u);
+    const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
 }
 
 /* softplus(x) = log(1 + e^x), taken as x above 20 where e^x would lose the 1 anyway */

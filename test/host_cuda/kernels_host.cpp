@@ -63,18 +63,6 @@ void gpu_allow_smem(const void *, size_t bytes, size_t *memo) {
  * cuBLASLt problems (llmc/matmul_problem.h): column-major, element (i, j) of D at D[i + j ldd];
  * op(A)(i, p) = A[p + i lda] when transposed, else A[i + p lda]; likewise B. fp32 sums of bf16
  * products, C = D read before the product when accumulating, one rounding of the result. */
-static inline float gelu_f(float x) {
-    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-}
-
-static inline float gelu_grad_f(float x) {
-    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    const float th = tanhf(u);
-    const float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
-    return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
-}
-
 /* op(X) of a column-major bf16 operand as a dense fp32 (rows x inner) row-major copy: row r holds
  * op(X)(r, 0 .. inner) for A (rows = m), or op(X)(0 .. inner, r) for B (rows = n). */
 static float *widen_op(const floatX *X, int64_t ld_, bool trans, int64_t rows, int64_t inner, bool is_a) {
@@ -118,9 +106,9 @@ void lt_matmul(const LtMatmul *mm, const GpuCtx *) {
             if (bias) x += ld(mm->bias, (size_t)i);
             if (gelu) {
                 st(const_cast<floatX *>(mm->aux), (size_t)(i + j * mm->ld_aux), x);
-                x = gelu_f(x);
+                x = gelu_tanhf(x);
             }
-            if (dgelu) x *= gelu_grad_f(ld(mm->aux, (size_t)(i + j * mm->ld_aux)));
+            if (dgelu) x *= gelu_tanh_gradf(ld(mm->aux, (size_t)(i + j * mm->ld_aux)));
             st(mm->D, di, x);
         }
     }
@@ -233,11 +221,11 @@ void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *, const flo
 /* ----------------------------------------------------------------------------------------------
  * Element-wise */
 void gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t) {
-    for (size_t i = 0; i < n; i++) st(out, i, gelu_f(ld(inp, i)));
+    for (size_t i = 0; i < n; i++) st(out, i, gelu_tanhf(ld(inp, i)));
 }
 
 void gelu_backward_inplace(floatX *d, const floatX *inp, size_t n, cudaStream_t) {
-    for (size_t i = 0; i < n; i++) st(d, i, ld(d, i) * gelu_grad_f(ld(inp, i)));
+    for (size_t i = 0; i < n; i++) st(d, i, ld(d, i) * gelu_tanh_gradf(ld(inp, i)));
 }
 
 void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t) {
@@ -277,22 +265,14 @@ void fused_classifier(floatX *logits, float *losses_acc, const int *targets, flo
     }
 }
 
-/* the kernel's expression order (gpu_kernels.cu adamw_kernel, FORMATS.md 11) and its stochastic
- * rounding, bit for bit: the same bits from (seed, global index) */
+/* the kernel's body (gpu_host.h adamw_element): the same update and rounding bits */
 void adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, size_t global_off,
                   size_t shard_off, size_t count, const AdamWArgs *a, cudaStream_t) {
     for (size_t i = 0; i < count; i++) {
         const size_t gi = global_off + i, si = shard_off + i;
-        const float g = ld(grads, gi) * a->grad_scale;
-        const float mi = a->beta1 * m[si] + (1.0f - a->beta1) * g;
-        const float vi = a->beta2 * v[si] + (1.0f - a->beta2) * g * g;
-        m[si] = mi;
-        v[si] = vi;
-        const float mhat = mi / a->bias_corr1, vhat = vi / a->bias_corr2;
         float p = master != NULL ? master[si] : ld(params, gi);
-        p -= a->lr * (mhat / (sqrtf(vhat) + a->eps) + a->weight_decay * p);
+        raw(params)[gi] = adamw_element(a, ld(grads, gi), &m[si], &v[si], &p, (uint64_t)gi);
         if (master != NULL) master[si] = p;
-        raw(params)[gi] = sr_bf16_bits(p, sr_hash(a->seed, (uint64_t)gi));
     }
 }
 
