@@ -16,6 +16,7 @@
  *   elu1f, elu1_gradf     phi(x) = elu(x) + 1 of linear attention and phi'(x) from phi(x)
  *                      (METHODS.md 3.12)
  *   gelu_tanhf, gelu_tanh_gradf   GPT-2's GELU (tanh approximation) and its derivative
+ *   GemmDesc           a cuBLAS strided-batched GEMM call as data
  *   The scalar formulas are written once here so that the CPU reference (llmc/cpu_kernels.h) and
  *   the device routines compute exactly the same expression.
  *
@@ -72,6 +73,18 @@ static inline LLMC_HD uint16_t f32_to_bf16(float f) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
+
+/* cuBLAS's column-major strided-batched GEMM as data: C_i = op(A_i) op(B_i), A_i = A + i strideA,
+ * ...; op = transpose when trans* is 1; C is m x n, op(A) m x k, op(B) k x n. The CUDA code passes
+ * it to cublasGemmStridedBatchedEx, the CPU tests and test/host_cuda run it with loops, so the
+ * operand mapping of a call is checked without a GPU (llmc/sd_fold.h, llmc/attention_own_seq.h). */
+typedef struct {
+    int transa, transb;
+    int m, n, k;
+    long long lda, ldb, ldc;
+    long long strideA, strideB, strideC;
+    int batch;
+} GemmDesc;
 
 /* GELU, tanh approximation (GPT-2's, the CPU model's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
  * and its derivative; the GELU kernels of llmc/gpu_kernels.cu and test/host_cuda run these */

@@ -1,7 +1,9 @@
 /*
  * llmc/linear_attention.cu: the kernels of the GPU's ELU+1 linear attention (interface and
  * buffers in llmc/linear_attention.cuh). The arithmetic lives in llmc/linear_scan.h, shared with
- * the CPU emulation test (test/test_gpu_emul.c); this file launches it:
+ * the CPU emulation test (test/test_gpu_emul.c), and so is the order of the steps of a layer's
+ * forward and backward (lin_forward_seq, lin_backward_seq, also run by test/host_cuda); this
+ * file supplies the steps as kernels:
  *   split    (B T, 3A) bf16 -> q~, k~, v as (B, h, T, d) fp32, one thread per element
  *   scan     one block per (sequence b h + k, output tile), 256 threads, sequential over chunks
  *   dout     one thread per (sequence, t): dn, dg (a d-long dot product in fixed order)
@@ -49,43 +51,37 @@ static LinLayer lin_layer(float *scratch, int B, int T, int h, int d, int presca
     return L;
 }
 
-static void scan(const LinLayer *L, const float *X, const float *K, const float *Y, const float *xs, float xs_c,
-                 const float *ks, float ks_c, float *den, int reverse, const GpuCtx *ctx) {
-    LinScanArgs a;
-    a.X = X;
-    a.K = K;
-    a.Y = Y;
-    a.xs = xs;
-    a.ks = ks;
-    a.xs_c = xs_c;
-    a.ks_c = ks_c;
-    a.out = L->out;
-    a.den = den;
-    a.T = L->T;
-    a.dx = L->d;
-    a.dy = L->d;
-    a.CH = L->shape.CH;
-    a.TY = L->shape.TY;
-    a.reverse = reverse;
+/* The primitives of the shared sequence (linear_scan.h LinOps) on the trainer's stream. */
+static void scan(void *ctx_, const LinLayer *L, const LinScanArgs *a) {
+    const GpuCtx *ctx = (const GpuCtx *)ctx_;
     const dim3 grid((unsigned)((size_t)L->B * L->h), (unsigned)ceil_div((size_t)L->d, (size_t)L->shape.TY));
     gpu_allow_smem((const void *)lin_scan_kernel, L->shape.smem_bytes, &ctx->lin_scan_smem_set);
-    lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, ctx->stream>>>(a);
+    lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, ctx->stream>>>(*a);
     CUDA_CHECK_LAUNCH();
 }
 
-static void split(const LinLayer *L, const floatX *qkv, cudaStream_t stream) {
+static void split(void *ctx_, const LinLayer *L, const uint16_t *qkv) {
     const size_t n = (size_t)L->B * L->T * L->h * L->d;
-    lin_split_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(L->qf, L->kf, L->vf, reinterpret_cast<const uint16_t *>(qkv),
-                                                     L->B, L->T, L->h, L->d, L->c);
+    lin_split_kernel<<<grid_stride_blocks(n, 256), 256, 0, ((const GpuCtx *)ctx_)->stream>>>(L->qf, L->kf, L->vf, qkv,
+                                                                                          L->B, L->T, L->h, L->d, L->c);
     CUDA_CHECK_LAUNCH();
 }
 
-static void merge(const LinLayer *L, floatX *dst, size_t ld, size_t col0, const float *phi, cudaStream_t stream) {
-    const size_t n = (size_t)L->B * L->T * L->h * L->d;
-    lin_merge_kernel<<<grid_stride_blocks(n, 256), 256, 0, stream>>>(reinterpret_cast<uint16_t *>(dst), ld, col0, L->out, phi, L->c,
-                                                     L->B, L->T, L->h, L->d);
+static void dout_rows(void *ctx_, const LinLayer *L, const uint16_t *dout) {
+    const size_t rows = (size_t)L->B * L->h * L->T;
+    lin_dout_kernel<<<grid_stride_blocks(rows, 256), 256, 0, ((const GpuCtx *)ctx_)->stream>>>(L->dn, L->dg, dout, L->out,
+                                                                                            L->Z, L->B, L->T, L->h, L->d);
     CUDA_CHECK_LAUNCH();
 }
+
+static void merge(void *ctx_, const LinLayer *L, uint16_t *dst, size_t ld, size_t col0, const float *phi) {
+    const size_t n = (size_t)L->B * L->T * L->h * L->d;
+    lin_merge_kernel<<<grid_stride_blocks(n, 256), 256, 0, ((const GpuCtx *)ctx_)->stream>>>(dst, ld, col0, L->out, phi,
+                                                                                          L->c, L->B, L->T, L->h, L->d);
+    CUDA_CHECK_LAUNCH();
+}
+
+static const LinOps CUDA_LIN_OPS = {split, scan, dout_rows, merge};
 
 int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
     LinScanShape s;
@@ -98,26 +94,13 @@ int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) 
 void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, int B, int T, int h, int d,
                               int prescale, const GpuCtx *ctx) {
     const LinLayer L = lin_layer(scratch, B, T, h, d, prescale, ctx);
-    cudaStream_t s = ctx->stream;
-    split(&L, qkv, s);
-    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, ctx);
-    merge(&L, out, (size_t)h * d, 0, NULL, s);
+    lin_forward_seq(&CUDA_LIN_OPS, (void *)ctx, &L, reinterpret_cast<uint16_t *>(out),
+                    reinterpret_cast<const uint16_t *>(qkv));
 }
 
 void linear_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, int B,
                                int T, int h, int d, int prescale, const GpuCtx *ctx) {
     const LinLayer L = lin_layer(scratch, B, T, h, d, prescale, ctx);
-    cudaStream_t s = ctx->stream;
-    const size_t A = (size_t)h * d, rows = (size_t)B * h * T;
-    split(&L, qkv, s);
-    scan(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0, ctx); /* o and Z in fp32 again */
-    lin_dout_kernel<<<grid_stride_blocks(rows, 256), 256, 0, s>>>(L.dn, L.dg, reinterpret_cast<const uint16_t *>(dout),
-                                                                 L.out, L.Z, B, T, h, d);
-    CUDA_CHECK_LAUNCH();
-    scan(&L, L.dn, L.vf, L.kf, L.dg, 0.0f, NULL, 1.0f, NULL, 0, ctx); /* dq~ */
-    merge(&L, dqkv, 3 * A, 0, L.qf, s);
-    scan(&L, L.vf, L.dn, L.qf, NULL, 1.0f, L.dg, 0.0f, NULL, 1, ctx); /* dk~ */
-    merge(&L, dqkv, 3 * A, A, L.kf, s);
-    scan(&L, L.kf, L.qf, L.dn, NULL, 0.0f, NULL, 0.0f, NULL, 1, ctx); /* dv */
-    merge(&L, dqkv, 3 * A, 2 * A, NULL, s);
+    lin_backward_seq(&CUDA_LIN_OPS, (void *)ctx, &L, reinterpret_cast<uint16_t *>(dqkv),
+                     reinterpret_cast<const uint16_t *>(dout), reinterpret_cast<const uint16_t *>(qkv));
 }

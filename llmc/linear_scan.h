@@ -29,6 +29,7 @@
  *   shared-memory limit), lin_scan_block (one block: one sequence, one output tile)
  *   lin_scratch_floats   fp32 scratch of one layer's forward/backward (q~, k~, v, dn, out, dg)
  *   LinLayer, lin_layer_init   one layer's call: shape, prescale, scan shape, views of the scratch
+ *   LinOps, lin_forward_seq, lin_backward_seq   the layer's sequence of those steps (host code)
  *   lin_split_element, lin_dout_row, lin_merge_element   the elementwise steps around the scans
  */
 #ifndef LLMC_LINEAR_SCAN_H
@@ -37,6 +38,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "gpu_shared.h"
 
@@ -276,6 +278,64 @@ static inline LLMC_HD void lin_merge_element(uint16_t *dst, size_t ld, size_t co
     lin_head_index(e, T, h, d, &row, &col);
     const float v = phi != NULL ? src[e] * c * elu1_gradf(phi[e]) : src[e];
     dst[row * ld + col0 + col] = f32_to_bf16(v);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * One layer's forward and backward as a sequence of the steps above, written once and run by
+ * llmc/linear_attention.cu (kernels) and test/host_cuda (CPU loops over the same routines):
+ *   forward   split q~ k~ v; scan with the normalizer Z; merge o into out
+ *   backward  split; the forward scan again (o and Z in fp32); dn, dg from dout; three scans
+ *             dq~ (forward), dk~ (reverse), dv (reverse), each merged into dqkv (with phi' for q, k)
+ * The scans' arguments (which of q~, k~, v, dn plays X, K, Y, their row scalars, the direction)
+ * are METHODS.md 3.12's; LinOps supplies the primitives, ctx is theirs. */
+typedef struct {
+    void (*split)(void *ctx, const LinLayer *L, const uint16_t *qkv);
+    void (*scan)(void *ctx, const LinLayer *L, const LinScanArgs *a);
+    void (*dout)(void *ctx, const LinLayer *L, const uint16_t *dout);
+    void (*merge)(void *ctx, const LinLayer *L, uint16_t *dst, size_t ld, size_t col0, const float *phi);
+} LinOps;
+
+static inline void lin_scan_seq(const LinOps *op, void *ctx, const LinLayer *L, const float *X, const float *K,
+                                const float *Y, const float *xs, float xs_c, const float *ks, float ks_c, float *den,
+                                int reverse) {
+    LinScanArgs a;
+    memset(&a, 0, sizeof(a));
+    a.X = X;
+    a.K = K;
+    a.Y = Y;
+    a.xs = xs;
+    a.ks = ks;
+    a.xs_c = xs_c;
+    a.ks_c = ks_c;
+    a.out = L->out;
+    a.den = den;
+    a.T = L->T;
+    a.dx = L->d;
+    a.dy = L->d;
+    a.CH = L->shape.CH;
+    a.TY = L->shape.TY;
+    a.reverse = reverse;
+    op->scan(ctx, L, &a);
+}
+
+static inline void lin_forward_seq(const LinOps *op, void *ctx, const LinLayer *L, uint16_t *out, const uint16_t *qkv) {
+    op->split(ctx, L, qkv);
+    lin_scan_seq(op, ctx, L, L->qf, L->kf, L->vf, NULL, 0.0f, NULL, 0.0f, L->Z, 0);
+    op->merge(ctx, L, out, (size_t)L->h * L->d, 0, NULL);
+}
+
+static inline void lin_backward_seq(const LinOps *op, void *ctx, const LinLayer *L, uint16_t *dqkv,
+                                    const uint16_t *dout, const uint16_t *qkv) {
+    const size_t A = (size_t)L->h * L->d;
+    op->split(ctx, L, qkv);
+    lin_scan_seq(op, ctx, L, L->qf, L->kf, L->vf, NULL, 0.0f, NULL, 0.0f, L->Z, 0); /* o and Z in fp32 again */
+    op->dout(ctx, L, dout);
+    lin_scan_seq(op, ctx, L, L->dn, L->vf, L->kf, L->dg, 0.0f, NULL, 1.0f, NULL, 0); /* dq~ */
+    op->merge(ctx, L, dqkv, 3 * A, 0, L->qf);
+    lin_scan_seq(op, ctx, L, L->vf, L->dn, L->qf, NULL, 1.0f, L->dg, 0.0f, NULL, 1); /* dk~ */
+    op->merge(ctx, L, dqkv, 3 * A, A, L->kf);
+    lin_scan_seq(op, ctx, L, L->kf, L->qf, L->dn, NULL, 0.0f, NULL, 0.0f, NULL, 1); /* dv */
+    op->merge(ctx, L, dqkv, 3 * A, 2 * A, NULL);
 }
 
 #endif /* LLMC_LINEAR_SCAN_H */

@@ -19,7 +19,7 @@
  *                             dimension in chunks of 32 through shared memory, fp32 accumulators
  *                             in shared memory (any thread count), summed in increasing b
  *   sd_params_backward_element  packed dS / dtheta from dL, accumulated into bf16 gradients
- *   GemmDesc, sd_dl_gemm_desc   the cuBLAS strided-batched call that forms dL, as data, so that
+ *   sd_dl_gemm_desc     the cuBLAS strided-batched call that forms dL, as data, so that
  *                             the CPU test checks the operand mapping the device code passes
  * Every sum has a fixed order; nothing uses atomics.
  */
@@ -151,15 +151,7 @@ static inline LLMC_HD void sd_params_backward_element(uint16_t *dskew, uint16_t 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * cuBLAS's column-major strided-batched GEMM as data: C_i = op(A_i) op(B_i), A_i = A + i
- * strideA, ...; op = transpose when trans* is 1. */
-typedef struct {
-    int transa, transb;
-    int m, n, k;
-    long long lda, ldb, ldc;
-    long long strideA, strideB, strideC;
-    int batch;
-} GemmDesc;
+ * The dL product as a cuBLAS strided-batched call (GemmDesc: llmc/gpu_shared.h). */
 
 /*
  * dL_k = sum_n dK'_n^T U_n (row-major d x d) for every head k at once. A row-major (N, 3A)

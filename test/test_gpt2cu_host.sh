@@ -75,10 +75,10 @@ check "train_gpt2cu_host: 10 steps with checkpoints at 5 and 10" test -f "$dir/A
 ./train_gpt2 "${COMMON[@]}" -o "$dir/CPU" > "$dir/CPU.log" 2>&1
 check "train_gpt2 (CPU fp32) on the same flags" test -f "$dir/CPU/DONE_00000010"
 worst=$(join <(losses "$dir/A.log") <(losses "$dir/CPU.log") | awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n==10) print w}')
-check "step losses of train_gpt2cu_host = train_gpt2 within 5e-3 nats (bf16 vs fp32; worst ${worst:-missing})" near "${worst:-x}" 0 5e-3
+check "step losses of train_gpt2cu_host = train_gpt2 within 5e-3 nats (bf16 vs fp32; worst ${worst:-missing})" near "${worst:-}" 0 5e-3
 # control: the CPU losses one step later differ by more than the tolerance somewhere
 shifted=$(join <(losses "$dir/A.log") <(losses "$dir/CPU.log" | awk '{print $1 - 1, $2}') |
-  awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d} END{print w}')
+  awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n > 0) print w}')
 check "control: against the CPU losses shifted by one step the worst difference ${shifted} > 5e-3" far "$shifted" 0 5e-3
 mkdir -p "$dir/B"
 cp "$dir/A/model_00000005.bin" "$dir/A/state_00000005_00000.bin" "$dir/A/DONE_00000005" "$dir/B/"
@@ -123,7 +123,7 @@ check "a state file per rank at steps 3 and 6" test -f "$dir/MZ1/state_00000003_
 # runs agree closely but not bit for bit (measured 5.2e-5 nats); ZeRO-1 without the all-gather of
 # the updated shards was off by 2.3e-2 at step 2 and 0.16 at step 6
 zw=$(join <(losses "$dir/mg_z0.r0.log") <(losses "$dir/mg_z1.r0.log") | awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n==6) print w}')
-check "step losses of -z 1 = -z 0 within 1e-3 nats (worst ${zw:-missing})" near "${zw:-x}" 0 1e-3
+check "step losses of -z 1 = -z 0 within 1e-3 nats (worst ${zw:-missing})" near "${zw:-}" 0 1e-3
 mkdir -p "$dir/MR"
 cp "$dir/MZ1/model_00000003.bin" "$dir/MZ1/state_00000003_00000.bin" "$dir/MZ1/state_00000003_00001.bin" "$dir/MZ1/DONE_00000003" "$dir/MR/"
 check "2 processes, -z 1, -pi fs, -y 1: both ranks resume" ranks2 "$dir/mg_r" "${MG[@]}" -z 1 -pi fs -pf "$dir/rv" -y 1 -o "$dir/MR"

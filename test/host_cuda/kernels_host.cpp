@@ -11,8 +11,9 @@
  * the GPU's, so results agree with the GPU's to rounding, not bit for bit). Three kinds run the
  * device code itself: the flash attention, S-D fold and linear-scan launchers call the block
  * routines of llmc/flash_attention.h, sd_fold.h and linear_scan.h block by block with one
- * thread, in the launch order of their .cu files (as test/test_flash_emul.c and
- * test/test_gpu_emul.c do). Matmuls go through matmul.cu's own mapping into LtMatmul problems
+ * thread (as test/test_flash_emul.c and test/test_gpu_emul.c do). Two run the .cu files' own
+ * sequence of steps with CPU steps: the own softmax attention (llmc/attention_own_seq.h, its
+ * cuBLAS calls as GemmDescs) and the linear attention (linear_scan.h lin_*_seq). Matmuls go through matmul.cu's own mapping into LtMatmul problems
  * and lt_matmul below runs them with cuBLASLt's column-major semantics and epilogues
  * (D = op(A) op(B) [+ C] [+ bias], GELU_AUX, DGELU), so a wrong transpose or leading dimension
  * in matmul.cu shows up here as it would on a GPU.
@@ -23,6 +24,7 @@
 
 #include "../../llmc/attention_flash.cuh"
 #include "../../llmc/attention_own.cuh"
+#include "../../llmc/attention_own_seq.h"
 #include "../../llmc/flash_attention.h"
 #include "../../llmc/gpu_host.h"
 #include "../../llmc/gpu_kernels.cuh"
@@ -32,12 +34,26 @@
 #include "../../llmc/matmul_problem.h"
 #include "../../llmc/sd_fold.h"
 #include "../../llmc/sd_gpu.cuh"
+#include "host_cuda.h"
 
 /* bf16 element i of a floatX buffer, widened; and the round-to-nearest-even store */
 static inline float ld(const floatX *p, size_t i) { return bf16_to_f32(reinterpret_cast<const uint16_t *>(p)[i]); }
 static inline void st(floatX *p, size_t i, float x) { reinterpret_cast<uint16_t *>(p)[i] = f32_to_bf16(x); }
 static inline uint16_t *raw(floatX *p) { return reinterpret_cast<uint16_t *>(p); }
 static inline const uint16_t *raw(const floatX *p) { return reinterpret_cast<const uint16_t *>(p); }
+
+/* Every launcher first checks its buffers as the GPU would fault on them: n elements of device
+ * memory inside one allocation (host_cuda.h), and 16-byte alignment where the kernel moves 8 bf16
+ * at once (load128 / store128; the flash kernels). */
+template <class T>
+static void dev(const T *p, size_t n, const char *what) {
+    host_cuda_need_device(p, n * sizeof(T), what);
+}
+template <class T>
+static void dev16(const T *p, size_t n, const char *what) {
+    dev(p, n, what);
+    if ((uintptr_t)p % 16 != 0) llmc_die("test/host_cuda: %s at %p is not 16-byte aligned (the kernel loads 8 bf16 at once)", what, (const void *)p);
+}
 
 /* ----------------------------------------------------------------------------------------------
  * The context: what gpu_ctx_init reads from the device properties, as an H100/H200 reports it
@@ -78,6 +94,14 @@ static float *widen_op(const floatX *X, int64_t ld_, bool trans, int64_t rows, i
 }
 
 void lt_matmul(const LtMatmul *mm, const GpuCtx *) {
+    /* stored extents: A is (trans ? k x m : m x k) column-major with ld lda, likewise B; D m x n */
+    const uint64_t acols = mm->trans_a ? mm->m : mm->k, arows = mm->trans_a ? mm->k : mm->m;
+    const uint64_t bcols = mm->trans_b ? mm->k : mm->n, brows = mm->trans_b ? mm->n : mm->k;
+    dev(mm->A, (size_t)((acols - 1) * (uint64_t)mm->lda + arows), "matmul A");
+    dev(mm->B, (size_t)((bcols - 1) * (uint64_t)mm->ldb + brows), "matmul B");
+    dev(mm->D, (size_t)((mm->n - 1) * (uint64_t)mm->ldd + mm->m), "matmul D");
+    if (mm->bias != NULL) dev(mm->bias, (size_t)mm->m, "matmul bias");
+    if (mm->aux != NULL) dev(mm->aux, (size_t)((mm->n - 1) * (uint64_t)mm->ld_aux + mm->m), "matmul GELU aux");
     const int64_t M = (int64_t)mm->m, Nn = (int64_t)mm->n, K = (int64_t)mm->k;
     const cublasLtEpilogue_t ep = mm->epilogue;
     const bool bias = ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
@@ -120,6 +144,9 @@ void lt_matmul(const LtMatmul *mm, const GpuCtx *) {
  * Encoder */
 void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const floatX *wpe, int B, int T, int C,
                      cudaStream_t) {
+    dev16(out, (size_t)B * T * C, "encoder out");
+    dev(tokens, (size_t)B * T, "encoder tokens");
+    dev16(wpe, (size_t)T * C, "wpe");
     for (size_t bt = 0; bt < (size_t)B * T; bt++)
         for (int c = 0; c < C; c++)
             st(out, bt * C + c, ld(wte, (size_t)tokens[bt] * C + c) + ld(wpe, (bt % T) * C + c));
@@ -127,6 +154,9 @@ void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const fl
 
 void encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int *uniq, const int *start,
                       const int *pos, int U, int B, int T, int C, cudaStream_t) {
+    dev16(dwpe, (size_t)T * C, "dwpe");
+    dev16(dout, (size_t)B * T * C, "encoder dout");
+    if (U > 0) dev(pos, (size_t)B * T, "encoder buckets");
     float *acc = (float *)xmalloc((size_t)C * sizeof(float));
     for (int u = 0; u < U; u++) {
         memset(acc, 0, (size_t)C * sizeof(float));
@@ -157,12 +187,24 @@ static void ln_row(floatX *out, float *mean, float *rstd, const floatX *x, const
 
 void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w, const floatX *b,
                        size_t N, int C, cudaStream_t) {
+    dev16(out, N * C, "layernorm out");
+    dev16(inp, N * C, "layernorm inp");
+    dev(mean, N, "layernorm mean");
+    dev(rstd, N, "layernorm rstd");
+    dev(w, (size_t)C, "layernorm w");
+    dev(b, (size_t)C, "layernorm b");
     for (size_t r = 0; r < N; r++) ln_row(out + r * C, mean + r, rstd + r, inp + r * C, w, b, C);
 }
 
 void fused_residual_layernorm_forward(floatX *residual, floatX *out, float *mean, float *rstd, const floatX *a,
                                       const floatX *b, const floatX *w, const floatX *bias, size_t N, int C,
                                       cudaStream_t) {
+    dev16(residual, N * C, "residual");
+    dev16(out, N * C, "layernorm out");
+    dev16(a, N * C, "residual a");
+    dev16(b, N * C, "residual b");
+    dev(mean, N, "layernorm mean");
+    dev(rstd, N, "layernorm rstd");
     for (size_t r = 0; r < N; r++) {
         for (int c = 0; c < C; c++) st(residual, r * C + c, ld(a, r * C + c) + ld(b, r * C + c));
         ln_row(out + r * C, mean + r, rstd + r, residual + r * C, w, bias, C);
@@ -171,6 +213,9 @@ void fused_residual_layernorm_forward(floatX *residual, floatX *out, float *mean
 
 void layernorm_apply(floatX *out, const floatX *inp, const float *mean, const float *rstd, const floatX *w,
                      const floatX *b, size_t N, int C, cudaStream_t) {
+    dev16(out, N * C, "layernorm out");
+    dev16(inp, N * C, "layernorm inp");
+    dev(mean, N, "layernorm mean");
     for (size_t r = 0; r < N; r++)
         for (int c = 0; c < C; c++)
             st(out, r * C + c, (ld(inp, r * C + c) - mean[r]) * rstd[r] * ld(w, c) + ld(b, c));
@@ -194,11 +239,19 @@ static void colsum(floatX *grad, floatX *grad2, const floatX *dout, const floatX
 }
 
 void bias_backward(floatX *db, const floatX *dout, float *, size_t N, int OC, cudaStream_t) {
+    dev(db, (size_t)OC, "bias gradient");
+    dev(dout, N * (size_t)OC, "bias_backward dout");
     colsum(db, NULL, dout, NULL, NULL, NULL, N, OC);
 }
 
 void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *, const floatX *dout, const floatX *inp,
                         const floatX *w, const float *mean, const float *rstd, size_t N, int C, cudaStream_t) {
+    dev16(dinp, N * C, "layernorm dinp");
+    dev16(dout, N * C, "layernorm dout");
+    dev16(inp, N * C, "layernorm inp");
+    dev(dw, (size_t)C, "layernorm dw");
+    dev(db, (size_t)C, "layernorm db");
+    dev(mean, N, "layernorm mean");
     colsum(db, dw, dout, inp, mean, rstd, N, C);
     for (size_t r = 0; r < N; r++) {
         const float mu = mean[r], rs = rstd[r];
@@ -221,28 +274,41 @@ void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *, const flo
 /* ----------------------------------------------------------------------------------------------
  * Element-wise */
 void gelu_forward(floatX *out, const floatX *inp, size_t n, cudaStream_t) {
+    dev16(out, n, "gelu out");
+    dev16(inp, n, "gelu inp");
     for (size_t i = 0; i < n; i++) st(out, i, gelu_tanhf(ld(inp, i)));
 }
 
 void gelu_backward_inplace(floatX *d, const floatX *inp, size_t n, cudaStream_t) {
+    dev16(d, n, "gelu d");
+    dev16(inp, n, "gelu inp");
     for (size_t i = 0; i < n; i++) st(d, i, ld(d, i) * gelu_tanh_gradf(ld(inp, i)));
 }
 
 void residual_forward(floatX *out, const floatX *a, const floatX *b, size_t n, cudaStream_t) {
+    dev16(out, n, "residual out");
+    dev16(a, n, "residual a");
+    dev16(b, n, "residual b");
     for (size_t i = 0; i < n; i++) st(out, i, ld(a, i) + ld(b, i));
 }
 
 void residual_accumulate(floatX *d, const floatX *x, size_t n, cudaStream_t s) { residual_forward(d, d, x, n, s); }
 
 void add_bias(floatX *out, const floatX *bias, size_t N, int OC, cudaStream_t) {
+    dev(out, N * (size_t)OC, "add_bias out");
+    dev(bias, (size_t)OC, "add_bias bias");
     for (size_t i = 0; i < N * (size_t)OC; i++) st(out, i, ld(out, i) + ld(bias, i % (size_t)OC));
 }
 
 void cast_f32_to_bf16(floatX *dst, const float *src, size_t n, cudaStream_t) {
+    dev(dst, n, "cast dst");
+    dev(src, n, "cast src");
     for (size_t i = 0; i < n; i++) st(dst, i, src[i]);
 }
 
 void cast_bf16_to_f32(float *dst, const floatX *src, size_t n, cudaStream_t) {
+    dev(dst, n, "cast dst");
+    dev(src, n, "cast src");
     for (size_t i = 0; i < n; i++) dst[i] = ld(src, i);
 }
 
@@ -250,6 +316,9 @@ void cast_bf16_to_f32(float *dst, const floatX *src, size_t n, cudaStream_t) {
  * Classifier, optimizer, norm */
 void fused_classifier(floatX *logits, float *losses_acc, const int *targets, float dloss, size_t N, int V, int Vp,
                       bool write_dlogits, cudaStream_t) {
+    dev16(logits, N * (size_t)Vp, "logits");
+    dev(losses_acc, N, "losses");
+    dev(targets, N, "targets");
 #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < N; r++) {
         floatX *z = logits + r * (size_t)Vp;
@@ -268,6 +337,11 @@ void fused_classifier(floatX *logits, float *losses_acc, const int *targets, flo
 /* the kernel's body (gpu_host.h adamw_element): the same update and rounding bits */
 void adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, size_t global_off,
                   size_t shard_off, size_t count, const AdamWArgs *a, cudaStream_t) {
+    dev(params, global_off + count, "parameters");
+    dev(grads, global_off + count, "gradients");
+    dev(m, shard_off + count, "AdamW m");
+    dev(v, shard_off + count, "AdamW v");
+    if (master != NULL) dev(master, shard_off + count, "master weights");
     for (size_t i = 0; i < count; i++) {
         const size_t gi = global_off + i, si = shard_off + i;
         float p = master != NULL ? master[si] : ld(params, gi);
@@ -277,87 +351,107 @@ void adamw_update(floatX *params, float *master, const floatX *grads, float *m, 
 }
 
 void norm_squared_partial(float *partials, const floatX *g, size_t n, cudaStream_t) {
+    dev(partials, NORM_BLOCKS, "norm partials");
+    dev(g, n, "norm input");
     for (int b = 0; b < NORM_BLOCKS; b++) partials[b] = 0.0f;
     for (size_t i = 0; i < n; i++) partials[i % NORM_BLOCKS] += ld(g, i) * ld(g, i);
 }
 
 void sum_partials(float *out, const float *partials, size_t count, bool accumulate, cudaStream_t) {
+    dev(partials, count, "partials");
+    dev(out, 1, "sum");
     float s = 0.0f;
     for (size_t i = 0; i < count; i++) s += partials[i];
     out[0] = (accumulate ? out[0] : 0.0f) + s;
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Own softmax attention (attention_own.cu): scores, P, P V and every gradient product stored
- * bf16 as the cuBLAS calls and softmax kernels store them; att (B, h, T, T) holds P with zeros
- * above the diagonal, as the backward reads it. */
-static inline size_t qkv_at(int b, int t, int T, size_t A3, size_t col) { return ((size_t)b * T + t) * A3 + col; }
-
-void attention_own_forward(floatX *out, floatX *att, floatX *, const floatX *qkv, int B, int T, int h, int d,
-                           const GpuCtx *) {
-    const size_t A = (size_t)h * d, A3 = 3 * A;
-    const float scale = 1.0f / sqrtf((float)d);
-    float *p = (float *)xmalloc((size_t)T * sizeof(float));
-    for (int b = 0; b < B; b++)
-        for (int k = 0; k < h; k++) {
-            floatX *P = att + ((size_t)b * h + k) * T * T;
-            for (int t = 0; t < T; t++) {
-                float m = -INFINITY;
-                for (int j = 0; j <= t; j++) {
-                    float s = 0.0f;
-                    for (int i = 0; i < d; i++)
-                        s += ld(qkv, qkv_at(b, t, T, A3, k * d + i)) * ld(qkv, qkv_at(b, j, T, A3, A + k * d + i));
-                    p[j] = scale * bf16_to_f32(f32_to_bf16(s)); /* the bf16 score matrix */
-                    m = fmaxf(m, p[j]);
+ * A GemmDesc (llmc/gpu_shared.h) with cuBLAS's column-major strided-batched semantics on bf16
+ * operands, fp32 sums: into fp32 C (Cf) or bf16 C rounded once (Cb). */
+static void gemm_desc_run(const GemmDesc *g, const floatX *A, const floatX *Bm, float *Cf, floatX *Cb) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < g->batch; b++)
+        for (int j = 0; j < g->n; j++)
+            for (int i = 0; i < g->m; i++) {
+                float s = 0.0f;
+                for (int p = 0; p < g->k; p++) {
+                    const float a = g->transa ? ld(A, b * g->strideA + p + (long long)i * g->lda)
+                                              : ld(A, b * g->strideA + i + (long long)p * g->lda);
+                    const float x = g->transb ? ld(Bm, b * g->strideB + j + (long long)p * g->ldb)
+                                              : ld(Bm, b * g->strideB + p + (long long)j * g->ldb);
+                    s += a * x;
                 }
-                float sum = 0.0f;
-                for (int j = 0; j <= t; j++) sum += expf(p[j] - m);
-                for (int j = 0; j < T; j++) st(P, (size_t)t * T + j, j <= t ? expf(p[j] - m) / sum : 0.0f);
-                for (int i = 0; i < d; i++) {
-                    float o = 0.0f;
-                    for (int j = 0; j <= t; j++) o += ld(P, (size_t)t * T + j) * ld(qkv, qkv_at(b, j, T, A3, 2 * A + k * d + i));
-                    st(out, ((size_t)b * T + t) * A + k * d + i, o);
-                }
+                const size_t c = (size_t)(b * g->strideC + i + (long long)j * g->ldc);
+                if (Cf != NULL) Cf[c] = s;
+                else st(Cb, c, s);
             }
-        }
-    free(p);
 }
 
-void attention_own_backward(floatX *dqkv, floatX *, floatX *, const floatX *dout, const floatX *qkv,
-                            const floatX *att, int B, int T, int h, int d, const GpuCtx *) {
-    const size_t A = (size_t)h * d, A3 = 3 * A;
-    const float scale = 1.0f / sqrtf((float)d);
-    float *dS = (float *)xmalloc((size_t)T * T * sizeof(float));
+/* ----------------------------------------------------------------------------------------------
+ * Own softmax attention: attention_own.cu's sequence (llmc/attention_own_seq.h) with CPU
+ * primitives; the split/merge and softmax loops do what the kernels of attention_own.cu do. */
+static void own_split(const GpuCtx *, floatX *dst, const floatX *src, size_t row_stride, int B, int T, int h, int d) {
     for (int b = 0; b < B; b++)
-        for (int k = 0; k < h; k++) {
-            const floatX *P = att + ((size_t)b * h + k) * T * T;
-            const size_t q0 = k * d, k0 = A + k * d, v0 = 2 * A + k * d;
-            for (int t = 0; t < T; t++) { /* dP = dO v^T (bf16), then dS = scale P (dP - P.dP) (bf16) */
-                float dot = 0.0f;
-                for (int j = 0; j <= t; j++) {
-                    float s = 0.0f;
-                    for (int i = 0; i < d; i++)
-                        s += ld(dout, ((size_t)b * T + t) * A + k * d + i) * ld(qkv, qkv_at(b, j, T, A3, v0 + i));
-                    dS[(size_t)t * T + j] = bf16_to_f32(f32_to_bf16(s));
-                    dot += ld(P, (size_t)t * T + j) * dS[(size_t)t * T + j];
-                }
-                for (int j = 0; j <= t; j++)
-                    dS[(size_t)t * T + j] = bf16_to_f32(f32_to_bf16(scale * ld(P, (size_t)t * T + j) * (dS[(size_t)t * T + j] - dot)));
-            }
+        for (int k = 0; k < h; k++)
             for (int t = 0; t < T; t++)
-                for (int i = 0; i < d; i++) {
-                    float dq = 0.0f, dk = 0.0f, dv = 0.0f;
-                    for (int j = 0; j <= t; j++) dq += dS[(size_t)t * T + j] * ld(qkv, qkv_at(b, j, T, A3, k0 + i));
-                    for (int s = t; s < T; s++) { /* key t gets every later query s */
-                        dk += dS[(size_t)s * T + t] * ld(qkv, qkv_at(b, s, T, A3, q0 + i));
-                        dv += ld(P, (size_t)s * T + t) * ld(dout, ((size_t)b * T + s) * A + k * d + i);
-                    }
-                    st(dqkv, qkv_at(b, t, T, A3, q0 + i), dq);
-                    st(dqkv, qkv_at(b, t, T, A3, k0 + i), dk);
-                    st(dqkv, qkv_at(b, t, T, A3, v0 + i), dv);
-                }
-        }
-    free(dS);
+                memcpy(dst + (((size_t)b * h + k) * T + t) * d, src + ((size_t)b * T + t) * row_stride + (size_t)k * d,
+                       (size_t)d * sizeof(floatX));
+}
+
+static void own_merge(const GpuCtx *, floatX *dst, size_t row_stride, const floatX *src, int B, int T, int h, int d) {
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < h; k++)
+            for (int t = 0; t < T; t++)
+                memcpy(dst + ((size_t)b * T + t) * row_stride + (size_t)k * d, src + (((size_t)b * h + k) * T + t) * d,
+                       (size_t)d * sizeof(floatX));
+}
+
+static void own_gemm_host(const GpuCtx *, const GemmDesc *g, const floatX *A, const floatX *Bm, floatX *C) {
+    gemm_desc_run(g, A, Bm, NULL, C);
+}
+
+static void own_softmax_forward(const GpuCtx *, floatX *att, size_t rows, int T, float scale) {
+    for (size_t r = 0; r < rows; r++) {
+        floatX *row = att + r * (size_t)T;
+        const int t = (int)(r % (size_t)T);
+        float m = -INFINITY, sum = 0.0f;
+        for (int j = 0; j <= t; j++) m = fmaxf(m, scale * ld(row, j));
+        for (int j = 0; j <= t; j++) sum += expf(scale * ld(row, j) - m);
+        for (int j = 0; j < T; j++) st(row, j, j <= t ? expf(scale * ld(row, j) - m) / sum : 0.0f);
+    }
+}
+
+static void own_softmax_backward(const GpuCtx *, floatX *datt, const floatX *att, size_t rows, int T, float scale) {
+    for (size_t r = 0; r < rows; r++) {
+        floatX *drow = datt + r * (size_t)T;
+        const floatX *prow = att + r * (size_t)T;
+        const int t = (int)(r % (size_t)T);
+        float dot = 0.0f;
+        for (int j = 0; j <= t; j++) dot += ld(prow, j) * ld(drow, j);
+        for (int j = 0; j < T; j++) st(drow, j, j <= t ? scale * ld(prow, j) * (ld(drow, j) - dot) : 0.0f);
+    }
+}
+
+static const OwnAttnOps HOST_OPS = {own_split, own_merge, own_gemm_host, own_softmax_forward, own_softmax_backward};
+
+void attention_own_forward(floatX *out, floatX *att, floatX *scratch, const floatX *qkv, int B, int T, int h, int d,
+                           const GpuCtx *ctx) {
+    const size_t n = (size_t)B * T * h * d;
+    dev(qkv, 3 * n, "qkv");
+    dev(out, n, "attention out");
+    dev(att, (size_t)B * h * T * T, "att");
+    dev(scratch, 4 * n, "attention scratch");
+    own_attention_forward_seq(&HOST_OPS, ctx, out, att, scratch, qkv, B, T, h, d);
+}
+
+void attention_own_backward(floatX *dqkv, floatX *datt, floatX *scratch, const floatX *dout, const floatX *qkv,
+                            const floatX *att, int B, int T, int h, int d, const GpuCtx *ctx) {
+    const size_t n = (size_t)B * T * h * d;
+    dev(dqkv, 3 * n, "dqkv");
+    dev(datt, (size_t)B * h * T * T, "datt");
+    dev(scratch, 7 * n, "attention scratch");
+    dev(dout, n, "attention dout");
+    own_attention_backward_seq(&HOST_OPS, ctx, dqkv, datt, scratch, dout, qkv, att, B, T, h, d);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -372,6 +466,10 @@ static FlashArgs flash_host_args(const floatX *qkv, int B, int T, int h, int d, 
 
 void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
                              const GpuCtx *ctx) {
+    const size_t n = (size_t)B * T * h * d;
+    dev16(qkv, 3 * n, "qkv");
+    dev16(out, n, "flash out");
+    dev(lse, (size_t)B * h * T, "flash logsumexp");
     FlashArgs a = flash_host_args(qkv, B, T, h, d, ctx);
     a.o = raw(out);
     a.lse = lse;
@@ -388,6 +486,11 @@ void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, 
 
 void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
                               const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
+    const size_t n = (size_t)B * T * h * d;
+    dev16(dqkv, 3 * n, "dqkv");
+    dev16(dout, n, "flash dout");
+    dev16(out, n, "flash out");
+    dev(D, (size_t)B * h * T, "flash D");
     FlashArgs a = flash_host_args(qkv, B, T, h, d, ctx);
     a.out = raw(out);
     a.dout = raw(dout);
@@ -425,6 +528,8 @@ void sd_gpu_scatter_uv(floatX *qkv, const floatX *uv, size_t N, int A, cudaStrea
 
 void sd_gpu_build_generator(float *L, const floatX *skew, const floatX *theta, int h, int d, int scalar_d, int sign,
                             cudaStream_t) {
+    dev(L, (size_t)h * d * d, "S-D generator");
+    dev(theta, (size_t)(scalar_d ? h : h * d), "theta");
     for (int k = 0; k < h; k++)
         for (int i = 0; i < d; i++)
             for (int j = 0; j < d; j++)
@@ -444,36 +549,34 @@ static void rowmat_host(floatX *Y, size_t ldy, const floatX *X, size_t ldx, cons
     p.N = N;
     p.d = d;
     p.transpose = transpose;
-    float *sm = (float *)xmalloc(sd_rowmat_smem_floats() * sizeof(float));
+    const size_t smem = sd_rowmat_smem_floats() * sizeof(float);
+    float *sm = (float *)xmalloc(smem);
     for (int k = 0; k < h; k++)
         for (size_t ab = 0; ab < ceil_div((size_t)d, SD_TA); ab++)
-            for (size_t rb = 0; rb < ceil_div(N, SD_TR); rb++) sd_rowmat_block(&p, rb, (int)ab, k, 0, 1, sm);
+            for (size_t rb = 0; rb < ceil_div(N, SD_TR); rb++) {
+                memset(sm, 0xff, smem); /* NaN: shared memory starts undefined in every block */
+                sd_rowmat_block(&p, rb, (int)ab, k, 0, 1, sm);
+            }
     free(sm);
 }
 
 void sd_gpu_fold_forward(floatX *qkv, const float *L, size_t N, int h, int d, cudaStream_t) {
+    dev(qkv, N * 3 * (size_t)h * d, "qkv");
+    dev(L, (size_t)h * d * d, "S-D generator");
     const size_t A = (size_t)h * d;
     rowmat_host(qkv + A, 3 * A, qkv, 3 * A, NULL, 0, L, N, h, d, 0);
 }
 
 void sd_gpu_fold_backward(floatX *duv, float *dL, const floatX *dqkv, const floatX *qkv, const float *L, size_t N,
                           int h, int d, const GpuCtx *ctx) {
+    dev(duv, N * 2 * (size_t)h * d, "duv");
+    dev(dL, (size_t)h * d * d, "dL");
+    dev(dqkv, N * 3 * (size_t)h * d, "dqkv");
     const size_t A = (size_t)h * d;
     rowmat_host(duv, 2 * A, dqkv + A, 3 * A, dqkv, 3 * A, L, N, h, d, 1);
     copy_columns(duv + A, 2 * A, dqkv + 2 * A, 3 * A, N, (int)A, ctx->stream);
     const GemmDesc g = sd_dl_gemm_desc(N, h, d);
-    const floatX *Am = qkv, *Bm = dqkv + A;
-    for (int b = 0; b < g.batch; b++)
-        for (int j = 0; j < g.n; j++)
-            for (int i = 0; i < g.m; i++) {
-                float s = 0.0f;
-                for (int p = 0; p < g.k; p++) {
-                    const float a = g.transa ? ld(Am, b * g.strideA + p + (long long)i * g.lda) : ld(Am, b * g.strideA + i + (long long)p * g.lda);
-                    const float x = g.transb ? ld(Bm, b * g.strideB + j + (long long)p * g.ldb) : ld(Bm, b * g.strideB + p + (long long)j * g.ldb);
-                    s += a * x;
-                }
-                dL[b * g.strideC + i + (long long)j * g.ldc] = s;
-            }
+    gemm_desc_run(&g, qkv, dqkv + A, dL, NULL);
 }
 
 void sd_gpu_params_backward(floatX *dskew, floatX *dtheta, const float *dL, const floatX *theta, int h, int d,
@@ -493,28 +596,33 @@ static LinLayer lin_host(float *scratch, int B, int T, int h, int d, int prescal
     return L;
 }
 
-static void lin_scan_host(const LinLayer *L, const float *X, const float *K, const float *Y, const float *xs,
-                          float xs_c, const float *ks, float ks_c, float *den, int reverse) {
-    LinScanArgs a;
-    memset(&a, 0, sizeof(a));
-    a.X = X; a.K = K; a.Y = Y; a.xs = xs; a.ks = ks; a.xs_c = xs_c; a.ks_c = ks_c;
-    a.out = L->out; a.den = den; a.T = L->T; a.dx = L->d; a.dy = L->d; a.CH = L->shape.CH; a.TY = L->shape.TY;
-    a.reverse = reverse;
-    float *sm = (float *)xmalloc(lin_scan_smem_floats(L->d, L->shape.CH, L->shape.TY) * sizeof(float));
+/* The steps of linear_scan.h's sequence on the CPU: the same routines over the kernels' grids. */
+static void lin_scan_host(void *, const LinLayer *L, const LinScanArgs *a) {
+    const size_t smem = lin_scan_smem_floats(L->d, L->shape.CH, L->shape.TY) * sizeof(float);
+    float *sm = (float *)xmalloc(smem);
     for (size_t s = 0; s < (size_t)L->B * L->h; s++)
-        for (size_t t = 0; t < ceil_div((size_t)L->d, (size_t)L->shape.TY); t++) lin_scan_block(&a, s, (int)t, 0, 1, sm);
+        for (size_t t = 0; t < ceil_div((size_t)L->d, (size_t)L->shape.TY); t++) {
+            memset(sm, 0xff, smem); /* NaN: shared memory starts undefined in every block */
+            lin_scan_block(a, s, (int)t, 0, 1, sm);
+        }
     free(sm);
 }
 
-static void lin_split_host(const LinLayer *L, const floatX *qkv) {
+static void lin_split_host(void *, const LinLayer *L, const uint16_t *qkv) {
     for (size_t e = 0; e < (size_t)L->B * L->T * L->h * L->d; e++)
-        lin_split_element(L->qf, L->kf, L->vf, raw(qkv), e, L->T, L->h, L->d, L->c);
+        lin_split_element(L->qf, L->kf, L->vf, qkv, e, L->T, L->h, L->d, L->c);
 }
 
-static void lin_merge_host(const LinLayer *L, floatX *dst, size_t ld_, size_t col0, const float *phi) {
-    for (size_t e = 0; e < (size_t)L->B * L->T * L->h * L->d; e++)
-        lin_merge_element(raw(dst), ld_, col0, L->out, phi, L->c, e, L->T, L->h, L->d);
+static void lin_dout_host(void *, const LinLayer *L, const uint16_t *dout) {
+    for (size_t r = 0; r < (size_t)L->B * L->h * L->T; r++) lin_dout_row(L->dn, L->dg, dout, L->out, L->Z, r, L->T, L->h, L->d);
 }
+
+static void lin_merge_host(void *, const LinLayer *L, uint16_t *dst, size_t ld_, size_t col0, const float *phi) {
+    for (size_t e = 0; e < (size_t)L->B * L->T * L->h * L->d; e++)
+        lin_merge_element(dst, ld_, col0, L->out, phi, L->c, e, L->T, L->h, L->d);
+}
+
+static const LinOps HOST_LIN_OPS = {lin_split_host, lin_scan_host, lin_dout_host, lin_merge_host};
 
 int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
     LinScanShape s;
@@ -525,23 +633,18 @@ int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) 
 
 void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, int B, int T, int h, int d, int prescale,
                               const GpuCtx *ctx) {
+    dev(scratch, lin_scratch_floats((size_t)B * T, h, d), "linear scratch");
+    dev(qkv, (size_t)B * T * 3 * h * d, "qkv");
+    dev(out, (size_t)B * T * h * d, "linear out");
     const LinLayer L = lin_host(scratch, B, T, h, d, prescale, ctx);
-    lin_split_host(&L, qkv);
-    lin_scan_host(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0);
-    lin_merge_host(&L, out, (size_t)h * d, 0, NULL);
+    lin_forward_seq(&HOST_LIN_OPS, NULL, &L, raw(out), raw(qkv));
 }
 
 void linear_attention_backward(floatX *dqkv, float *scratch, const floatX *dout, const floatX *qkv, int B, int T, int h,
                                int d, int prescale, const GpuCtx *ctx) {
+    dev(scratch, lin_scratch_floats((size_t)B * T, h, d), "linear scratch");
+    dev(dqkv, (size_t)B * T * 3 * h * d, "dqkv");
+    dev(dout, (size_t)B * T * h * d, "linear dout");
     const LinLayer L = lin_host(scratch, B, T, h, d, prescale, ctx);
-    const size_t A = (size_t)h * d;
-    lin_split_host(&L, qkv);
-    lin_scan_host(&L, L.qf, L.kf, L.vf, NULL, 0.0f, NULL, 0.0f, L.Z, 0);
-    for (size_t r = 0; r < (size_t)B * h * T; r++) lin_dout_row(L.dn, L.dg, raw(dout), L.out, L.Z, r, T, h, d);
-    lin_scan_host(&L, L.dn, L.vf, L.kf, L.dg, 0.0f, NULL, 1.0f, NULL, 0); /* dq~ */
-    lin_merge_host(&L, dqkv, 3 * A, 0, L.qf);
-    lin_scan_host(&L, L.vf, L.dn, L.qf, NULL, 1.0f, L.dg, 0.0f, NULL, 1); /* dk~ */
-    lin_merge_host(&L, dqkv, 3 * A, A, L.kf);
-    lin_scan_host(&L, L.kf, L.qf, L.dn, NULL, 0.0f, NULL, 0.0f, NULL, 1); /* dv */
-    lin_merge_host(&L, dqkv, 3 * A, 2 * A, NULL);
+    lin_backward_seq(&HOST_LIN_OPS, NULL, &L, raw(dqkv), raw(dout), raw(qkv));
 }

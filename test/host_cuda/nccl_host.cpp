@@ -12,7 +12,8 @@
  * when made, so a group (ncclGroupStart/End) is a sequence of collectives that every rank issues
  * in the same order, which is what NCCL requires of the program anyway. A rank that issued a
  * different collective, or a different count, than rank 0 stops with an error instead of
- * computing garbage: the slot header records what each rank asked for.
+ * computing garbage: the slot header records what each rank asked for. Buffers that overlap
+ * other than in NCCL's in-place layout are an error too (NCCL would read a half-written input).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -171,12 +172,16 @@ static char *post(ncclComm_t c, const void *send, size_t bytes, CallTag tag) {
     memcpy(mine, send, bytes);
     c->hdr->tag[c->rank] = tag;
     pthread_barrier_wait(&c->hdr->barrier);
-    const CallTag t0 = c->hdr->tag[0];
-    if (t0.kind != tag.kind || t0.count != tag.count || t0.dtype != tag.dtype || t0.op != tag.op) {
-        char msg[160];
-        snprintf(msg, sizeof(msg), "rank %d issued collective %d (count %zu) while rank 0 issued %d (count %zu)",
-                 c->rank, tag.kind, tag.count, t0.kind, t0.count);
-        die(msg);
+    /* every rank checks every rank's call, so all of them stop together on a mismatch (NCCL itself
+     * would hang) */
+    for (int r = 0; r < c->nranks; r++) {
+        const CallTag t = c->hdr->tag[r];
+        if (t.kind != tag.kind || t.count != tag.count || t.dtype != tag.dtype || t.op != tag.op) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "rank %d issued collective %d (count %zu) while rank %d issued %d (count %zu)",
+                     c->rank, tag.kind, tag.count, r, t.kind, t.count);
+            die(msg);
+        }
     }
     return c->slots;
 }
@@ -189,10 +194,26 @@ static float reduce_at(ncclComm_t c, size_t i, ncclDataType_t t, ncclRedOp_t op)
     return s;
 }
 
+/* NCCL's buffer rule: send and recv do not overlap, or the call is exactly in place, i.e. this
+ * rank's chunk of the larger buffer is the smaller one (reduce-scatter: recv = send + rank recvcount;
+ * all-gather: send = recv + rank sendcount). The copies here would survive any overlap, NCCL's
+ * would not, so anything else is an error. */
+static void check_in_place(const char *what, const void *big, size_t big_bytes, const void *small, size_t small_bytes,
+                           size_t chunk_off) {
+    const char *b = (const char *)big, *sm = (const char *)small;
+    const int overlap = sm < b + big_bytes && b < sm + small_bytes;
+    if (overlap && sm != b + chunk_off) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "%s: send and recv overlap without being NCCL's in-place layout", what);
+        die(msg);
+    }
+}
+
 extern "C" {
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t c, cudaStream_t) {
+    check_in_place("ncclAllReduce", recv, count * dtype_bytes(t), send, count * dtype_bytes(t), 0);
     post(c, send, count * dtype_bytes(t), CallTag{1, count, (int)t, (int)op});
     for (size_t i = 0; i < count; i++) store(recv, i, reduce_at(c, i, t, op), t);
     pthread_barrier_wait(&c->hdr->barrier); /* the slots may be reused only when every rank has read them */
@@ -201,6 +222,9 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
 
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t t, ncclRedOp_t op,
                                ncclComm_t c, cudaStream_t) {
+    const size_t eb = dtype_bytes(t);
+    check_in_place("ncclReduceScatter", send, (size_t)c->nranks * recvcount * eb, recv, recvcount * eb,
+                   (size_t)c->rank * recvcount * eb);
     post(c, send, (size_t)c->nranks * recvcount * dtype_bytes(t), CallTag{2, recvcount, (int)t, (int)op});
     const size_t base = (size_t)c->rank * recvcount;
     for (size_t i = 0; i < recvcount; i++) store(recv, i, reduce_at(c, base + i, t, op), t);
@@ -211,6 +235,7 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, n
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t t, ncclComm_t c,
                            cudaStream_t) {
     const size_t bytes = sendcount * dtype_bytes(t);
+    check_in_place("ncclAllGather", recv, (size_t)c->nranks * bytes, send, bytes, (size_t)c->rank * bytes);
     post(c, send, bytes, CallTag{3, sendcount, (int)t, 0});
     for (int r = 0; r < c->nranks; r++) memcpy((char *)recv + (size_t)r * bytes, c->slots + (size_t)r * c->hdr->slot_bytes, bytes);
     pthread_barrier_wait(&c->hdr->barrier);
