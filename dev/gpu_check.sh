@@ -34,6 +34,12 @@
 #      first 64 examples with the trainer's step-150 counts
 #   8. throughput of d12 uniform and Prism with -attn flash at B = 16 (the own tiled kernels)
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
+#
+# GPU_CHECK_HOST=1 runs the script on a machine without a GPU (make test does, as the suite
+# gpu_check_host), so the script itself is known to work before a GPU lease is spent on it: the
+# trainer, test and evaluator are test/host_cuda's CPU builds (build/*_host), steps 5, 6 and 8
+# (dev/cuda programs, timings) are skipped, step 7 runs 2 steps and 8 examples instead of 150 and
+# 64, time limits are 8x and the budget 1500 s. Its numbers say nothing about a GPU.
 set -u
 cd "$(dirname "$0")/.."
 OUTDIR=${GPU_CHECK_OUT:-build/gpu_check}
@@ -43,9 +49,17 @@ SUMMARY=$OUTDIR/summary.txt
 # a rerun on a warm machine must not trust the last run's outputs: logs, debug states, eval files
 rm -rf "$OUTDIR/states" "$OUTDIR/evalrun"
 rm -f "$OUTDIR"/*.log
-BUDGET=${GPU_CHECK_BUDGET:-470}
+HOST=${GPU_CHECK_HOST:-0}
+if [ "$HOST" = 1 ]; then BUDGET=${GPU_CHECK_BUDGET:-1500}; else BUDGET=${GPU_CHECK_BUDGET:-470}; fi
 DEADLINE=$((SECONDS + BUDGET))
 PY=${PYTHON:-python3}
+if [ "$HOST" = 1 ]; then
+  TRAINCU=./build/train_gpt2cu_host TESTCU=./build/test_gpt2cu_host EVALCU=./build/eval_gpt2cu_host
+  EVAL_STEPS=2 EVAL_N=8 EVAL_CMP_N=16
+else
+  TRAINCU=./train_gpt2cu TESTCU=./test_gpt2cu EVALCU=./eval_gpt2cu
+  EVAL_STEPS=150 EVAL_N=64 EVAL_CMP_N=200
+fi
 PASSED=0
 FAILED=0
 
@@ -74,6 +88,7 @@ summary_of() {
 run() {
   local name=$1 limit=$2
   shift 2
+  [ "$HOST" = 1 ] && limit=$((limit * 8)) # the CPU builds are far slower than a GPU
   local l
   l=$(left)
   [ "$limit" -gt "$l" ] && limit=$l
@@ -138,6 +153,7 @@ else
   if [ "${GPU_CHECK_NO_CUDNN:-0}" = 1 ]; then log "cuDNN path not built ($why; GPU_CHECK_NO_CUDNN=1): own kernels only"
   else result 1 "cuDNN path built ($why; carry build/cudnn_frontend, doc/gpu.md): own kernels only"; fi
 fi
+if [ "$HOST" = 1 ] && [ "$USE_CUDNN" = 1 ]; then USE_CUDNN=0; log "host mode: the CPU builds have no cuDNN path"; fi
 CC_GPU=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
 [ -n "$CC_GPU" ] || CC_GPU=90
 MAKEVARS=(GPU_COMPUTE_CAPABILITY="$CC_GPU" USE_CUDNN=$USE_CUDNN PYTHON="$PY")
@@ -183,6 +199,7 @@ log "== 3. build for sm_$CC_GPU (USE_CUDNN=$USE_CUDNN)"
 TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/attention_flash
          dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
 [ "$USE_CUDNN" = 1 ] && TARGETS+=(dev/cuda/attention_cudnn)
+[ "$HOST" = 1 ] && TARGETS=(build/train_gpt2cu_host build/test_gpt2cu_host build/eval_gpt2cu_host eval_gpt2)
 run build 240 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
 rc=$?
 result $rc "build: ${TARGETS[*]} (log $OUTDIR/build.log)"
@@ -209,7 +226,7 @@ tg() {  # state, attn, extra flags
   local extra=${3:-}
   local tag=$1_$2${extra:+_r2}
   if [ ! -f "$ST/$1_state.bin" ]; then result 1 "test_gpt2cu $tag: no debug state (see $OUTDIR/state_$1.log)"; return; fi
-  run "test_gpt2cu_$tag" 60 ./test_gpt2cu "$ST/$1.bin" "$ST/$1_state.bin" -attn "$2" $extra
+  run "test_gpt2cu_$tag" 60 "$TESTCU" "$ST/$1.bin" "$ST/$1_state.bin" -attn "$2" $extra
   local rc=$?
   result $rc "test_gpt2cu $tag: $(summary_of "$OUTDIR/test_gpt2cu_$tag.log") (log test_gpt2cu_$tag.log)"
   grep '^FAIL' "$OUTDIR/test_gpt2cu_$tag.log" | head -n 5 | sed 's/^/    /' | sumtee
@@ -247,7 +264,9 @@ tg sharp flash "-r 1 -ge 1"
 
 # ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
+[ "$HOST" = 1 ] && log "host mode: skipped (the dev/cuda programs need a GPU)"
 for p in attention_own attention_cudnn attention_flash sd_fold_check linear_attention_check; do
+  [ "$HOST" = 1 ] && break
   [ -x "dev/cuda/$p" ] || { [ "$p" = attention_cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "$p: not built"; continue; }
   run "$p" 120 "./dev/cuda/$p"
   rc=$?
@@ -277,6 +296,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 log "== 6. throughput: d12 uniform vs d12 Prism (prism/schedules/d12_prism.txt), T 1024, random tokens"
+if [ "$HOST" = 1 ]; then log "host mode: skipped (timings of the CPU builds mean nothing)"; else
 DATA=$OUTDIR/data
 mkdir -p "$DATA"
 "$PY" - "$DATA" <<'EOF' > "$OUTDIR/data.log" 2>&1
@@ -332,6 +352,7 @@ for k in sd lin; do
   [ "$ktok" != "-" ]
   result $? "throughput d12 $k B 16 finished $STEPS steps (log bench_${k}_B16.log)"
 done
+fi
 
 # ---------------------------------------------------------------------------------------------
 # correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules
@@ -347,25 +368,25 @@ if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_
    [ -f dev/data/lambada/lambada_test.bin ]; then
   mkdir -p "$EV"
   printf '2 4:sd 4 4\n' > "$EV/table.txt"   # head sizes 64, 32 (S-D), 32, 32
-  # 150 steps; the step-150 eval scores the parameters that model_00000150.bin holds
-  run eval_train 60 ./train_gpt2cu -e L4C128H4T256 -prism "$EV/table.txt" -i "$TS/tiny_shakespeare_train.bin" \
-    -j "$TS/tiny_shakespeare_val.bin" -b 8 -t 256 -x 150 -l 1e-3 -u 10 -v 150 -s 0 -n 150 -h 1 \
-    -ht hellaswag,lambada -hn 64 -o "$EV/run"
-  result $? "train_gpt2cu 150 steps with -h 1 -ht hellaswag,lambada -hn 64 (log eval_train.log)"
-  ck=$EV/run/model_00000150.bin
+  # 150 steps (host mode: 2); the last step's eval scores the parameters its checkpoint holds
+  run eval_train 60 "$TRAINCU" -e L4C128H4T256 -prism "$EV/table.txt" -i "$TS/tiny_shakespeare_train.bin" \
+    -j "$TS/tiny_shakespeare_val.bin" -b 8 -t 256 -x $EVAL_STEPS -l 1e-3 -u 10 -v $EVAL_STEPS -s 0 -n $EVAL_STEPS -h 1 \
+    -ht hellaswag,lambada -hn $EVAL_N -o "$EV/run"
+  result $? "train_gpt2cu $EVAL_STEPS steps with -h 1 -ht hellaswag,lambada -hn $EVAL_N (log eval_train.log)"
+  ck=$EV/run/model_$(printf '%08d' "$EVAL_STEPS").bin
   if [ -f "$ck" ]; then
-    # one eval_gpt2cu run serves both comparisons: its -scores rows of the first 64 examples are
-    # what a -n 64 run would score (the same chunk of 64, the same batches and shapes)
-    run eval_gpt2cu 60 ./eval_gpt2cu -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/gpu.tsv" -json "$EV/gpu.json"
-    result $? "eval_gpt2cu -tasks hellaswag,lambada -n 200 (log eval_gpt2cu.log)"
+    # one eval_gpt2cu run serves both comparisons: its -scores rows of the first EVAL_N examples
+    # are what a -n EVAL_N run would score (the same chunk, the same batches and shapes)
+    run eval_gpt2cu 60 "$EVALCU" -e "$ck" -tasks hellaswag,lambada -n $EVAL_CMP_N -b 8 -t 256 -scores "$EV/gpu.tsv" -json "$EV/gpu.json"
+    result $? "eval_gpt2cu -tasks hellaswag,lambada -n $EVAL_CMP_N (log eval_gpt2cu.log)"
     grep '^|' "$OUTDIR/eval_gpt2cu.log" | sed 's/^/    /' | sumtee
-    run eval_gpt2 90 env OMP_NUM_THREADS="$(nproc)" ./eval_gpt2 -e "$ck" -tasks hellaswag,lambada -n 200 -b 8 -t 256 -scores "$EV/cpu.tsv"
+    run eval_gpt2 90 env OMP_NUM_THREADS="$(nproc)" ./eval_gpt2 -e "$ck" -tasks hellaswag,lambada -n $EVAL_CMP_N -b 8 -t 256 -scores "$EV/cpu.tsv"
     result $? "eval_gpt2 (CPU fp32 reference) on the same checkpoint (log eval_gpt2.log)"
     grep '^|' "$OUTDIR/eval_gpt2.log" | sed 's/^/    /' | sumtee
     run eval_compare 30 "$PY" dev/eval_compare.py "$EV/cpu.tsv" "$EV/gpu.tsv"
     result $? "eval_compare CPU fp32 vs GPU bf16: $(summary_of "$OUTDIR/eval_compare.log") (log eval_compare.log)"
     sed 's/^/    /' "$OUTDIR/eval_compare.log" | grep -E 'worst|hits|predictions' | sumtee
-    # the trainer's own step-150 counts against eval_gpt2cu's on the first 64 examples: equal only
+    # the trainer's own last-step counts against eval_gpt2cu's on the first EVAL_N examples: equal only
     # where both ran every layer on the same path (an inference-only model may put a layer on
     # cuDNN that the trainer keeps on the own kernels, e.g. d 129-256 on SM 8.x)
     if ! cmp -s <(grep '^attention: ' "$OUTDIR/eval_train.log") <(grep '^attention: ' "$OUTDIR/eval_gpt2cu.log"); then
@@ -373,10 +394,10 @@ if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_
     else
     for t in hellaswag lambada; do
       name=$t; [ $t = hellaswag ] && name=HellaSwag
-      k=$(grep -E "^$name: [0-9]+/64 = " "$OUTDIR/eval_train.log" | tail -n 1 | sed -E 's/^[^:]*: ([0-9]+)\/.*/\1/')
-      e=$(first_correct "$EV/gpu.tsv" $t 64)
+      k=$(grep -E "^$name: [0-9]+/$EVAL_N = " "$OUTDIR/eval_train.log" | tail -n 1 | sed -E 's/^[^:]*: ([0-9]+)\/.*/\1/')
+      e=$(first_correct "$EV/gpu.tsv" $t "$EVAL_N")
       [ -n "$k" ] && [ "$k" = "$e" ]
-      result $? "in-training $t at step 150: ${k:-?}/64 = eval_gpt2cu on model_00000150.bin ${e:-?}/64"
+      result $? "in-training $t at step $EVAL_STEPS: ${k:-?}/$EVAL_N = eval_gpt2cu on $(basename "$ck") ${e:-?}/$EVAL_N"
     done
     fi
   else
@@ -389,6 +410,7 @@ fi
 # ---------------------------------------------------------------------------------------------
 # last, as the newest and least important: the own tiled kernels in the trainer (-attn flash)
 log "== 8. throughput with -attn flash (B 16; compare with the auto rows of step 6)"
+if [ "$HOST" = 1 ]; then log "host mode: skipped"; else
 BENCH_ATTN=flash
 for k in uniform prism; do
   extra=()
@@ -399,6 +421,7 @@ for k in uniform prism; do
   [ "$ktok" != "-" ]
   result $? "throughput d12 $k -attn flash B 16 finished $STEPS steps (log bench_${k}_flash_B16.log)"
 done
+fi
 
 log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
 log "$PASSED passed, $FAILED failed"

@@ -6,7 +6,7 @@
 # linked with test/host_cuda/kernels_host.cpp (every launcher on the CPU) and cudart_host.cpp (the
 # CUDA runtime calls on host memory) instead of the CUDA kernels, cuBLAS(Lt) and libcudart. The
 # toolkit's headers are needed (cuda_runtime_api.h, cuda_bf16.h, cublasLt.h), no GPU and no CUDA
-# library. Run by test/test_gpt2cu_host.sh (make test).
+# library. Run by `GPU_CHECK_HOST=1 bash dev/gpu_check.sh` and test/test_gpt2cu_host.sh (make test).
 
 HOST_CUDA_DIR = build/host_cuda
 HOST_CUDA_FLAGS = $(HOST_CXXFLAGS) -fopenmp -DLLMC_HOST_CUDA
