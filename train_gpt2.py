@@ -796,6 +796,8 @@ def main(argv=None):
                  (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
         model = build_model(args.model, args.prism, args.prism_unchecked, args.seed, flags,
                             args.sd_init_s, args.sd_init_theta, args.sd_init_u)
+        if not (math.isfinite(args.qk_scale) and args.qk_scale > 0):
+            raise ValueError(f"--qk_scale {args.qk_scale}: expected a finite number > 0")
         if args.qk_scale != 1.0:
             if os.path.isfile(args.model) or args.model.endswith(".bin"):
                 raise ValueError("--qk_scale applies to a new model (a descriptor), not to a checkpoint")

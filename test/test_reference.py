@@ -5,6 +5,8 @@ error messages, the init draw order, attention head grouping against a naive per
 debug-state file with its AdamW trailer, and the schedule parser's errors. CPU only; runs in well
 under a minute on 2 cores. Run: /usr/bin/python3 test/test_reference.py
 """
+import contextlib
+import io
 import math
 import os
 import shutil
@@ -399,9 +401,41 @@ def test_schedule_errors():
     check(rc == 1, "CLI exits 1 on a bad schedule")
 
 
+# ----------------------------------------------------------------------------- (h) --qk_scale
+def test_qk_scale():
+    """--qk_scale multiplies the Q and K rows of the standard layers' qkv weights (sharp attention
+    for test_gpt2cu); S-D layers and every other tensor are left alone; bad values are one error."""
+    base = prism_tiny("2 4:sd 4:lin 4\n", name="qk.txt")
+    model = prism_tiny("2 4:sd 4:lin 4\n", name="qk.txt")
+    tg.scale_qk(model, 10.0)
+    ok = True
+    for b, r in zip(model.blocks, base.blocks):
+        w, wr = b.attn.qkv_w, r.attn.qkv_w
+        A = b.attn.n_head * b.attn.head_size
+        if b.attn.sd:
+            ok &= bool(torch.equal(w, wr))
+        else:
+            ok &= bool(torch.equal(w[:2 * A], wr[:2 * A] * np.float32(10.0))) and bool(torch.equal(w[2 * A:], wr[2 * A:]))
+    check(ok, "scale_qk: Q and K rows x10 in mha/lin layers; V rows and S-D layers unchanged")
+    for bad in ("0", "-2", "nan", "inf"):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = tg.main(["--model", "tiny", "--qk_scale", bad])
+        lines = err.getvalue().strip().splitlines()
+        check(rc == 1 and len(lines) == 1 and "--qk_scale" in lines[0] and "> 0" in lines[0],
+              f"--qk_scale {bad}: exit 1, one line: {err.getvalue().strip()}")
+    mf = tmp("qk_model.bin")
+    tg.main(["--model", "tiny", "--write_model", mf])
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = tg.main(["--model", mf, "--qk_scale", "10"])
+    check(rc == 1 and "checkpoint" in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1,
+          f"--qk_scale on a checkpoint: exit 1, one line: {err.getvalue().strip()}")
+
+
 if __name__ == "__main__":
     for fn in (test_counts, test_descriptors, test_prism_count, test_checkpoints, test_init,
-               test_attention, test_debug_state, test_schedule_errors):
+               test_attention, test_debug_state, test_schedule_errors, test_qk_scale):
         try:
             fn()
         except Exception as e:  # a crash is a failure of that group, not of the run
