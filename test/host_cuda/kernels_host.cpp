@@ -451,6 +451,8 @@ void attention_own_backward(floatX *dqkv, floatX *datt, floatX *scratch, const f
     dev(datt, (size_t)B * h * T * T, "datt");
     dev(scratch, 7 * n, "attention scratch");
     dev(dout, n, "attention dout");
+    dev(qkv, 3 * n, "qkv");
+    dev(att, (size_t)B * h * T * T, "att");
     own_attention_backward_seq(&HOST_OPS, ctx, dqkv, datt, scratch, dout, qkv, att, B, T, h, d);
 }
 
