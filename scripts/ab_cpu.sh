@@ -16,7 +16,8 @@
 # Each run: --steps steps of B x T tokens (lr 1e-3, warmup 20, cosine to 0.1, weight decay 0.1:
 # the recipe of `make train`), val loss every --val-every steps on --val-batches windows (-1: the
 # whole val split, 63 windows of 4 x 128), a checkpoint at the end. Then, per seed, the attention
-# distance of the Prism checkpoint against the uniform one on the first 64 val sequences
+# distance of the Prism checkpoint against the uniform one on 16 windows of B x T val tokens (64 sequences at the defaults; fewer windows when the
+# val split holds fewer)
 # (./attn_distance -e prism -e2 uniform: the paper's "flip", claim P7, at this small scale; --attn 0
 # skips it), and the plots. Outputs in --out (default out/ab_cpu): <arm>_seed<S>/ (main.log,
 # model_<steps>.bin), <arm>_seed<S>.log (stdout), summary.md, attn_seed<S>.{txt,csv,json},
@@ -41,7 +42,7 @@ usage: scripts/ab_cpu.sh [options]
   --val-batches M     -m (default -1: the whole val split)
   --threads N         OMP_NUM_THREADS (default 2)
   --attn 0|1          attention distance of each pair's checkpoints, and the plots (default 1)
-  --bin PATH          the trainer (default ./train_gpt2)
+  --bin PATH          the trainer (default ./train_gpt2; ./train_gpt2cu takes the same flags)
   --out DIR           (default out/ab_cpu)
   --dry-run           print the commands, run nothing
 EOF
@@ -81,9 +82,21 @@ done
 for f in "$UNIFORM" "$PRISM"; do [ -f "$f" ] || missing+=("$f: schedule not found"); done
 [ "$ATTN" = 0 ] || [ -x ./attn_distance ] || missing+=("./attn_distance: not built (make attn_distance; or --attn 0)")
 CKPT=$(printf 'model_%08d.bin' "$STEPS")
-set_attn() {  # seed -> ATTN_CMD: Prism minus uniform on the first 16 x B val sequences of T tokens
+# attention distance on 16 windows of B x T val tokens, or as many as the val split holds: the
+# dataloader's count, (tokens - 1) / (B T), with the token count from the shard header (int32 at
+# byte 8). At -b 8 -t 256 TinyShakespeare's 32,768 val tokens hold 15.
+ATTN_N=16
+VAL_BIN=$TS/tiny_shakespeare_val.bin
+if [ "$ATTN" = 1 ] && [ -f "$VAL_BIN" ]; then
+  val_tokens=$(od -An -t d4 -j 8 -N 4 "$VAL_BIN" | tr -d ' ')
+  windows=0
+  [ $((B * T)) -gt 0 ] && windows=$(( (val_tokens - 1) / (B * T) ))
+  [ "$windows" -lt "$ATTN_N" ] && ATTN_N=$windows
+  [ "$ATTN_N" -ge 1 ] || missing+=("$VAL_BIN: $val_tokens tokens hold no window of B*T = $((B * T)) tokens for attn_distance (lower -b or -t, or --attn 0)")
+fi
+set_attn() {  # seed -> ATTN_CMD: Prism minus uniform on the first ATTN_N x B val sequences of T tokens
   ATTN_CMD=(./attn_distance -e "$OUT/prism_seed$1/$CKPT" -e2 "$OUT/uniform_seed$1/$CKPT"
-            -j "$TS/tiny_shakespeare_val.bin" -b "$B" -t "$T" -n 16 -csv "$OUT/attn_seed$1.csv"
+            -j "$VAL_BIN" -b "$B" -t "$T" -n "$ATTN_N" -csv "$OUT/attn_seed$1.csv"
             -json "$OUT/attn_seed$1.json")
 }
 PLOT_LOSS=("$PYTHON" scripts/plot_logs.py -o "$OUT/loss.png")

@@ -268,6 +268,16 @@ check "ab_cpu --dry-run: 4 trainer commands, same -seed per pair, the summary, 2
   bash -c "[ \$(grep -c '^OMP_NUM_THREADS=1 ./train_gpt2 -e tiny -prism ' <<< \"\$1\") -eq 4 ] && grep -q 'prism $d/p.txt -seed 2 ' <<< \"\$1\" &&
            grep -q 'scripts/ab_summary.py $d/abcpu --markdown' <<< \"\$1\" &&
            [ \$(grep -c '^OMP_NUM_THREADS=1 ./attn_distance -e $d/abcpu/prism_seed[12]/model_00000002.bin -e2 $d/abcpu/uniform_seed[12]/model_00000002.bin ' <<< \"\$1\") -eq 2 ]" _ "$dry"
+# attn_distance takes 16 windows of B x T val tokens, or as many as the val split holds (the GPU
+# A/B at -b 8 -t 256 stopped on "-n 16: ... holds only 15 windows" before this clamp)
+check "ab_cpu --dry-run -b 8 -t 256: attn_distance on the 15 windows TinyShakespeare's val split holds" \
+  bash -c "grep -q ' -b 8 -t 256 -n 15 -csv ' <<< \"\$(scripts/ab_cpu.sh --dry-run -b 8 -t 256 --out $d/abw)\""
+check "ab_cpu --dry-run: 16 windows at the defaults" \
+  bash -c "grep -q ' -b 4 -t 128 -n 16 -csv ' <<< \"\$(scripts/ab_cpu.sh --dry-run --out $d/abw)\""
+expect_error "ab_cpu: a B x T larger than the val split is refused before any run" \
+  "dev/data/tinyshakespeare/tiny_shakespeare_val.bin: 32768 tokens hold no window of B\*T = 65536 tokens" \
+  scripts/ab_cpu.sh -b 64 -t 1024 --out $d/abw
+check "ab_cpu: the refused run started nothing" test ! -e $d/abw
 scripts/ab_cpu.sh "${SMOKE[@]}" > "$d/abcpu.out" 2>&1; rc=$?
 check "ab_cpu smoke: 4 runs and the summary (exit $rc)" \
   bash -c "[ $rc -eq 0 ] && [ \$(ls -d $d/abcpu/*_seed*/ | wc -l) -eq 4 ] && [ -s $d/abcpu/summary.md ] && grep -q '^wrote $d/abcpu/summary.md' $d/abcpu.out"
