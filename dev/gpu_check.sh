@@ -32,7 +32,8 @@
 #      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), one eval_gpt2cu run
 #      on the checkpoint compared with eval_gpt2 (CPU fp32) through dev/eval_compare.py, and its
 #      first 64 examples with the trainer's step-150 counts
-#   8. throughput of d12 uniform and Prism with -attn flash at B = 16 (the own tiled kernels)
+#   8. throughput of d12 uniform and Prism at B = 16 with -attn flash (the own tiled kernels) and
+#      -attn own (the materializing ones)
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 #
 # GPU_CHECK_HOST=1 runs the script on a machine without a GPU (make test does, as the suite
@@ -411,18 +412,20 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-# last, as the newest and least important: the own tiled kernels in the trainer (-attn flash)
-log "== 8. throughput with -attn flash (B 16; compare with the auto rows of step 6)"
+# last, as the least important: the trainer on the project's own attention kernels, the tiled
+# ones (-attn flash) and the materializing ones (-attn own), to set against cuDNN (step 6)
+log "== 8. throughput with -attn flash and -attn own (B 16; compare with the auto rows of step 6)"
 if [ "$HOST" = 1 ]; then log "host mode: skipped"; else
-BENCH_ATTN=flash
-for k in uniform prism; do
-  extra=()
-  [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)
-  bench "${k}_flash" 16 "${extra[@]}"
-  read -r kms ktok kmfu <<< "$BENCH"
-  log "$(printf "    d12 %-9s | %8s %8s %6s" "$k flash" "$kms" "$ktok" "$kmfu")"
-  [ "$ktok" != "-" ]
-  result $? "throughput d12 $k -attn flash B 16 finished $STEPS steps (log bench_${k}_flash_B16.log)"
+for BENCH_ATTN in flash own; do
+  for k in uniform prism; do
+    extra=()
+    [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)
+    bench "${k}_$BENCH_ATTN" 16 "${extra[@]}"
+    read -r kms ktok kmfu <<< "$BENCH"
+    log "$(printf "    d12 %-13s | %8s %8s %6s" "$k $BENCH_ATTN" "$kms" "$ktok" "$kmfu")"
+    [ "$ktok" != "-" ]
+    result $? "throughput d12 $k -attn $BENCH_ATTN B 16 finished $STEPS steps (log bench_${k}_${BENCH_ATTN}_B16.log)"
+  done
 done
 fi
 

@@ -162,8 +162,10 @@ static inline int cudnn_sdpa_supports(const AttnEnv *env, int d, int training, c
  * softmax implementations only. Softmax layers (mha, sd): auto: cuDNN where it can serve the head
  * size, own kernels elsewhere; cudnn: every softmax layer on cuDNN, else a one-line error naming
  * the first layer it cannot serve; own: every softmax layer on the own kernels (any d, any T);
- * flash: every softmax layer on the own tiled kernels, else the same one-line error. auto does not
- * choose flash yet: those kernels have not run on a GPU (doc/gpu.md).
+ * flash: every softmax layer on the own tiled kernels, else the same one-line error. auto never
+ * chooses flash: on the H200 those kernels pass every check but are slower than the materializing
+ * own kernels at every head size measured (d 16-256, 1.1-2.1x; doc/gpu.md "GPU results"), so they
+ * are for a run whose B h T^2 attention matrices do not fit, chosen by hand.
  * Returns 1, or 0 with the message in err.
  */
 static inline int attn_select_paths(const GPT2Config *c, AttnRequest req, const AttnEnv *env,

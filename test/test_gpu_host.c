@@ -112,7 +112,8 @@ static void test_path_selection(void) {
 }
 
 /* -attn flash: the own tiled kernels (llmc/flash_attention.h) for d a multiple of 16 on SM 8.0+,
- * a one-line error otherwise; auto never picks them (not yet run on a GPU); their layers keep the
+ * a one-line error otherwise; auto never picks them (slower than the materializing own kernels
+ * at every head size on the H200, doc/gpu.md "GPU results"); their layers keep the
  * logsumexp (stats) like cuDNN's and no T x T buffer. */
 static void test_flash_paths(void) {
     const size_t h200_smem = 232448, a100_smem = 166912; /* cudaDevAttrMaxSharedMemoryPerBlockOptin */
