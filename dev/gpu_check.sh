@@ -23,8 +23,8 @@
 #      attention own, auto, and flash (Prism, explicit sizes, S-D without LayerNorm), plus -r 2 -ge 2,
 #      and a model with sharp attention (--qk_scale 10) on auto, own and flash; the same checks
 #      run on the CPU through test/host_cuda (make test), so a failure here is the GPU's own
-#   5. dev/cuda checks with timings: attention (own, cuDNN, flash), the S-D fold and the linear
-#      attention, head sizes 8 ... 256, 12, 20
+#   5. dev/cuda checks with timings: attention (own, cuDNN, flash, and the register-tile forward
+#      mma), the S-D fold and the linear attention, head sizes 8 ... 256, 12, 20
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
 #      Prism/uniform ratio; then d12 with every layer sd and -ln 0, and every layer lin, at B = 16
@@ -199,7 +199,7 @@ STATES_PID=$!
 
 log "== 3. build for sm_$CC_GPU (USE_CUDNN=$USE_CUDNN)"
 TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/attention_flash
-         dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
+         dev/cuda/attention_mma dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
 [ "$USE_CUDNN" = 1 ] && TARGETS+=(dev/cuda/attention_cudnn)
 [ "$HOST" = 1 ] && TARGETS=(build/train_gpt2cu_host build/test_gpt2cu_host build/eval_gpt2cu_host eval_gpt2)
 run build 240 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
@@ -211,7 +211,7 @@ if [ $rc -ne 0 ] && [ "$USE_CUDNN" = 1 ]; then
   USE_CUDNN=0
   MAKEVARS[1]=USE_CUDNN=0
   TARGETS=(train_gpt2cu test_gpt2cu eval_gpt2cu eval_gpt2 dev/cuda/attention_own dev/cuda/attention_flash
-           dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
+           dev/cuda/attention_mma dev/cuda/sd_fold_check dev/cuda/linear_attention_check)
   rm -f dev/cuda/attention_cudnn
   run build_nocudnn 180 make -j "$(nproc)" "${MAKEVARS[@]}" "${TARGETS[@]}"
   result $? "build without cuDNN (log $OUTDIR/build_nocudnn.log)"
@@ -267,7 +267,7 @@ tg sharp flash "-r 1 -ge 1"
 # ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
 [ "$HOST" = 1 ] && log "host mode: skipped (the dev/cuda programs need a GPU)"
-for p in attention_own attention_cudnn attention_flash sd_fold_check linear_attention_check; do
+for p in attention_own attention_cudnn attention_flash attention_mma sd_fold_check linear_attention_check; do
   [ "$HOST" = 1 ] && break
   [ -x "dev/cuda/$p" ] || { [ "$p" = attention_cudnn ] && [ "$USE_CUDNN" = 0 ] && continue; result 1 "$p: not built"; continue; }
   run "$p" 120 "./dev/cuda/$p"
@@ -275,7 +275,7 @@ for p in attention_own attention_cudnn attention_flash sd_fold_check linear_atte
   result $rc "$p: $(summary_of "$OUTDIR/$p.log")"
   grep -E '^(FAIL|n/a)' "$OUTDIR/$p.log" | sed 's/^/    /' | sumtee
 done
-log "time per call (B 16, T 1024, C 768; sdfold: generator + K' forward, fold backward + dL + dS backward):"
+log "time per call (B 16, T 1024, C 768; sdfold: generator + K' forward, fold backward + dL + dS backward; mma: forward only):"
 log "  path     d  heads  fwd ms  bwd ms"
 cat "$OUTDIR"/attention_*.log "$OUTDIR"/sd_fold_check.log "$OUTDIR"/linear_attention_check.log 2>/dev/null |
   awk '/^TIME/{printf "  %-7s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | sumtee
@@ -288,6 +288,12 @@ if [ -n "$own64" ] && [ -n "$cud64" ]; then
 fi
 if [ -n "$fla64" ] && [ -n "$cud64" ]; then
   log "flash / cuDNN time at d = 64 (fwd + bwd): $(awk -v a="$fla64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}') (target <= 2 once the trainer uses it)"
+fi
+mma64=$(awk '/^TIME path mma d 64 /{print $13}' "$OUTDIR/attention_mma.log" 2>/dev/null)
+cudf64=$(awk '/^TIME path cudnn d 64 /{print $13}' "$OUTDIR/attention_cudnn.log" 2>/dev/null)
+flaf64=$(awk '/^TIME path flash d 64 /{print $13}' "$OUTDIR/attention_flash.log" 2>/dev/null)
+if [ -n "$mma64" ] && [ -n "$cudf64" ] && [ -n "$flaf64" ]; then
+  log "register-tile (mma) forward at d = 64: $(awk -v a="$mma64" -v b="$cudf64" 'BEGIN{printf "%.2f", a / b}') x cuDNN's, $(awk -v a="$mma64" -v b="$flaf64" 'BEGIN{printf "%.2f", a / b}') x flash's"
 fi
 if [ -n "$fla64" ] && [ -n "$own64" ]; then
   log "flash / own time at d = 64 (fwd + bwd): $(awk -v a="$fla64" -v b="$own64" 'BEGIN{printf "%.2f", a / b}')"

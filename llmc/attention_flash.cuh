@@ -12,11 +12,11 @@
  * (flash_path_supports of llmc/gpu_host.h, which the path selection asks); any T >= 1. SM 8.0+ (bf16 WMMA). Deterministic: no atomics, each
  * output element is summed by one block in a fixed order.
  *
- * Status: developed without a GPU. The block routines are checked on the CPU
- * (test/test_flash_emul.c); the kernels are checked by dev/cuda/attention_flash and test_gpt2cu
- * -attn flash (both in dev/gpu_check.sh), which have not run yet. The trainer uses them only when
- * asked (-attn flash); -attn auto will prefer them to the materializing own kernels once
- * gpu_check has passed (doc/gpu.md).
+ * Status: the block routines are checked on the CPU (test/test_flash_emul.c) and the kernels on an
+ * H200 (dev/cuda/attention_flash, test_gpt2cu -attn flash; dev/gpu_check.sh, doc/gpu.md "GPU
+ * results"): correct, but slower than the materializing own kernels at every head size, so the
+ * trainer uses them only when asked (-attn flash). llmc/flash_mma.h is the register-tile forward
+ * meant to replace this one.
  */
 #ifndef LLMC_ATTENTION_FLASH_CUH
 #define LLMC_ATTENTION_FLASH_CUH

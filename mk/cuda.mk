@@ -166,6 +166,7 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call li
 DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
 dev_flash_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash.o matmul.o gpu_kernels.o)
+dev_mma_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash_mma.o matmul.o gpu_kernels.o)
 dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
 dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)
 define dev_attention
@@ -179,6 +180,9 @@ $(2)/attention_cudnn: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEAD
 $(2)/attention_flash: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_flash_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) -DCHECK_FLASH $(call gencode,$(1)) $$< $(call dev_flash_objs,$(1)) -o $$@ -lcublas -lcublasLt
+$(2)/attention_mma: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_mma_objs,$(1))
+	@mkdir -p $(2)
+	$(NVCC) $(NVCC_FLAGS) -DCHECK_FLASH_MMA $(call gencode,$(1)) $$< $(call dev_mma_objs,$(1)) -o $$@ -lcublas -lcublasLt
 $(2)/sd_fold_check: dev/cuda/sd_fold_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_sd_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) $$< $(call dev_sd_objs,$(1)) -o $$@ $(GPU_LIBS)
@@ -188,7 +192,8 @@ $(2)/linear_attention_check: dev/cuda/linear_attention_check.cu $(DEV_CUDA_HEADE
 endef
 $(eval $(call dev_attention,$(GPU_ARCHS),dev/cuda))
 $(eval $(call dev_attention,$(GPU_CHECK_ARCHS),$(CHECK_DIR)))
-CHECK_BINS += $(CHECK_DIR)/attention_own $(CHECK_DIR)/attention_cudnn $(CHECK_DIR)/attention_flash $(CHECK_DIR)/sd_fold_check \
+CHECK_BINS += $(CHECK_DIR)/attention_own $(CHECK_DIR)/attention_cudnn $(CHECK_DIR)/attention_flash $(CHECK_DIR)/attention_mma \
+              $(CHECK_DIR)/sd_fold_check \
               $(CHECK_DIR)/linear_attention_check
 
 build/gpu_compile_check: $(CHECK_BINS)
@@ -202,15 +207,22 @@ gpu_config:
 	@echo "multi-GPU: $(MG_VARIANT) (NCCL_HOME=$(NCCL_HOME) have=$(HAVE_NCCL); OPENMPI_DIR=$(OPENMPI_DIR) have=$(HAVE_MPI))"
 
 # test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU;
-# test_flash_emul: the flash attention's block routines, run on the CPU
-TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/gpu_compile_check
+# test_flash_emul: the flash attention's block routines, run on the CPU;
+# test_flash_mma_emul: the register-tile attention forward, every thread a coroutine with PTX's
+# warp instructions (test/warp_emul.cpp)
+TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/test_flash_mma_emul build/gpu_compile_check
 build/test_gpu_emul: dev/cuda/check_common.h
 build/test_flash_emul: dev/cuda/check_common.h dev/cuda/attention_ref.h
+build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h llmc/flash_mma.h \
+    llmc/flash_attention.h dev/cuda/check_common.h dev/cuda/attention_ref.h $(HEADERS) | build
+	g++ -std=c++17 -O2 -march=native -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -fopenmp \
+	  test/test_flash_mma_emul.cpp test/warp_emul.cpp -o $@ -lm
 
 .PHONY: clean_gpu
 clean: clean_gpu
 clean_gpu:
 	rm -f train_gpt2cu test_gpt2cu eval_gpt2cu dev/cuda/attention_own dev/cuda/attention_cudnn dev/cuda/attention_flash \
+	  dev/cuda/attention_mma \
 	  dev/cuda/sd_fold_check \
 	  dev/cuda/linear_attention_check
 

@@ -110,7 +110,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   else
     fail "dev/data/piqa/piqa_val.bin missing (make evals)"
   fi
-  for p in attention_own attention_flash sd_fold_check linear_attention_check; do
+  for p in attention_own attention_flash attention_mma sd_fold_check linear_attention_check; do
     expect_error "$p without a GPU" "^error: .*CUDA" $d/$p -time 0
   done
 else

@@ -194,7 +194,8 @@ static inline void upload_random_bf16(void *dev, size_t n, uint64_t seed) {
 typedef void (*CheckStep)(void *arg, int backward);
 
 /* Mean milliseconds of one forward and one backward: `warmup` calls of each first (graph builds,
- * cuBLAS heuristics), then `iters` timed ones, measured with events on the stream. */
+ * cuBLAS heuristics), then `iters` timed ones, measured with events on the stream. ms_bwd NULL:
+ * a forward-only path, whose backward is never called. */
 static inline void time_steps(CheckStep step, void *arg, cudaStream_t stream, int warmup, int iters, float *ms_fwd,
                               float *ms_bwd) {
     cudaEvent_t e0, e1;
@@ -202,7 +203,7 @@ static inline void time_steps(CheckStep step, void *arg, cudaStream_t stream, in
     CUDA_CHECK(cudaEventCreate(&e1));
     for (int pass = 0; pass < 2; pass++) {
         const int n = pass == 0 ? warmup : iters;
-        for (int backward = 0; backward < 2; backward++) {
+        for (int backward = 0; backward < (ms_bwd != NULL ? 2 : 1); backward++) {
             CUDA_CHECK(cudaEventRecord(e0, stream));
             for (int i = 0; i < n; i++) step(arg, backward);
             CUDA_CHECK(cudaEventRecord(e1, stream));
@@ -221,8 +222,9 @@ static inline void time_steps(CheckStep step, void *arg, cudaStream_t stream, in
  * forward and one backward give the rates. */
 static inline void print_time(const char *path, int d, int B, int T, int h, float ms_fwd, float ms_bwd,
                               double flops_fwd, double flops_bwd) {
+    /* a forward-only path has ms_bwd 0: its backward rate prints as 0 */
     printf("TIME path %s d %d B %d T %d h %d fwd_ms %.3f bwd_ms %.3f fwd_tflops %.2f bwd_tflops %.2f\n", path, d, B,
-           T, h, ms_fwd, ms_bwd, flops_fwd / ms_fwd / 1e9, flops_bwd / ms_bwd / 1e9);
+           T, h, ms_fwd, ms_bwd, flops_fwd / ms_fwd / 1e9, ms_bwd > 0 ? flops_bwd / ms_bwd / 1e9 : 0.0);
     fflush(stdout);
 }
 #endif /* __CUDACC__ */

@@ -1,0 +1,233 @@
+/*
+ * test/test_flash_mma_emul.cpp: the register-tile attention forward (llmc/flash_mma.h) executed on
+ * the CPU, every thread of every block as its own coroutine with PTX's mma.sync and shuffle
+ * semantics (test/warp_emul.h), against the CPU model's attention (dev/cuda/attention_ref.h, the
+ * reference of the GPU checks). The CUDA kernel (llmc/attention_flash_mma.cu) runs exactly this
+ * routine, so the fragment bookkeeping (which lane holds which score, probability and output
+ * element), the causal mask, the online softmax and the rows past T are checked without a GPU.
+ * What it cannot check: that the PTX ISA's fragment layouts, which warp_emul.cpp implements from
+ * the ISA's text, are the hardware's (dev/cuda/attention_mma does that on a GPU), races, speed.
+ *
+ * Also checks the emulator itself: shuffles, an mma against a plain product with fragments packed
+ * by this file's own reading of the layouts, and that a lane leaving its warp's collective, or two
+ * warps waiting on different instructions, end the run with exit status 1.
+ *
+ * Shared memory and outputs are NaN before every block: a value read before it is written, or an
+ * output never written, fails. Tolerance TOL_FWD = 2^-6 (max |x - ref| / max |ref|), the GPU
+ * checks'; the control (the mask one key ahead) must exceed it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../dev/cuda/attention_ref.h"
+#include "../llmc/flash_mma.h"
+#include "harness.h"
+#include "warp_emul.h"
+
+struct BlockArgs {
+    const FlashArgs *a;
+    int qt, bh;
+    char *smem;
+};
+
+template <int D>
+static void run_thread(int tid, void *p) {
+    const BlockArgs *ba = (const BlockArgs *)p;
+    fmma_fwd_block<D>(ba->a, ba->qt, ba->bh, ba->smem, tid);
+}
+
+static WarpEmulFn thread_fn(int d) {
+    switch (d) {
+#define FMMA_CASE(D) \
+    case D: return run_thread<D>;
+        FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
+        FMMA_CASE(128) FMMA_CASE(144) FMMA_CASE(160) FMMA_CASE(176) FMMA_CASE(192) FMMA_CASE(208)
+        FMMA_CASE(224) FMMA_CASE(240) FMMA_CASE(256)
+#undef FMMA_CASE
+    default: return NULL;
+    }
+}
+
+static void *nan_alloc(size_t bytes) {
+    void *p = xmalloc(bytes);
+    memset(p, 0xff, bytes); /* 0xffff bf16 and 0xffffffff fp32 are NaN */
+    return p;
+}
+
+/* Every block of the grid (B h sequence-heads x query tiles), in the kernel's launch order. */
+static void emulate_forward(const FlashArgs *a) {
+    const int nt = (a->T + FMMA_BQ - 1) / FMMA_BQ;
+    const size_t bytes = fmma_smem_bytes(a->d);
+    char *smem = (char *)xmalloc(bytes);
+    WarpEmulFn fn = thread_fn(a->d);
+    for (int y = 0; y < nt; y++)
+        for (int bh = 0; bh < a->B * a->h; bh++) {
+            memset(smem, 0xff, bytes);
+            BlockArgs ba = {a, nt - 1 - y, bh, smem};
+            warp_emul_block(FMMA_THREADS, fn, &ba);
+        }
+    free(smem);
+}
+
+static void test_case(int B, int T, int h, int d) {
+    const size_t A = (size_t)h * d, N = (size_t)B * T, A3 = 3 * A;
+    uint16_t *qkv = (uint16_t *)xmalloc(N * A3 * 2);
+    fill_random_bf16(qkv, N * A3, 700 + d + T);
+    float *fq = widen(qkv, N * A3);
+    float *ro = (float *)xmalloc(N * A * 4), *rl = (float *)xmalloc((size_t)B * h * T * 4);
+    float *rc = (float *)xmalloc(N * A * 4);
+    ref_attention(ro, rl, NULL, fq, NULL, B, T, h, d);
+
+    FlashArgs a;
+    memset(&a, 0, sizeof(a));
+    a.qkv = qkv;
+    a.B = B;
+    a.T = T;
+    a.h = h;
+    a.d = d;
+    a.scale = 1.0f / sqrtf((float)d);
+    uint16_t *out = (uint16_t *)nan_alloc(N * A * 2);
+    float *lse = (float *)nan_alloc((size_t)B * h * T * 4);
+    a.o = out;
+    a.lse = lse;
+    const long long n0 = warp_emul_count();
+    emulate_forward(&a);
+    const long long ops = warp_emul_count() - n0;
+    char tag[96];
+    snprintf(tag, sizeof(tag), "d %3d (B %d T %3d h %d)", d, B, T, h);
+    const double ef = rel_err_bf(out, A, ro, A, N, A), el = rel_err_f(lse, rl, (size_t)B * h * T);
+    CHECK(ef <= TOL_FWD && el <= TOL_FWD && ops > 0,
+          "%s forward: out rel error %.2e, lse %.2e (<= %.2e); %lld warp instructions and barriers", tag, ef, el,
+          TOL_FWD, ops);
+    if (T > 1) {
+        ref_attention_one_ahead(rc, ro, fq, B, T, h, d);
+        const double c = rel_err_bf(out, A, rc, A, N, A);
+        CHECK(c > TOL_FWD, "%s control: vs the mask one key ahead %.2e (> tol)", tag, c);
+    } else {
+        not_applicable(tag, "one key ahead", "T = 1: no key ahead");
+    }
+    free(qkv); free(fq); free(ro); free(rl); free(rc); free(out); free(lse);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The emulator */
+static float g_shfl_out[32][2];
+
+static void shfl_thread(int tid, void *p) {
+    (void)p;
+    g_shfl_out[tid][0] = warp_emul_shfl_xor((float)tid, 1);
+    g_shfl_out[tid][1] = warp_emul_shfl_xor((float)(100 + tid), 6);
+}
+
+/* A (16 x 16) and B (16 x 8) packed per lane by the PTX ISA's tables, read independently of
+ * warp_emul.cpp: a register holds two consecutive elements of one row (A) or column (B). */
+static float g_A[16][16], g_B[16][8], g_C[32][4];
+
+static void mma_thread(int tid, void *p) {
+    (void)p;
+    const int g = tid >> 2, t = tid & 3;
+    uint32_t a[4], b[2];
+    const int arow[4] = {g, g + 8, g, g + 8}, acol[4] = {2 * t, 2 * t, 2 * t + 8, 2 * t + 8};
+    for (int r = 0; r < 4; r++) a[r] = fmma_pack(g_A[arow[r]][acol[r]], g_A[arow[r]][acol[r] + 1]);
+    for (int r = 0; r < 2; r++) b[r] = fmma_pack(g_B[2 * t + 8 * r][g], g_B[2 * t + 8 * r + 1][g]);
+    float c[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    warp_emul_mma_bf16_16816(c, a, b);
+    memcpy(g_C[tid], c, sizeof(c));
+}
+
+static void diverge_thread(int tid, void *p) {
+    (void)p;
+    if (tid == 5) return; /* leaves its warp at the shuffle */
+    warp_emul_shfl_xor(1.0f, 1);
+}
+
+static void mixed_thread(int tid, void *p) {
+    (void)p;
+    if (tid < 32) warp_emul_syncthreads();
+    else warp_emul_shfl_xor(1.0f, 1);
+    warp_emul_syncthreads();
+}
+
+/* Exit status of fn run as one block of n threads in a child process; its error line into msg. */
+static int child_status(int n, WarpEmulFn fn, char *msg, size_t cap) {
+    int fd[2];
+    if (pipe(fd) != 0) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        close(fd[0]);
+        warp_emul_block(n, fn, NULL);
+        _exit(0);
+    }
+    close(fd[1]);
+    const ssize_t got = read(fd[0], msg, cap - 1);
+    msg[got > 0 ? got : 0] = '\0';
+    msg[strcspn(msg, "\n")] = '\0';
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void test_emulator(void) {
+    warp_emul_block(32, shfl_thread, NULL);
+    int ok = 1;
+    for (int L = 0; L < 32; L++) ok &= g_shfl_out[L][0] == (float)(L ^ 1) && g_shfl_out[L][1] == (float)(100 + (L ^ 6));
+    CHECK(ok, "shfl.xor: lane L reads lane L ^ mask (masks 1 and 6)");
+
+    uint64_t seed = 11;
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) g_A[i][k] = bf16_to_f32(f32_to_bf16(rand_unit(&seed)));
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < 8; j++) g_B[k][j] = bf16_to_f32(f32_to_bf16(rand_unit(&seed)));
+    warp_emul_block(32, mma_thread, NULL);
+    double worst = 0.0;
+    for (int L = 0; L < 32; L++)
+        for (int i = 0; i < 4; i++) {
+            const int row = (L >> 2) + 8 * (i >> 1), col = 2 * (L & 3) + (i & 1);
+            double s = 1.0 + i;
+            for (int k = 0; k < 16; k++) s += (double)g_A[row][k] * g_B[k][col];
+            worst = fmax(worst, fabs(s - g_C[L][i]));
+        }
+    CHECK(worst < 1e-4, "mma.m16n8k16: D = A B + C with the ISA's fragment layouts, max error %.1e", worst);
+
+    char msg[256];
+    CHECK(child_status(32, diverge_thread, msg, sizeof msg) == 1 && strstr(msg, "returned while its warp waits"),
+          "a lane that returns while its warp waits at a shuffle ends the run: %s", msg);
+    CHECK(child_status(64, mixed_thread, msg, sizeof msg) == 1 && strstr(msg, "others wait at the barrier"),
+          "a barrier that one warp reaches twice and another once ends the run: %s", msg);
+}
+
+static void test_supports(void) {
+    char why[256] = "";
+    const size_t h200 = 232448, a100 = 166912;
+    int ok = 1;
+    for (int d = 16; d <= 256; d += 16) ok &= fmma_supports(d, 90, h200, why, sizeof why) && fmma_supports(d, 80, a100, why, sizeof why);
+    CHECK(ok, "every d = 16 ... 256 runs on SM 9.0 and 8.0 (d 256: %zu bytes of shared memory)", fmma_smem_bytes(256));
+    why[0] = 0;
+    CHECK(!fmma_supports(20, 90, h200, why, sizeof why) && strstr(why, "multiple of 16"), "d 20 refused: %s", why);
+    why[0] = 0;
+    CHECK(!fmma_supports(64, 75, h200, why, sizeof why) && strstr(why, "SM 7.5"), "SM 7.5 refused: %s", why);
+    why[0] = 0;
+    CHECK(!fmma_supports(256, 90, 49152, why, sizeof why) && strstr(why, "shared memory"), "d 256 in 48 KiB refused: %s",
+          why);
+    /* Q and K 64 x 72 and V^T 64 x 72 bf16 at d 64 */
+    CHECK(fmma_smem_bytes(64) == 3 * 64 * 72 * 2, "d 64: %zu bytes (by hand %d)", fmma_smem_bytes(64), 3 * 64 * 72 * 2);
+}
+
+int main(void) {
+    test_emulator();
+    test_supports();
+    const int ds[] = {16, 32, 48, 64, 80, 128, 256};
+    for (int d : ds) test_case(1, 130, 1, d);
+    const int Ts[] = {1, 33, 64, 65, 100, 127};
+    for (int T : Ts) test_case(2, T, 2, 64);
+    test_case(1, 200, 3, 32);
+    return test_finish();
+}

@@ -1,0 +1,251 @@
+/*
+ * test/warp_emul.cpp: the block scheduler and the warp instructions of test/warp_emul.h.
+ *
+ * Scheduling: the threads run in turn (tid order), each until it blocks on a warp instruction or
+ * the barrier, or returns. When none can run, of the warps whose 32 lanes all wait on the same
+ * warp instruction a random half (at least one; a fixed xorshift sequence, so runs repeat) have
+ * it carried out: warps drift apart as on a GPU, and a phase that lacks its barrier lets one warp
+ * overwrite shared memory another still reads, which the result then shows. If no warp could go
+ * on, the barrier is released when every thread waits on it. Anything else is a deadlock or a
+ * divergence and ends the run.
+ *
+ * Fragment layouts of mma.m16n8k16 with .bf16 inputs and .f32 accumulators (PTX ISA, "Matrix
+ * Fragments for mma.m16n8k16 with floating point type"), for lane L, g = L >> 2, t = L % 4:
+ *   A (16 x 16, row): register r holds elements a_{2r}, a_{2r+1} (low half first); element i is
+ *                     at row g + 8 ((i >> 1) & 1), column 2t + (i & 1) + 8 (i >= 4)
+ *   B (16 x 8, col):  register r holds b_{2r}, b_{2r+1}; element i is at row (k) 2t + (i & 1) +
+ *                     8 (i >= 2), column (n) g
+ *   C, D (16 x 8):    element i is at row g + 8 (i >= 2), column 2t + (i & 1)
+ */
+#include "warp_emul.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "../llmc/gpu_shared.h"
+
+namespace {
+
+enum State { RUNNABLE, WAITING, DONE };
+enum Op { OP_NONE, OP_SYNCTHREADS, OP_SHFL, OP_MMA };
+const char *const OP_NAMES[] = {"-", "__syncthreads", "shfl.xor", "mma.m16n8k16"};
+
+struct Lane {
+    ucontext_t ctx;
+    State state;
+    Op op;
+    float v;      /* shfl: in and out */
+    int mask;     /* shfl: the xor mask */
+    float *c;     /* mma: the lane's accumulators, updated in place */
+    uint32_t a[4], b[2];
+};
+
+const size_t STACK_BYTES = 256 * 1024;
+
+struct Block {
+    Lane *lane = nullptr;
+    char *stacks = nullptr;
+    int n = 0;
+    int cur = -1;
+    ucontext_t sched;
+    WarpEmulFn fn = nullptr;
+    void *arg = nullptr;
+};
+
+Block g_block;
+long long g_count = 0;
+
+[[noreturn]] void die(const char *msg, int tid, Op a, Op b) {
+    fprintf(stderr, "warp_emul: %s (thread %d: %s, its warp: %s)\n", msg, tid, OP_NAMES[a], OP_NAMES[b]);
+    exit(1);
+}
+
+void trampoline() {
+    const int tid = g_block.cur;
+    g_block.fn(tid, g_block.arg);
+    g_block.lane[tid].state = DONE; /* uc_link returns to the scheduler */
+}
+
+/* The calling thread's lane (a warp instruction outside warp_emul_block is an error). */
+Lane *self(Op op) {
+    if (g_block.cur < 0) {
+        fprintf(stderr, "warp_emul: %s called outside warp_emul_block\n", OP_NAMES[op]);
+        exit(1);
+    }
+    return &g_block.lane[g_block.cur];
+}
+
+/* The calling thread waits on op until the scheduler carries it out. */
+Lane *wait_on(Op op) {
+    Lane *l = self(op);
+    l->op = op;
+    l->state = WAITING;
+    swapcontext(&l->ctx, &g_block.sched);
+    return l;
+}
+
+float bf(uint32_t reg, int high) { return bf16_to_f32((uint16_t)(high ? reg >> 16 : reg & 0xffffu)); }
+
+void do_mma(Lane *w) {
+    float A[16][16], Bm[16][8], C[16][8];
+    for (int L = 0; L < 32; L++) {
+        const int g = L >> 2, t = L & 3;
+        for (int i = 0; i < 8; i++) {
+            A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >= 4)] = bf(w[L].a[i >> 1], i & 1);
+        }
+        for (int i = 0; i < 4; i++) Bm[2 * t + (i & 1) + 8 * (i >= 2)][g] = bf(w[L].b[i >> 1], i & 1);
+        for (int i = 0; i < 4; i++) C[g + 8 * (i >= 2)][2 * t + (i & 1)] = w[L].c[i];
+    }
+    for (int L = 0; L < 32; L++) {
+        const int g = L >> 2, t = L & 3;
+        for (int i = 0; i < 4; i++) {
+            const int r = g + 8 * (i >= 2), col = 2 * t + (i & 1);
+            float s = C[r][col];
+            for (int k = 0; k < 16; k++) s += A[r][k] * Bm[k][col];
+            w[L].c[i] = s;
+        }
+    }
+}
+
+void do_shfl(Lane *w) {
+    float in[32];
+    for (int L = 0; L < 32; L++) in[L] = w[L].v;
+    for (int L = 0; L < 32; L++) w[L].v = in[(L ^ w[L].mask) & 31];
+}
+
+uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+uint64_t next_random() {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+/* The instruction warp w's lanes wait on (OP_NONE when none waits); dies when the lanes disagree. */
+Op check_warp(int w) {
+    Lane *l = g_block.lane + 32 * w;
+    int waiting = 0;
+    Op op = OP_NONE;
+    for (int L = 0; L < 32; L++)
+        if (l[L].state == WAITING) {
+            waiting++;
+            op = l[L].op;
+        }
+    if (waiting == 0) return OP_NONE;
+    for (int L = 0; L < 32; L++) {
+        if (l[L].state == DONE && op != OP_SYNCTHREADS) die("a lane returned while its warp waits", 32 * w + L, OP_NONE, op);
+        if (l[L].state == WAITING && l[L].op != op) die("the lanes of a warp wait on different instructions", 32 * w + L, l[L].op, op);
+    }
+    return op;
+}
+
+/* Carries out the warp instruction every lane of warp w waits on; 1 if it did. */
+int resolve_warp(int w) {
+    Lane *l = g_block.lane + 32 * w;
+    const Op op = check_warp(w);
+    if (op == OP_NONE || op == OP_SYNCTHREADS) return 0; /* the barrier is block-wide: resolved below */
+    for (int L = 0; L < 32; L++)
+        if (l[L].state != WAITING) return 0;
+    if (op == OP_MMA) do_mma(l);
+    else do_shfl(l);
+    for (int L = 0; L < 32; L++) l[L].state = RUNNABLE;
+    g_count++;
+    return 1;
+}
+
+} // namespace
+
+extern "C" {
+
+void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
+    if (nthreads < 32 || nthreads % 32 != 0 || nthreads > WARP_EMUL_MAX_THREADS) {
+        fprintf(stderr, "warp_emul: %d threads per block: expected a multiple of 32 up to %d\n", nthreads,
+                WARP_EMUL_MAX_THREADS);
+        exit(1);
+    }
+    Block &b = g_block;
+    if (b.n < nthreads) {
+        free(b.lane);
+        free(b.stacks);
+        b.lane = (Lane *)calloc((size_t)nthreads, sizeof(Lane));
+        b.stacks = (char *)malloc((size_t)nthreads * STACK_BYTES);
+        if (!b.lane || !b.stacks) {
+            fprintf(stderr, "warp_emul: out of memory for %d threads\n", nthreads);
+            exit(1);
+        }
+        b.n = nthreads;
+    }
+    b.fn = fn;
+    b.arg = arg;
+    for (int i = 0; i < nthreads; i++) {
+        Lane &l = b.lane[i];
+        getcontext(&l.ctx);
+        l.ctx.uc_stack.ss_sp = b.stacks + (size_t)i * STACK_BYTES;
+        l.ctx.uc_stack.ss_size = STACK_BYTES;
+        l.ctx.uc_link = &b.sched;
+        makecontext(&l.ctx, trampoline, 0);
+        l.state = RUNNABLE;
+        l.op = OP_NONE;
+    }
+    const int warps = nthreads / 32;
+    for (;;) {
+        for (int i = 0; i < nthreads; i++) {
+            if (b.lane[i].state != RUNNABLE) continue;
+            b.cur = i;
+            swapcontext(&b.sched, &b.lane[i].ctx);
+        }
+        b.cur = -1;
+        int done = 0, at_barrier = 0;
+        for (int i = 0; i < nthreads; i++) {
+            done += b.lane[i].state == DONE;
+            at_barrier += b.lane[i].state == WAITING && b.lane[i].op == OP_SYNCTHREADS;
+        }
+        if (done == nthreads) return;
+        /* warps go on at different speeds: of the warps whose instruction is ready, each is
+         * carried out with probability 1/2 (the first ready one always), so a warp can run ahead
+         * of the others by many instructions and a missing barrier shows up as a wrong result */
+        int progressed = 0;
+        const int start = (int)(next_random() % (unsigned)warps);
+        for (int k = 0; k < warps; k++) {
+            const int w = (start + k) % warps;
+            if (progressed && (next_random() & 1)) {
+                check_warp(w);
+                continue;
+            }
+            progressed |= resolve_warp(w);
+        }
+        if (progressed) continue;
+        if (at_barrier == nthreads) {
+            for (int i = 0; i < nthreads; i++) b.lane[i].state = RUNNABLE;
+            g_count++;
+            continue;
+        }
+        for (int i = 0; i < nthreads; i++) {
+            if (b.lane[i].state == DONE && at_barrier > 0) die("a thread returned while others wait at the barrier", i, OP_NONE, OP_SYNCTHREADS);
+        }
+        die("deadlock: warps wait on different instructions", 0, b.lane[0].op, b.lane[nthreads - 1].op);
+    }
+}
+
+void warp_emul_syncthreads(void) { wait_on(OP_SYNCTHREADS); }
+
+float warp_emul_shfl_xor(float v, int lane_mask) {
+    Lane *l = self(OP_SHFL);
+    l->v = v;
+    l->mask = lane_mask;
+    return wait_on(OP_SHFL)->v;
+}
+
+void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+    Lane *l = self(OP_MMA);
+    l->c = c;
+    memcpy(l->a, a, sizeof(l->a));
+    memcpy(l->b, b, sizeof(l->b));
+    wait_on(OP_MMA);
+}
+
+long long warp_emul_count(void) { return g_count; }
+
+} // extern "C"

@@ -1,0 +1,55 @@
+/*
+ * test/warp_emul.h: a CUDA thread block on the CPU, thread by thread, for device routines whose
+ * threads talk through warp instructions (shuffles, tensor-core mma.sync) and not only through
+ * shared memory.
+ *
+ * The routines of llmc/flash_attention.h can be run by one CPU thread doing every warp's work,
+ * because their threads meet only at barriers. A routine that keeps its tiles in registers, split
+ * over the 32 lanes of a warp by the PTX fragment layouts (llmc/flash_mma.h), cannot: each lane
+ * holds a different part of a tile and the lanes exchange values in the middle of a loop. Here
+ * every thread of the block runs the routine's own code on its own stack (a ucontext coroutine)
+ * until it reaches a warp instruction or a barrier; when every lane of the warp (every thread of
+ * the block, for the barrier) has reached the same one, the instruction is carried out for all of
+ * them at once, with PTX's semantics, and they go on. A lane that reaches a different instruction
+ * than its warp, or finishes while its warp waits, is a divergence the hardware would not allow
+ * for these .sync.aligned instructions: the run dies with one line naming both. Warps advance at
+ * random relative speeds (warp_emul.cpp), so a missing barrier between shared-memory phases
+ * changes the result instead of going unseen.
+ *
+ * Defines:
+ *   warp_emul_block(nthreads, fn, arg)   runs fn(tid, arg) for tid = 0 .. nthreads - 1 (a multiple
+ *                                        of 32, at most WARP_EMUL_MAX_THREADS) as one block
+ *   warp_emul_syncthreads()              __syncthreads()
+ *   warp_emul_shfl_xor(v, mask)          __shfl_xor_sync(0xffffffff, v, mask)
+ *   warp_emul_mma_bf16_16816(c, a, b)    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with
+ *                                        D = C: c (4 fp32) += A (16 x 16, 4 x 2 bf16) B (16 x 8,
+ *                                        2 x 2 bf16), the PTX ISA's fragment layouts (warp_emul.cpp)
+ *   warp_emul_count()                    warp instructions carried out so far (a test can check
+ *                                        that a routine used them)
+ * Sums inside one mma are fp32 in k order; the tensor cores' order is unspecified, so results
+ * agree with a GPU to fp32 rounding, not bit for bit.
+ */
+#ifndef TEST_WARP_EMUL_H
+#define TEST_WARP_EMUL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WARP_EMUL_MAX_THREADS 1024
+
+typedef void (*WarpEmulFn)(int tid, void *arg);
+
+void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg);
+void warp_emul_syncthreads(void);
+float warp_emul_shfl_xor(float v, int lane_mask);
+void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
+long long warp_emul_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TEST_WARP_EMUL_H */
