@@ -1,8 +1,12 @@
 /*
- * llmc/attention_flash_mma.cu: the kernel of the register-tile attention forward (interface in
- * llmc/attention_flash_mma.cuh; the routine, its layout and its math in llmc/flash_mma.h).
- * Grid (B h, query tiles of 64) with the last (longest) tiles first, 128 threads, one kernel per
- * head size (the output accumulators are registers: their count is a template parameter).
+ * llmc/attention_flash_mma.cu: the kernels of the register-tile attention (interface in
+ * llmc/attention_flash_mma.cuh; the routines, their layout and math in llmc/flash_mma.h):
+ *   forward  grid (B h, query tiles of 64), the last (longest) tiles first
+ *   D        D = dO . O, one thread per row (flash_delta_row of llmc/flash_attention.h)
+ *   dK, dV   grid (B h, key tiles of 64), the first (longest) tiles first
+ *   dQ       grid (B h, query tiles), the last tiles first
+ * 128 threads per block; one kernel per head size (the accumulators are registers: their count is
+ * a template parameter). Nothing is summed across blocks: deterministic, no atomics.
  */
 #include <stdint.h>
 
@@ -16,46 +20,105 @@ __global__ void __launch_bounds__(FMMA_THREADS) fmma_fwd_kernel(FlashArgs a) {
     fmma_fwd_block<D>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
-int attention_flash_mma_supports(int d, const GpuCtx *ctx, char *why, size_t cap) {
-    return fmma_supports(d, ctx->sm, ctx->smem_optin, why, cap);
+template <int D>
+__global__ void __launch_bounds__(FMMA_THREADS) fmma_dkdv_kernel(FlashArgs a) {
+    extern __shared__ __align__(16) char smem[];
+    fmma_dkdv_block<D>(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
-/* The kernel of head size D with its shared memory opted in (once per process and size: this
- * path is run by the dev/cuda check, one device per process). */
 template <int D>
-static void launch(const FlashArgs &a, cudaStream_t stream) {
+__global__ void __launch_bounds__(FMMA_THREADS) fmma_dq_kernel(FlashArgs a) {
+    extern __shared__ __align__(16) char smem[];
+    fmma_dq_block<D>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
+}
+
+__global__ void fmma_delta_kernel(FlashArgs a) {
+    const size_t rows = (size_t)a.B * a.h * a.T;
+    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x)
+        flash_delta_row(&a, r);
+}
+
+int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
+    return fmma_supports_dir(d, training, ctx->sm, ctx->smem_optin, why, cap);
+}
+
+/* Shared memory opted in once per kernel and size (static memos: the path is run by the dev/cuda
+ * check, one device per process). */
+template <int D>
+static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
     static size_t opted = 0;
-    const size_t bytes = fmma_smem_bytes(D);
+    const size_t bytes = fmma_smem_bytes_kind(FMMA_FWD, D);
     gpu_allow_smem((const void *)fmma_fwd_kernel<D>, bytes, &opted);
     const dim3 grid((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)FMMA_BQ));
     fmma_fwd_kernel<D><<<grid, FMMA_THREADS, bytes, stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }
 
-void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
-                                 const GpuCtx *ctx) {
+template <int D>
+static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
+    static size_t opted_kv = 0, opted_q = 0;
+    const size_t b_kv = fmma_smem_bytes_kind(FMMA_DKDV, D), b_q = fmma_smem_bytes_kind(FMMA_DQ, D);
+    gpu_allow_smem((const void *)fmma_dkdv_kernel<D>, b_kv, &opted_kv);
+    gpu_allow_smem((const void *)fmma_dq_kernel<D>, b_q, &opted_q);
+    const dim3 grid((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)FMMA_BQ));
+    fmma_dkdv_kernel<D><<<grid, FMMA_THREADS, b_kv, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+    fmma_dq_kernel<D><<<grid, FMMA_THREADS, b_q, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+}
+
+static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int training, const GpuCtx *ctx) {
     char why[256];
-    if (!attention_flash_mma_supports(d, ctx, why, sizeof(why))) llmc_die("register-tile attention: %s", why);
+    if (!attention_flash_mma_supports(d, training, ctx, why, sizeof(why))) llmc_die("register-tile attention: %s", why);
     if ((uintptr_t)qkv % 16 != 0) llmc_die("register-tile attention: qkv is not 16-byte aligned");
     if (ceil_div((size_t)T, (size_t)FMMA_BQ) > 65535) llmc_die("register-tile attention: T = %d: too many tiles", T);
     FlashArgs a;
     memset(&a, 0, sizeof(a));
     a.qkv = reinterpret_cast<const uint16_t *>(qkv);
-    a.o = reinterpret_cast<uint16_t *>(out);
-    a.lse = lse;
     a.B = B;
     a.T = T;
     a.h = h;
     a.d = d;
     a.BLK = FMMA_BQ;
     a.scale = 1.0f / sqrtf((float)d);
+    return a;
+}
+
+void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
+                                 const GpuCtx *ctx) {
+    FlashArgs a = args_of(qkv, B, T, h, d, 0, ctx);
+    a.o = reinterpret_cast<uint16_t *>(out);
+    a.lse = lse;
     switch (d) {
 #define FMMA_LAUNCH(D) \
-    case D: launch<D>(a, ctx->stream); break;
+    case D: launch_forward<D>(a, ctx->stream); break;
         FMMA_LAUNCH(16) FMMA_LAUNCH(32) FMMA_LAUNCH(48) FMMA_LAUNCH(64) FMMA_LAUNCH(80) FMMA_LAUNCH(96)
         FMMA_LAUNCH(112) FMMA_LAUNCH(128) FMMA_LAUNCH(144) FMMA_LAUNCH(160) FMMA_LAUNCH(176) FMMA_LAUNCH(192)
         FMMA_LAUNCH(208) FMMA_LAUNCH(224) FMMA_LAUNCH(240) FMMA_LAUNCH(256)
 #undef FMMA_LAUNCH
     default: llmc_die("register-tile attention: head size %d", d);
+    }
+}
+
+void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
+                                  const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
+    FlashArgs a = args_of(qkv, B, T, h, d, 1, ctx);
+    if ((uintptr_t)dout % 16 != 0 || (uintptr_t)out % 16 != 0 || (uintptr_t)dqkv % 4 != 0)
+        llmc_die("register-tile attention: dout and out must be 16-byte aligned, dqkv 4-byte");
+    a.out = reinterpret_cast<const uint16_t *>(out);
+    a.dout = reinterpret_cast<const uint16_t *>(dout);
+    a.lse = const_cast<float *>(lse); /* read only in the backward */
+    a.dqkv = reinterpret_cast<uint16_t *>(dqkv);
+    a.D = D;
+    const size_t rows = (size_t)B * h * T;
+    fmma_delta_kernel<<<grid_stride_blocks(rows, 256), 256, 0, ctx->stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+    switch (d) {
+#define FMMA_LAUNCH(D) \
+    case D: launch_backward<D>(a, ctx->stream); break;
+        FMMA_LAUNCH(16) FMMA_LAUNCH(32) FMMA_LAUNCH(48) FMMA_LAUNCH(64) FMMA_LAUNCH(80) FMMA_LAUNCH(96)
+        FMMA_LAUNCH(112) FMMA_LAUNCH(128)
+#undef FMMA_LAUNCH
+    default: llmc_die("register-tile attention: head size %d has no backward", d);
     }
 }

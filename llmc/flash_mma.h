@@ -115,44 +115,141 @@ FMMA_FN uint32_t fmma_pack(float lo, float hi) {
     return (uint32_t)f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
 }
 
-static inline LLMC_HD size_t fmma_smem_bytes(int d) {
-    return ((size_t)(FMMA_BQ + FMMA_BK) * (d + FMMA_PAD) + (size_t)d * (FMMA_BK + FMMA_PAD)) * 2;
-}
+enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
+#define FMMA_BWD_MAX_D 128 /* the backward's dK and dV accumulators: d / 2 registers per lane each */
 
-/* Host: 1 if the kernel can run head size d on an SM `sm` GPU with `smem_optin` bytes of shared
- * memory per block; else 0 with the reason. */
-static inline int fmma_supports(int d, int sm, size_t smem_optin, char *why, size_t cap) {
+/* Shared memory of one block: bf16 tiles of 64 rows x d (row-major, rows of d + 8) and of d rows x
+ * 64 (transposed, rows of 72), plus the backward's per-query lse and D (64 fp32 each).
+ *   forward  Q, K row-major; V transposed
+ *   dK, dV   K, V, Q, dO row-major; Q, dO transposed; lse, D
+ *   dQ       Q, dO, K, V row-major; K transposed */
+static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
+    const size_t tile = (size_t)FMMA_BQ * (d + FMMA_PAD) * 2, tile_t = (size_t)d * (FMMA_BK + FMMA_PAD) * 2;
+    if (kind == FMMA_FWD) return 2 * tile + tile_t;
+    if (kind == FMMA_DKDV) return 4 * tile + 2 * tile_t + 2 * FMMA_BQ * sizeof(float);
+    return 4 * tile + tile_t;
+}
+static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
+
+/* Host: 1 if the kernels can run head size d on an SM `sm` GPU with `smem_optin` bytes of shared
+ * memory per block (training: the backward too); else 0 with the reason. */
+static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_optin, char *why, size_t cap) {
     if (d < 16 || d > 256 || d % 16 != 0) {
         snprintf(why, cap, "head size %d: the register-tile kernel needs a multiple of 16 in [16, 256]", d);
+        return 0;
+    }
+    if (training && d > FMMA_BWD_MAX_D) {
+        snprintf(why, cap, "head size %d: the register-tile backward holds dK and dV in registers, up to d = %d", d,
+                 FMMA_BWD_MAX_D);
         return 0;
     }
     if (sm < 80) {
         snprintf(why, cap, "mma.sync with bf16 needs SM 8.0 or newer; this GPU is SM %d.%d", sm / 10, sm % 10);
         return 0;
     }
-    if (fmma_smem_bytes(d) > smem_optin) {
-        snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d,
-                 fmma_smem_bytes(d), smem_optin);
+    const size_t need = training ? fmma_smem_bytes_kind(FMMA_DKDV, d) : fmma_smem_bytes(d);
+    if (need > smem_optin) {
+        snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d, need, smem_optin);
         return 0;
     }
     if (why && cap) why[0] = '\0';
     return 1;
 }
+static inline int fmma_supports(int d, int sm, size_t smem_optin, char *why, size_t cap) {
+    return fmma_supports_dir(d, 0, sm, smem_optin, why, cap);
+}
+
+/* Rows r0 .. r0 + 63 of a bf16 matrix (row stride ld, d columns from src) into a row-major tile
+ * (dst, rows of d + 8) and/or a transposed one (dst_t, rows of 72); rows past T are zeros. The
+ * whole block takes part; the caller puts the barriers around. */
+template <int D>
+FMMA_FN void fmma_load_tile(uint16_t *dst, uint16_t *dst_t, const uint16_t *src, size_t ld, int r0, int T, int tid) {
+    constexpr int LD = D + FMMA_PAD, LDV = FMMA_BK + FMMA_PAD, CH = D / 8;
+    for (int c = tid; c < FMMA_BQ * CH; c += FMMA_THREADS) {
+        const int r = c / CH, col = (c % CH) * 8;
+        alignas(16) uint16_t v[8];
+        if (r0 + r < T) fmma_copy16(v, src + (size_t)(r0 + r) * ld + col);
+        else fmma_zero16(v);
+        if (dst) fmma_copy16(dst + r * LD + col, v);
+        if (dst_t) {
+            FMMA_UNROLL
+            for (int i = 0; i < 8; i++) dst_t[(col + i) * LDV + r] = v[i];
+        }
+    }
+}
+
+/* acc (16 x 64, C layout) += X Y^T over d: X the warp's 16 rows of a row-major tile, Y all 64 rows
+ * of another (S = Q K^T, S^T = K Q^T, dP = dO V^T, dP^T = V dO^T). */
+template <int D>
+FMMA_FN void fmma_rows_rows(float acc[8][4], const uint16_t *X, const uint16_t *Y, int warp, int g, int t) {
+    constexpr int LD = D + FMMA_PAD;
+    FMMA_UNROLL
+    for (int ks = 0; ks < D / 16; ks++) {
+        const uint16_t *xa = X + (16 * warp + g) * LD + 16 * ks + 2 * t;
+        const uint32_t af[4] = {fmma_ld32(xa), fmma_ld32(xa + 8 * LD), fmma_ld32(xa + 8), fmma_ld32(xa + 8 * LD + 8)};
+        FMMA_UNROLL
+        for (int nt = 0; nt < 8; nt++) {
+            const uint16_t *yb = Y + (8 * nt + g) * LD + 16 * ks + 2 * t;
+            const uint32_t bfr[2] = {fmma_ld32(yb), fmma_ld32(yb + 8)};
+            fmma_mma(acc[nt], af, bfr);
+        }
+    }
+}
+
+/* The C layout of a 16 x 64 fp32 tile packed to bf16 as the A operands of four 16-deep k steps:
+ * slices 2kk and 2kk + 1 give step kk (rows g, g + 8 x columns 2t.., 8 + 2t..). */
+FMMA_FN void fmma_pack_a(uint32_t pf[4][4], const float p[8][4]) {
+    FMMA_UNROLL
+    for (int nt = 0; nt < 8; nt++) {
+        pf[nt >> 1][2 * (nt & 1)] = fmma_pack(p[nt][0], p[nt][1]);
+        pf[nt >> 1][2 * (nt & 1) + 1] = fmma_pack(p[nt][2], p[nt][3]);
+    }
+}
+
+/* acc (16 x d) += P Z over 64: P packed A operands (fmma_pack_a), Z given transposed (d rows of 64)
+ * (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K). */
+template <int D>
+FMMA_FN void fmma_p_times(float acc[D / 8][4], const uint32_t pf[4][4], const uint16_t *Zt, int g, int t) {
+    constexpr int LDV = FMMA_BK + FMMA_PAD;
+    FMMA_UNROLL
+    for (int nd = 0; nd < D / 8; nd++) {
+        FMMA_UNROLL
+        for (int kk = 0; kk < 4; kk++) {
+            const uint16_t *zb = Zt + (8 * nd + g) * LDV + 16 * kk + 2 * t;
+            const uint32_t bfr[2] = {fmma_ld32(zb), fmma_ld32(zb + 8)};
+            fmma_mma(acc[nd], pf[kk], bfr);
+        }
+    }
+}
+
+/* Stores rows row0 and row0 + 8 (those < T) of a 16 x d accumulator, times mul, as bf16 at dst +
+ * row ld (columns 8nd + 2t.. of each row). */
+template <int D>
+FMMA_FN void fmma_store_rows(uint16_t *dst, size_t ld, const float acc[D / 8][4], int row0, int T, float mul0,
+                             float mul1, int t) {
+    FMMA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const int q = row0 + 8 * r;
+        if (q >= T) continue;
+        const float mul = r ? mul1 : mul0;
+        FMMA_UNROLL
+        for (int nd = 0; nd < D / 8; nd++)
+            fmma_st32(dst + (size_t)q * ld + 8 * nd + 2 * t, fmma_pack(acc[nd][2 * r] * mul, acc[nd][2 * r + 1] * mul));
+    }
+}
 
 /*
- * One thread's part of block (bh = b h + head, query tile qt). The output a->o (B, T, A) and
- * a->lse (B, h, T) rows of the tile's queries < T are written once each; nothing else is.
+ * Forward: one thread's part of block (bh = b h + head, query tile qt). The output a->o (B, T, A)
+ * and a->lse (B, h, T) rows of the tile's queries < T are written once each; nothing else is.
  * Phases: the Q tile is stored before the first barrier of the key loop; each key tile is stored
  * between two barriers, the first of which also ends every warp's reads of the previous tile.
  */
 template <int D>
 FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int tid) {
-    constexpr int LD = D + FMMA_PAD;      /* Q, K rows (elements) */
-    constexpr int LDV = FMMA_BK + FMMA_PAD; /* V^T rows */
-    constexpr int ND = D / 8, NK = D / 16, CH = D / 8; /* 8-column slices, 16-deep k steps, 16-byte chunks per row */
+    constexpr int ND = D / 8;
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
-    uint16_t *Ks = Qs + FMMA_BQ * LD;
-    uint16_t *Vt = Ks + FMMA_BK * LD;
+    uint16_t *Ks = Qs + FMMA_BQ * (D + FMMA_PAD);
+    uint16_t *Vt = Ks + FMMA_BK * (D + FMMA_PAD);
     const int T = a->T, h = a->h, A = h * D, b = bh / h, head = bh % h;
     const size_t ld_qkv = 3 * (size_t)A;
     const uint16_t *q_base = a->qkv + (size_t)b * T * ld_qkv + (size_t)head * D;
@@ -160,12 +257,7 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
     const int q0 = qt * FMMA_BQ;
     const int row0 = q0 + 16 * warp + g; /* this lane's query rows: row0 and row0 + 8 */
 
-    for (int c = tid; c < FMMA_BQ * CH; c += FMMA_THREADS) {
-        const int r = c / CH, col = (c % CH) * 8;
-        if (q0 + r < T) fmma_copy16(Qs + r * LD + col, q_base + (size_t)(q0 + r) * ld_qkv + col);
-        else fmma_zero16(Qs + r * LD + col);
-    }
-
+    fmma_load_tile<D>(Qs, NULL, q_base, ld_qkv, q0, T, tid);
     const float sl2 = a->scale * 1.4426950408889634f; /* s log2(e) */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[ND][4];
@@ -177,39 +269,16 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FMMA_BK;
         fmma_sync(); /* the previous tile's K and V are read by every warp */
-        for (int c = tid; c < FMMA_BK * CH; c += FMMA_THREADS) {
-            const int r = c / CH, col = (c % CH) * 8;
-            uint16_t v[8];
-            if (k0 + r < T) {
-                const uint16_t *src = q_base + (size_t)(k0 + r) * ld_qkv + col;
-                fmma_copy16(Ks + r * LD + col, src + A);
-                fmma_copy16(v, src + 2 * A);
-            } else {
-                fmma_zero16(Ks + r * LD + col);
-                fmma_zero16(v);
-            }
-            FMMA_UNROLL
-            for (int i = 0; i < 8; i++) Vt[(col + i) * LDV + r] = v[i];
-        }
+        fmma_load_tile<D>(Ks, NULL, q_base + A, ld_qkv, k0, T, tid);
+        fmma_load_tile<D>(NULL, Vt, q_base + 2 * A, ld_qkv, k0, T, tid);
         fmma_sync();
 
-        /* S = Q K^T for the warp's 16 rows x 64 keys */
         float s[8][4];
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
-        FMMA_UNROLL
-        for (int ks = 0; ks < NK; ks++) {
-            const uint16_t *qa = Qs + (16 * warp + g) * LD + 16 * ks + 2 * t;
-            const uint32_t af[4] = {fmma_ld32(qa), fmma_ld32(qa + 8 * LD), fmma_ld32(qa + 8), fmma_ld32(qa + 8 * LD + 8)};
-            FMMA_UNROLL
-            for (int nt = 0; nt < 8; nt++) {
-                const uint16_t *kb = Ks + (8 * nt + g) * LD + 16 * ks + 2 * t;
-                const uint32_t bfr[2] = {fmma_ld32(kb), fmma_ld32(kb + 8)};
-                fmma_mma(s[nt], af, bfr);
-            }
-        }
+        fmma_rows_rows<D>(s, Qs, Ks, warp, g, t); /* S = Q K^T, the warp's 16 rows x 64 keys */
 
         /* scale (base 2), causal mask, row max over the quad */
         float mx[2] = {-INFINITY, -INFINITY};
@@ -234,32 +303,21 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
             l[r] *= alpha[r];
         }
 
-        /* P = e^(S - m), packed as the A operands of P V; l += the lane's row sums */
-        uint32_t pf[4][4];
+        /* P = e^(S - m); l += the lane's row sums; O = alpha O + P V */
         FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++) {
-            const float p0 = exp2f(s[nt][0] - m[0]), p1 = exp2f(s[nt][1] - m[0]);
-            const float p2 = exp2f(s[nt][2] - m[1]), p3 = exp2f(s[nt][3] - m[1]);
-            l[0] += p0 + p1;
-            l[1] += p2 + p3;
-            pf[nt >> 1][2 * (nt & 1)] = fmma_pack(p0, p1);
-            pf[nt >> 1][2 * (nt & 1) + 1] = fmma_pack(p2, p3);
-        }
-
-        /* O = alpha O + P V */
-        FMMA_UNROLL
-        for (int nd = 0; nd < ND; nd++) {
-            o[nd][0] *= alpha[0];
-            o[nd][1] *= alpha[0];
-            o[nd][2] *= alpha[1];
-            o[nd][3] *= alpha[1];
+        for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
-            for (int kk = 0; kk < 4; kk++) {
-                const uint16_t *vb = Vt + (8 * nd + g) * LDV + 16 * kk + 2 * t;
-                const uint32_t bfr[2] = {fmma_ld32(vb), fmma_ld32(vb + 8)};
-                fmma_mma(o[nd], pf[kk], bfr);
+            for (int i = 0; i < 4; i++) {
+                s[nt][i] = exp2f(s[nt][i] - m[i >> 1]);
+                l[i >> 1] += s[nt][i];
             }
-        }
+        uint32_t pf[4][4];
+        fmma_pack_a(pf, s);
+        FMMA_UNROLL
+        for (int nd = 0; nd < ND; nd++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) o[nd][i] *= alpha[i >> 1];
+        fmma_p_times<D>(o, pf, Vt, g, t);
     }
 
     FMMA_UNROLL
@@ -267,16 +325,150 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         l[r] += fmma_shfl_xor(l[r], 1);
         l[r] += fmma_shfl_xor(l[r], 2);
     }
+    fmma_store_rows<D>(a->o + (size_t)b * T * A + (size_t)head * D, (size_t)A, o, row0, T, 1.0f / l[0], 1.0f / l[1], t);
     FMMA_UNROLL
     for (int r = 0; r < 2; r++) {
         const int q = row0 + 8 * r;
-        if (q >= T) continue;
-        const float inv = 1.0f / l[r];
-        uint16_t *orow = a->o + ((size_t)b * T + q) * A + (size_t)head * D;
-        FMMA_UNROLL
-        for (int nd = 0; nd < ND; nd++) fmma_st32(orow + 8 * nd + 2 * t, fmma_pack(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv));
-        if (t == 0) a->lse[(size_t)bh * T + q] = (m[r] + log2f(l[r])) * 0.6931471805599453f;
+        if (q < T && t == 0) a->lse[(size_t)bh * T + q] = (m[r] + log2f(l[r])) * 0.6931471805599453f;
     }
+}
+
+/*
+ * Backward, after D = dO . O per row (flash_delta_row, in a->D). P = e^(S - lse) is recomputed
+ * from Q, K and the forward's lse; dP = dO V^T; dS = P (dP - D); dV = P^T dO; dK = s dS^T Q;
+ * dQ = s dS K (flash_attention.h). P and dS are rounded to bf16 for their products.
+ *
+ * dK, dV: block (bh, key tile kt); warp w owns keys 16 w .. 16 w + 15 of the tile and holds the
+ * transposed tiles S^T, P^T, dP^T, dS^T (its 16 keys x 64 queries) and dK, dV (16 x d) in
+ * registers, over the query tiles kt .. last (those that see the tile's keys). Each query tile's Q,
+ * dO (both layouts), lse and D are stored between two barriers, the first of which ends every
+ * warp's reads of the previous tile. Writes the tile's rows of dK and dV (keys < T) once each.
+ */
+template <int D>
+FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int tid) {
+    constexpr int ND = D / 8, LD = D + FMMA_PAD;
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem);
+    uint16_t *Vs = Ks + FMMA_BQ * LD, *Qs = Vs + FMMA_BQ * LD, *Os = Qs + FMMA_BQ * LD;
+    uint16_t *Qt = Os + FMMA_BQ * LD, *Ot = Qt + D * (FMMA_BK + FMMA_PAD);
+    float *lse2 = reinterpret_cast<float *>(Ot + D * (FMMA_BK + FMMA_PAD)), *Dq = lse2 + FMMA_BQ;
+    const int T = a->T, h = a->h, A = h * D, b = bh / h, head = bh % h;
+    const size_t ld_qkv = 3 * (size_t)A;
+    const uint16_t *q_base = a->qkv + (size_t)b * T * ld_qkv + (size_t)head * D;
+    const uint16_t *do_base = a->dout + (size_t)b * T * A + (size_t)head * D;
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int k0 = kt * FMMA_BK, key0 = k0 + 16 * warp + g; /* this lane's keys: key0, key0 + 8 */
+    const int nqt = (T + FMMA_BQ - 1) / FMMA_BQ;
+    const float sl2 = a->scale * 1.4426950408889634f;
+
+    fmma_load_tile<D>(Ks, NULL, q_base + A, ld_qkv, k0, T, tid);
+    fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid);
+    float dk[ND][4], dv[ND][4];
+    FMMA_UNROLL
+    for (int nd = 0; nd < ND; nd++)
+        FMMA_UNROLL
+        for (int i = 0; i < 4; i++) dk[nd][i] = dv[nd][i] = 0.0f;
+
+    for (int qt = kt; qt < nqt; qt++) {
+        const int q0 = qt * FMMA_BQ;
+        fmma_sync(); /* the previous query tile is read by every warp */
+        fmma_load_tile<D>(Qs, Qt, q_base, ld_qkv, q0, T, tid);
+        fmma_load_tile<D>(Os, Ot, do_base, (size_t)A, q0, T, tid);
+        for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
+            const int q = q0 + r;
+            lse2[r] = q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f; /* base 2 */
+            Dq[r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
+        }
+        fmma_sync();
+
+        float p[8][4], dp[8][4];
+        FMMA_UNROLL
+        for (int nt = 0; nt < 8; nt++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
+        fmma_rows_rows<D>(p, Ks, Qs, warp, g, t);  /* S^T = K Q^T */
+        fmma_rows_rows<D>(dp, Vs, Os, warp, g, t); /* dP^T = V dO^T */
+        FMMA_UNROLL
+        for (int nt = 0; nt < 8; nt++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
+                const float pv = q >= key && q < T ? exp2f(p[nt][i] * sl2 - lse2[ql]) : 0.0f;
+                p[nt][i] = pv;
+                dp[nt][i] = pv * (dp[nt][i] - Dq[ql]); /* dS^T */
+            }
+        uint32_t pf[4][4];
+        fmma_pack_a(pf, p);
+        fmma_p_times<D>(dv, pf, Ot, g, t); /* dV += P^T dO */
+        fmma_pack_a(pf, dp);
+        fmma_p_times<D>(dk, pf, Qt, g, t); /* dK += dS^T Q */
+    }
+    uint16_t *dk_base = a->dqkv + (size_t)b * T * ld_qkv + (size_t)A + (size_t)head * D;
+    fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
+    fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
+}
+
+/*
+ * dQ: block (bh, query tile qt); warp w owns the tile's queries 16 w .. 16 w + 15 and holds S, P,
+ * dP, dS (16 x 64) and dQ (16 x d) in registers over the key tiles 0 .. qt. Q and dO are stored
+ * before the first barrier of the loop; each key tile's K (both layouts) and V between two
+ * barriers, the first of which ends every warp's reads of the previous tile. Writes the tile's
+ * rows of dQ (queries < T) once each.
+ */
+template <int D>
+FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int tid) {
+    constexpr int ND = D / 8, LD = D + FMMA_PAD;
+    uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
+    uint16_t *Os = Qs + FMMA_BQ * LD, *Ks = Os + FMMA_BQ * LD, *Vs = Ks + FMMA_BK * LD, *Kt = Vs + FMMA_BK * LD;
+    const int T = a->T, h = a->h, A = h * D, b = bh / h, head = bh % h;
+    const size_t ld_qkv = 3 * (size_t)A;
+    const uint16_t *q_base = a->qkv + (size_t)b * T * ld_qkv + (size_t)head * D;
+    const uint16_t *do_base = a->dout + (size_t)b * T * A + (size_t)head * D;
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int q0 = qt * FMMA_BQ, row0 = q0 + 16 * warp + g;
+    const float sl2 = a->scale * 1.4426950408889634f;
+    float lse2[2], Dr[2];
+    FMMA_UNROLL
+    for (int r = 0; r < 2; r++) {
+        const int q = row0 + 8 * r;
+        lse2[r] = q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f;
+        Dr[r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
+    }
+
+    fmma_load_tile<D>(Qs, NULL, q_base, ld_qkv, q0, T, tid);
+    fmma_load_tile<D>(Os, NULL, do_base, (size_t)A, q0, T, tid);
+    float dq[ND][4];
+    FMMA_UNROLL
+    for (int nd = 0; nd < ND; nd++)
+        FMMA_UNROLL
+        for (int i = 0; i < 4; i++) dq[nd][i] = 0.0f;
+
+    for (int kt = 0; kt <= qt; kt++) {
+        const int k0 = kt * FMMA_BK;
+        fmma_sync(); /* the previous key tile is read by every warp */
+        fmma_load_tile<D>(Ks, Kt, q_base + A, ld_qkv, k0, T, tid);
+        fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid);
+        fmma_sync();
+
+        float p[8][4], dp[8][4];
+        FMMA_UNROLL
+        for (int nt = 0; nt < 8; nt++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
+        fmma_rows_rows<D>(p, Qs, Ks, warp, g, t);  /* S = Q K^T */
+        fmma_rows_rows<D>(dp, Os, Vs, warp, g, t); /* dP = dO V^T */
+        FMMA_UNROLL
+        for (int nt = 0; nt < 8; nt++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int key = k0 + 8 * nt + 2 * t + (i & 1), q = row0 + 8 * (i >> 1);
+                const float pv = key <= q && q < T ? exp2f(p[nt][i] * sl2 - lse2[i >> 1]) : 0.0f;
+                dp[nt][i] = pv * (dp[nt][i] - Dr[i >> 1]); /* dS */
+            }
+        uint32_t pf[4][4];
+        fmma_pack_a(pf, dp);
+        fmma_p_times<D>(dq, pf, Kt, g, t); /* dQ += dS K */
+    }
+    fmma_store_rows<D>(a->dqkv + (size_t)b * T * ld_qkv + (size_t)head * D, ld_qkv, dq, row0, T, a->scale, a->scale, t);
 }
 
 #endif /* LLMC_FLASH_MMA_H */

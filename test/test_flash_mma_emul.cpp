@@ -28,28 +28,36 @@
 #include "harness.h"
 #include "warp_emul.h"
 
+#define BWD_FLOOR 1e-3 /* test_flash_emul's floor for a gradient that is zero in exact arithmetic */
+
 struct BlockArgs {
     const FlashArgs *a;
-    int qt, bh;
+    int tile, bh;
     char *smem;
 };
 
-template <int D>
+template <int D, int KIND>
 static void run_thread(int tid, void *p) {
     const BlockArgs *ba = (const BlockArgs *)p;
-    fmma_fwd_block<D>(ba->a, ba->qt, ba->bh, ba->smem, tid);
+    if (KIND == FMMA_FWD) fmma_fwd_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else fmma_dq_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
 }
 
-static WarpEmulFn thread_fn(int d) {
-    switch (d) {
+/* the forward for every d, the backward kernels for d <= FMMA_BWD_MAX_D */
+static WarpEmulFn thread_fn(int d, int kind) {
 #define FMMA_CASE(D) \
-    case D: return run_thread<D>;
+    case D: return kind == FMMA_FWD ? run_thread<D, FMMA_FWD> : kind == FMMA_DKDV ? run_thread<D, FMMA_DKDV> : run_thread<D, FMMA_DQ>;
+#define FMMA_FWD_CASE(D) \
+    case D: return kind == FMMA_FWD ? run_thread<D, FMMA_FWD> : NULL;
+    switch (d) {
         FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
-        FMMA_CASE(128) FMMA_CASE(144) FMMA_CASE(160) FMMA_CASE(176) FMMA_CASE(192) FMMA_CASE(208)
-        FMMA_CASE(224) FMMA_CASE(240) FMMA_CASE(256)
-#undef FMMA_CASE
+        FMMA_CASE(128) FMMA_FWD_CASE(144) FMMA_FWD_CASE(160) FMMA_FWD_CASE(176) FMMA_FWD_CASE(192)
+        FMMA_FWD_CASE(208) FMMA_FWD_CASE(224) FMMA_FWD_CASE(240) FMMA_FWD_CASE(256)
     default: return NULL;
     }
+#undef FMMA_CASE
+#undef FMMA_FWD_CASE
 }
 
 static void *nan_alloc(size_t bytes) {
@@ -58,33 +66,62 @@ static void *nan_alloc(size_t bytes) {
     return p;
 }
 
-/* Every block of the grid (B h sequence-heads x query tiles), in the kernel's launch order. */
-static void emulate_forward(const FlashArgs *a) {
+/* Every block of one kernel's grid (B h sequence-heads x tiles) in its launch order: the longest
+ * blocks first (forward and dQ: the last query tiles; dK, dV: the first key tiles). */
+static void emulate_kernel(const FlashArgs *a, int kind) {
     const int nt = (a->T + FMMA_BQ - 1) / FMMA_BQ;
-    const size_t bytes = fmma_smem_bytes(a->d);
+    const size_t bytes = fmma_smem_bytes_kind(kind, a->d);
     char *smem = (char *)xmalloc(bytes);
-    WarpEmulFn fn = thread_fn(a->d);
+    WarpEmulFn fn = thread_fn(a->d, kind);
     for (int y = 0; y < nt; y++)
         for (int bh = 0; bh < a->B * a->h; bh++) {
             memset(smem, 0xff, bytes);
-            BlockArgs ba = {a, nt - 1 - y, bh, smem};
+            BlockArgs ba = {a, kind == FMMA_DKDV ? y : nt - 1 - y, bh, smem};
             warp_emul_block(FMMA_THREADS, fn, &ba);
         }
     free(smem);
 }
 
+static void emulate_forward(const FlashArgs *a) { emulate_kernel(a, FMMA_FWD); }
+
+/* The backward into a fresh NaN-filled dqkv (caller frees): D = dO . O per row, then the dK/dV
+ * and dQ kernels. out: the forward output D is taken from; scale: the backward's 1/sqrt(d). */
+static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale) {
+    const size_t n3 = (size_t)a.B * a.T * 3 * a.h * a.d, rows = (size_t)a.B * a.h * a.T;
+    uint16_t *dqkv = (uint16_t *)nan_alloc(n3 * 2);
+    float *D = (float *)nan_alloc(rows * 4);
+    a.out = out;
+    a.dqkv = dqkv;
+    a.D = D;
+    a.scale = scale;
+    for (size_t r = 0; r < rows; r++) flash_delta_row(&a, r);
+    emulate_kernel(&a, FMMA_DKDV);
+    emulate_kernel(&a, FMMA_DQ);
+    free(D);
+    return dqkv;
+}
+
+static double worst_grad(const uint16_t *dqkv, const float *ref, size_t N, size_t A, int from, int to) {
+    double e = 0.0;
+    for (int w = from; w < to; w++)
+        e = worst_err(e, rel_err_bf_floor(dqkv + w * A, 3 * A, ref + w * A, 3 * A, N, A, BWD_FLOOR));
+    return e;
+}
+
 static void test_case(int B, int T, int h, int d) {
     const size_t A = (size_t)h * d, N = (size_t)B * T, A3 = 3 * A;
-    uint16_t *qkv = (uint16_t *)xmalloc(N * A3 * 2);
+    uint16_t *qkv = (uint16_t *)xmalloc(N * A3 * 2), *dout = (uint16_t *)xmalloc(N * A * 2);
     fill_random_bf16(qkv, N * A3, 700 + d + T);
-    float *fq = widen(qkv, N * A3);
+    fill_random_bf16(dout, N * A, 800 + d + T);
+    float *fq = widen(qkv, N * A3), *fd = widen(dout, N * A);
     float *ro = (float *)xmalloc(N * A * 4), *rl = (float *)xmalloc((size_t)B * h * T * 4);
-    float *rc = (float *)xmalloc(N * A * 4);
-    ref_attention(ro, rl, NULL, fq, NULL, B, T, h, d);
+    float *rc = (float *)xmalloc(N * A * 4), *rd = (float *)xmalloc(N * A3 * 4);
+    ref_attention(ro, rl, rd, fq, fd, B, T, h, d);
 
     FlashArgs a;
     memset(&a, 0, sizeof(a));
     a.qkv = qkv;
+    a.dout = dout;
     a.B = B;
     a.T = T;
     a.h = h;
@@ -110,7 +147,37 @@ static void test_case(int B, int T, int h, int d) {
     } else {
         not_applicable(tag, "one key ahead", "T = 1: no key ahead");
     }
-    free(qkv); free(fq); free(ro); free(rl); free(rc); free(out); free(lse);
+
+    if (d <= FMMA_BWD_MAX_D) {
+        const char *names[3] = {"dq", "dk", "dv"};
+        uint16_t *dqkv = emulate_backward(a, out, a.scale);
+        for (int w = 0; w < 3; w++) {
+            const double e = worst_grad(dqkv, rd, N, A, w, w + 1);
+            CHECK(e <= TOL_BWD, "%s backward %s: rel error %.2e (<= %.2e)", tag, names[w], e, TOL_BWD);
+        }
+        free(dqkv);
+        /* controls: D = dO . O left out (the output read as zeros), and the scale left out */
+        uint16_t *zeros = (uint16_t *)xmalloc(N * A * 2);
+        memset(zeros, 0, N * A * 2);
+        dqkv = emulate_backward(a, zeros, a.scale);
+        const double c_d = worst_grad(dqkv, rd, N, A, 0, 2);
+        free(dqkv);
+        dqkv = emulate_backward(a, out, 1.0f);
+        const double c_s = worst_grad(dqkv, rd, N, A, 0, 3);
+        free(dqkv);
+        free(zeros);
+        if (T > 1) {
+            CHECK(c_d > TOL_BWD && c_s > TOL_BWD,
+                  "%s controls: dq, dk without D %.2e, gradients without the scale %.2e (> tol)", tag, c_d, c_s);
+        } else {
+            not_applicable(tag, "backward controls", "T = 1: P = 1, so dq and dk vanish with or without D");
+        }
+    } else {
+        char why[256];
+        CHECK(!fmma_supports_dir(d, 1, 90, 232448, why, sizeof why) && thread_fn(d, FMMA_DKDV) == NULL,
+              "%s backward refused: %s", tag, why);
+    }
+    free(qkv); free(dout); free(fq); free(fd); free(ro); free(rl); free(rc); free(rd); free(out); free(lse);
 }
 
 /* ---------------------------------------------------------------------------------------------

@@ -5,9 +5,9 @@
  *   attention_cudnn   cuDNN flash attention (llmc/cudnn_att.cpp, -DCHECK_CUDNN)
  *   attention_flash   the own tiled tensor-core kernels (llmc/attention_flash.cu, -DCHECK_FLASH):
  *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
- *   attention_mma     the register-tile forward (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
- *                     forward only (the backward checks say n/a, the timing has no backward);
- *                     not used by the trainer yet
+ *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
+ *                     multiples of 16 up to 256 forward, up to 128 backward (larger ones are
+ *                     checked and timed forward only); not used by the trainer yet
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -36,15 +36,12 @@
 #include "../../llmc/attention_flash_mma.cuh"
 #define PATH_NAME "mma"
 #define PATH_HAS_STATS 1
-#define PATH_FORWARD_ONLY 1
 #else
 #include "../../llmc/attention_own.cuh"
 #define PATH_NAME "own"
 #define PATH_HAS_STATS 0
 #endif
-#ifndef PATH_FORWARD_ONLY
-#define PATH_FORWARD_ONLY 0
-#endif
+
 
 typedef struct {
     GpuCtx ctx;
@@ -76,7 +73,7 @@ static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
     CUDA_CHECK(cudaMalloc(&b->dout, b->N * b->A * 2));
     CUDA_CHECK(cudaMalloc(&b->dqkv, b->N * 3 * b->A * 2));
     CUDA_CHECK(cudaMalloc(&b->stats, (size_t)B * h * T * 4));
-#ifdef CHECK_FLASH
+#if defined(CHECK_FLASH) || defined(CHECK_FLASH_MMA)
     CUDA_CHECK(cudaMalloc(&b->D, (size_t)B * h * T * 4));
 #endif
 #if !PATH_HAS_STATS
@@ -104,8 +101,9 @@ static void step(void *arg, int backward) {
     if (!backward) attention_flash_forward(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, ctx);
     else attention_flash_backward(b->dqkv, b->D, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
 #elif defined(CHECK_FLASH_MMA)
-    if (backward) llmc_die("attention_mma: the register-tile path has no backward yet");
-    attention_flash_mma_forward(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, &b->dv->ctx);
+    const GpuCtx *ctx = &b->dv->ctx;
+    if (!backward) attention_flash_mma_forward(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, ctx);
+    else attention_flash_mma_backward(b->dqkv, b->D, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
 #else
     const GpuCtx *ctx = &b->dv->ctx;
     if (!backward) attention_own_forward(b->out, b->att, b->scratch, b->qkv, b->B, b->T, b->h, b->d, ctx);
@@ -137,6 +135,17 @@ static void check_probabilities(const Bufs *b) {
     free(att);
 }
 #endif
+
+/* Whether the path has a backward for head size d (every path but the register-tile one, above
+ * d 128); the reason when not. */
+static int has_backward(const Dev *dv, int d, char *why, size_t cap) {
+#if defined(CHECK_FLASH_MMA)
+    return attention_flash_mma_supports(d, 1, &dv->ctx, why, cap);
+#else
+    (void)dv; (void)d; (void)why; (void)cap;
+    return 1;
+#endif
+}
 
 static void check_case(Dev *dv, int B, int T, int h, int d) {
     Bufs b;
@@ -179,11 +188,12 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
     check_probabilities(&b);
 #endif
 
-#if PATH_FORWARD_ONLY
-    char tag[64];
-    snprintf(tag, sizeof(tag), "%s d %3d", PATH_NAME, d);
-    not_applicable(tag, "backward dq, dk, dv", "this path has no backward yet");
-#else
+    char why[256];
+    if (!has_backward(dv, d, why, sizeof(why))) {
+        char tag[64];
+        snprintf(tag, sizeof(tag), "%s d %3d", PATH_NAME, d);
+        not_applicable(tag, "backward dq, dk, dv", why);
+    } else {
     poison(b.dqkv, N * A3 * 2);
     step(&b, 1);
     CUDA_CHECK(cudaStreamSynchronize(dv->ctx.stream));
@@ -194,7 +204,7 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
         CHECK(eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
               names[w], eb, TOL_BWD);
     }
-#endif
+    }
     free(qkv); free(dout); free(out); free(dqkv); free(fq); free(fd); free(ro); free(rd); free(rc); free(lse);
     bufs_free(&b);
 }
@@ -207,7 +217,8 @@ static void time_case(Dev *dv, int B, int T, int C, int d) {
     upload_random_bf16(b.qkv, b.N * 3 * b.A, 7);
     upload_random_bf16(b.dout, b.N * b.A, 8);
     float ms_f = 0, ms_b = 0;
-    time_steps(step, &b, dv->ctx.stream, 2, 10, &ms_f, PATH_FORWARD_ONLY ? NULL : &ms_b);
+    char why[256];
+    time_steps(step, &b, dv->ctx.stream, 2, 10, &ms_f, has_backward(dv, d, why, sizeof(why)) ? &ms_b : NULL);
     /* causal attention FLOPs: 4 B h T^2 d forward (half of the square), twice that backward */
     const double flops = 2.0 * B * h * (double)T * T * d;
     print_time(PATH_NAME, d, B, T, h, ms_f, ms_b, flops, 2.0 * flops);
@@ -222,7 +233,7 @@ static int supported(const Dev *dv, int d, char *why, size_t cap) {
     AttnEnv env = {dv->ctx.sm, 0, 0, dv->ctx.smem_optin};
     return flash_path_supports(&env, d, why, cap) != 0;
 #elif defined(CHECK_FLASH_MMA)
-    return attention_flash_mma_supports(d, &dv->ctx, why, cap);
+    return attention_flash_mma_supports(d, 0, &dv->ctx, why, cap);
 #else
     (void)dv; (void)d; (void)why; (void)cap;
     return 1;
