@@ -20,8 +20,8 @@
 #      12 that only the own kernels serve, with parameter tensors at 8-byte offsets; the layer
 #      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
 #      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
-#      attention own, auto, and flash (Prism, explicit sizes, S-D without LayerNorm), plus -r 2 -ge 2,
-#      and a model with sharp attention (--qk_scale 10) on auto, own and flash; the same checks
+#      attention own, auto, flash and mma (Prism, explicit sizes, S-D without LayerNorm), plus -r 2
+#      -ge 2, and a model with sharp attention (--qk_scale 10) on auto, own, flash and mma; the same checks
 #      run on the CPU through test/host_cuda (make test), so a failure here is the GPU's own
 #   5. dev/cuda checks with timings: attention (own, cuDNN, flash, and the register-tile kernels
 #      mma), the S-D fold and the linear attention, head sizes 8 ... 256, 12, 20
@@ -32,8 +32,8 @@
 #      -ht hellaswag,lambada on TinyShakespeare (150 steps, Prism + S-D table), one eval_gpt2cu run
 #      on the checkpoint compared with eval_gpt2 (CPU fp32) through dev/eval_compare.py, and its
 #      first 64 examples with the trainer's step-150 counts
-#   8. throughput of d12 uniform and Prism at B = 16 with -attn flash (the own tiled kernels) and
-#      -attn own (the materializing ones)
+#   8. throughput of d12 uniform and Prism at B = 16 with -attn mma (the register-tile kernels),
+#      -attn flash (the shared-memory tiled ones) and -attn own (the materializing ones)
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 #
 # GPU_CHECK_HOST=1 runs the script on a machine without a GPU (make test does, as the suite
@@ -258,11 +258,15 @@ tg sd_explicit auto
 tg prism flash  # the own tiled kernels (-attn flash): d 64, 32, 16
 tg explicit flash   # d 96, 48, 16
 tg sd_noln flash "-r 2 -ge 2"
+tg prism mma    # the register-tile kernels (-attn mma): d 64, 32, 16
+tg explicit mma     # d 96, 48, 16
+tg sd_noln mma "-r 2 -ge 2"
 # sharp attention (scores ~1 instead of ~0.03): a layer that reads another layer's saved
 # probabilities or logsumexp fails here, not at the near-uniform init (test/host_cuda measured it)
 tg sharp auto
 tg sharp own
 tg sharp flash "-r 1 -ge 1"
+tg sharp mma
 
 # ---------------------------------------------------------------------------------------------
 log "== 5. dev/cuda checks: attention, S-D fold, linear attention (head sizes 8 16 32 64 128 256 12 20)"
@@ -419,11 +423,12 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-# last, as the least important: the trainer on the project's own attention kernels, the tiled
-# ones (-attn flash) and the materializing ones (-attn own), to set against cuDNN (step 6)
-log "== 8. throughput with -attn flash and -attn own (B 16; compare with the auto rows of step 6)"
+# last, as the least important: the trainer on the project's own attention kernels, the
+# register-tile ones (-attn mma), the shared-memory tiled ones (-attn flash) and the materializing
+# ones (-attn own), to set against cuDNN (step 6)
+log "== 8. throughput with -attn mma, flash and own (B 16; compare with the auto rows of step 6)"
 if [ "$HOST" = 1 ]; then log "host mode: skipped"; else
-for BENCH_ATTN in flash own; do
+for BENCH_ATTN in mma flash own; do
   for k in uniform prism; do
     extra=()
     [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)

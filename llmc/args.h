@@ -88,7 +88,7 @@ typedef struct {
     char init_method[16];          /* -pi */
     char server_ip[256];           /* -ps */
     char fs_path[ARG_STR_CAP];     /* -pf */
-    char attn[16];                 /* -attn: auto, cudnn, own or flash attention per layer */
+    char attn[16];                 /* -attn: auto, cudnn, own, flash or mma attention per layer */
 } TrainArgs;
 
 typedef enum { SCOPE_ALL = 0, SCOPE_GPU = 1 } ArgScope; /* the CliOpt group of a flag */
@@ -153,9 +153,10 @@ static const ArgSpec ARG_TABLE[] = {
     A_STR("-pi", init_method, "mpi|tcp|fs", SCOPE_GPU, "NCCL rendezvous: mpi, tcp (-ps) or a shared directory (-pf)"),
     A_STR("-ps", server_ip, NULL, SCOPE_GPU, "rank-0 server IP for -pi tcp"),
     A_STR("-pf", fs_path, NULL, SCOPE_GPU, "shared directory for -pi fs"),
-    A_STR("-attn", attn, "auto|cudnn|own|flash", SCOPE_GPU,
+    A_STR("-attn", attn, "auto|cudnn|own|flash|mma", SCOPE_GPU,
           "attention per layer: cuDNN where it serves the head size, else own kernels (auto); or force one "
-          "(flash: own tiled kernels, d % 16 == 0; not yet verified on a GPU)"),
+          "(flash: own tiled kernels, d % 16 == 0; mma: register-tile kernels, d % 16 == 0, backward "
+          "d <= 128, not yet verified on a GPU)"),
 };
 #define ARG_TABLE_LEN ((int)(sizeof(ARG_TABLE) / sizeof(ARG_TABLE[0])))
 

@@ -42,8 +42,8 @@ int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *w
     return fmma_supports_dir(d, training, ctx->sm, ctx->smem_optin, why, cap);
 }
 
-/* Shared memory opted in once per kernel and size (static memos: the path is run by the dev/cuda
- * check, one device per process). */
+/* Shared memory opted in once per kernel instance (static memos: every program that runs this
+ * path, the trainer and the dev/cuda check, drives one device per process). */
 template <int D>
 static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
     static size_t opted = 0;

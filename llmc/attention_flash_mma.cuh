@@ -10,10 +10,11 @@
  * Head sizes: multiples of 16 in [16, 256] forward, up to 128 backward (fmma_supports_dir); any
  * T >= 1; SM 8.0+. Deterministic: no atomics.
  *
- * Status: an experiment, not used by the trainer. The routines are checked on the CPU with PTX's
- * fragment semantics (test/test_flash_mma_emul.cpp); dev/cuda/attention_mma checks and times the
- * kernels on a GPU (dev/gpu_check.sh step 5), which has not run yet. The trainer's -attn flash
- * keeps llmc/attention_flash.cuh until these are measured.
+ * Status: not yet run on a GPU. The routines are checked on the CPU with PTX's fragment semantics
+ * (test/test_flash_mma_emul.cpp), and so is the trainer with every softmax layer on them
+ * (-attn mma through test/host_cuda: test_gpt2cu against PyTorch). dev/cuda/attention_mma and
+ * test_gpt2cu -attn mma check them on a GPU, step 8 times the trainer (dev/gpu_check.sh). The
+ * trainer uses them only when asked (-attn mma); auto does not until they are measured.
  */
 #ifndef LLMC_ATTENTION_FLASH_MMA_CUH
 #define LLMC_ATTENTION_FLASH_MMA_CUH

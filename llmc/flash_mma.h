@@ -1,13 +1,13 @@
 /*
- * llmc/flash_mma.h: the forward of causal attention with its tiles in registers (the register
- * layout of FlashAttention-2, Dao 2023, written here from the algorithm and the PTX ISA's fragment
- * layouts), for head sizes that are multiples of 16 up to 256. An experiment towards the issue-3
- * target "own attention within 2x of cuDNN at d 64": the tiled kernels of flash_attention.h keep
- * the score tile and the output accumulators in shared memory (WMMA fragments are opaque, so the
- * per-row softmax cannot reach them) and run at about 22 TFLOP/s on the H200 (doc/gpu.md "GPU
- * results"). Here every warp keeps its 16 query rows' scores, probabilities and output in
- * registers, in the documented layout of mma.sync.m16n8k16, so the softmax works on the registers
- * and the probabilities feed the second product without leaving them.
+ * llmc/flash_mma.h: causal attention with its tiles in registers (the register layout of
+ * FlashAttention-2, Dao 2023, written here from the algorithm and the PTX ISA's fragment
+ * layouts), forward for head sizes that are multiples of 16 up to 256, backward up to 128. Towards
+ * the issue-3 target "own attention within 2x of cuDNN at d 64": the tiled kernels of
+ * flash_attention.h keep the score tile and the output accumulators in shared memory (WMMA
+ * fragments are opaque, so the per-row softmax cannot reach them) and ran at about 22 TFLOP/s on
+ * the H200 (doc/gpu.md "GPU results"). Here every warp keeps its 16 rows' scores, probabilities
+ * and accumulators in registers, in the documented layout of mma.sync.m16n8k16, so the softmax
+ * works on the registers and the probabilities feed the next product without leaving them.
  *
  * Math (as flash_attention.h, per (batch, head), s = 1/sqrt(d)): S = s Q K^T with the causal mask,
  * online softmax over key tiles with m (running max) and l (running sum), O = sum e^(S - m) V / l,
@@ -30,14 +30,19 @@
  * Rows past T are loaded as zeros; their outputs are not written.
  * Probabilities are rounded to bf16 for the P V product (as in flash_attention.h); sums are fp32.
  *
- * Defines:
- *   FMMA_THREADS, FMMA_BQ, FMMA_BK   block shape
- *   fmma_smem_bytes(d)               shared memory of one block
- *   fmma_supports(d, sm, smem_optin, why, cap)   host: can it run here (d % 16, SM 8.0+, memory)
- *   fmma_fwd_block<D>(a, qt, bh, smem, tid)      one thread's part of block (bh, query tile qt)
+ * The backward (two kernels after a D = dO . O pass, as flash_attention.h: nothing summed across
+ * blocks) is described at fmma_dkdv_block and fmma_dq_block.
+ *
+ * Defines (C and C++):
+ *   FMMA_THREADS, FMMA_BQ, FMMA_BK, FMMA_BWD_MAX_D   block shape, the backward's largest d
+ *   fmma_smem_bytes_kind(kind, d)    shared memory of one block of FMMA_FWD, FMMA_DKDV, FMMA_DQ
+ *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
+ * C++ only (templates over the head size D):
+ *   fmma_fwd_block<D>, fmma_dkdv_block<D>, fmma_dq_block<D>   one thread's part of one block
+ *   fmma_load_tile, fmma_rows_rows, fmma_pack_a, fmma_p_times, fmma_store_rows   their pieces
  * The same source runs on the GPU (llmc/attention_flash_mma.cu) and on the CPU, every thread of
  * a block as its own coroutine with PTX's mma and shuffle semantics (test/warp_emul.h), in
- * test/test_flash_mma_emul.cpp.
+ * test/test_flash_mma_emul.cpp and in the trainer's host build (test/host_cuda).
  */
 #ifndef LLMC_FLASH_MMA_H
 #define LLMC_FLASH_MMA_H
@@ -62,6 +67,52 @@
 #define FMMA_UNROLL
 #endif
 
+enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
+#define FMMA_BWD_MAX_D 128 /* the backward's dK and dV accumulators: d / 2 registers per lane each */
+
+/* Shared memory of one block: bf16 tiles of 64 rows x d (row-major, rows of d + 8) and of d rows x
+ * 64 (transposed, rows of 72), plus the backward's per-query lse and D (64 fp32 each).
+ *   forward  Q, K row-major; V transposed
+ *   dK, dV   K, V, Q, dO row-major; Q, dO transposed; lse, D
+ *   dQ       Q, dO, K, V row-major; K transposed */
+static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
+    const size_t tile = (size_t)FMMA_BQ * (d + FMMA_PAD) * 2, tile_t = (size_t)d * (FMMA_BK + FMMA_PAD) * 2;
+    if (kind == FMMA_FWD) return 2 * tile + tile_t;
+    if (kind == FMMA_DKDV) return 4 * tile + 2 * tile_t + 2 * FMMA_BQ * sizeof(float);
+    return 4 * tile + tile_t;
+}
+static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
+
+/* Host: 1 if the kernels can run head size d on an SM `sm` GPU with `smem_optin` bytes of shared
+ * memory per block (training: the backward too); else 0 with the reason. */
+static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_optin, char *why, size_t cap) {
+    if (d < 16 || d > 256 || d % 16 != 0) {
+        snprintf(why, cap, "head size %d: the register-tile kernel needs a multiple of 16 in [16, 256]", d);
+        return 0;
+    }
+    if (training && d > FMMA_BWD_MAX_D) {
+        snprintf(why, cap, "head size %d: the register-tile backward holds dK and dV in registers, up to d = %d", d,
+                 FMMA_BWD_MAX_D);
+        return 0;
+    }
+    if (sm < 80) {
+        snprintf(why, cap, "mma.sync with bf16 needs SM 8.0 or newer; this GPU is SM %d.%d", sm / 10, sm % 10);
+        return 0;
+    }
+    const size_t need = training ? fmma_smem_bytes_kind(FMMA_DKDV, d) : fmma_smem_bytes(d);
+    if (need > smem_optin) {
+        snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d, need, smem_optin);
+        return 0;
+    }
+    if (why && cap) why[0] = '\0';
+    return 1;
+}
+static inline int fmma_supports(int d, int sm, size_t smem_optin, char *why, size_t cap) {
+    return fmma_supports_dir(d, 0, sm, smem_optin, why, cap);
+}
+
+/* ---- the kernels' routines (C++: templates over the head size) ---- */
+#ifdef __cplusplus
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
 #define FMMA_FN __device__ __forceinline__
@@ -113,50 +164,6 @@ FMMA_FN void fmma_zero16(uint16_t *dst) { memset(dst, 0, 16); }
 /* Two floats rounded to bf16 and packed, the first in the low half (a fragment's lower element). */
 FMMA_FN uint32_t fmma_pack(float lo, float hi) {
     return (uint32_t)f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
-}
-
-enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
-#define FMMA_BWD_MAX_D 128 /* the backward's dK and dV accumulators: d / 2 registers per lane each */
-
-/* Shared memory of one block: bf16 tiles of 64 rows x d (row-major, rows of d + 8) and of d rows x
- * 64 (transposed, rows of 72), plus the backward's per-query lse and D (64 fp32 each).
- *   forward  Q, K row-major; V transposed
- *   dK, dV   K, V, Q, dO row-major; Q, dO transposed; lse, D
- *   dQ       Q, dO, K, V row-major; K transposed */
-static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
-    const size_t tile = (size_t)FMMA_BQ * (d + FMMA_PAD) * 2, tile_t = (size_t)d * (FMMA_BK + FMMA_PAD) * 2;
-    if (kind == FMMA_FWD) return 2 * tile + tile_t;
-    if (kind == FMMA_DKDV) return 4 * tile + 2 * tile_t + 2 * FMMA_BQ * sizeof(float);
-    return 4 * tile + tile_t;
-}
-static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
-
-/* Host: 1 if the kernels can run head size d on an SM `sm` GPU with `smem_optin` bytes of shared
- * memory per block (training: the backward too); else 0 with the reason. */
-static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_optin, char *why, size_t cap) {
-    if (d < 16 || d > 256 || d % 16 != 0) {
-        snprintf(why, cap, "head size %d: the register-tile kernel needs a multiple of 16 in [16, 256]", d);
-        return 0;
-    }
-    if (training && d > FMMA_BWD_MAX_D) {
-        snprintf(why, cap, "head size %d: the register-tile backward holds dK and dV in registers, up to d = %d", d,
-                 FMMA_BWD_MAX_D);
-        return 0;
-    }
-    if (sm < 80) {
-        snprintf(why, cap, "mma.sync with bf16 needs SM 8.0 or newer; this GPU is SM %d.%d", sm / 10, sm % 10);
-        return 0;
-    }
-    const size_t need = training ? fmma_smem_bytes_kind(FMMA_DKDV, d) : fmma_smem_bytes(d);
-    if (need > smem_optin) {
-        snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d, need, smem_optin);
-        return 0;
-    }
-    if (why && cap) why[0] = '\0';
-    return 1;
-}
-static inline int fmma_supports(int d, int sm, size_t smem_optin, char *why, size_t cap) {
-    return fmma_supports_dir(d, 0, sm, smem_optin, why, cap);
 }
 
 /* Rows r0 .. r0 + 63 of a bf16 matrix (row stride ld, d columns from src) into a row-major tile
@@ -470,5 +477,7 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
     }
     fmma_store_rows<D>(a->dqkv + (size_t)b * T * ld_qkv + (size_t)head * D, ld_qkv, dq, row0, T, a->scale, a->scale, t);
 }
+
+#endif /* __cplusplus */
 
 #endif /* LLMC_FLASH_MMA_H */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "attention_flash.cuh"
+#include "attention_flash_mma.cuh"
 #include "attention_own.cuh"
 #include "evalloader.h"
 #include "gpt2_gpu.cuh"
@@ -132,7 +133,7 @@ void gpt2gpu_check_shapes(const GPT2Config *c, int T) {
 CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int training, int B, int T,
                                const GpuCtx *ctx, AttPath *path) {
     AttnRequest req = ATTN_REQ_AUTO;
-    if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn, own or flash", attn);
+    if (!attn_request_from_name(attn, &req)) llmc_die("-attn %s: expected auto, cudnn, own, flash or mma", attn);
     if (req == ATTN_REQ_CUDNN && !cudnn_att_built()) {
         llmc_die("-attn cudnn: this binary was built without cuDNN (build with USE_CUDNN=1)");
     }
@@ -389,6 +390,8 @@ static void attention_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
         cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size);
     } else if (m->path[l] == ATT_PATH_FLASH) {
         attention_flash_forward(a->atty, a->stats, a->qkv, B, T, ls->n_head, ls->head_size, m->ctx);
+    } else if (m->path[l] == ATT_PATH_MMA) {
+        attention_flash_mma_forward(a->atty, a->stats, a->qkv, B, T, ls->n_head, ls->head_size, m->ctx);
     } else if (m->path[l] == ATT_PATH_LINEAR) {
         linear_attention_forward(a->atty, actf(m, ACT_LIN_SCRATCH), a->qkv, B, T, ls->n_head, ls->head_size,
                                  m->config.lin_prescale, m->ctx);
@@ -577,6 +580,9 @@ static void attention_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floa
     } else if (m->path[l] == ATT_PATH_FLASH) {
         attention_flash_backward(dqkv, actf(m, ACT_FLASH_D), datty, a->qkv, a->atty, a->stats, B, T, ls->n_head,
                                  ls->head_size, m->ctx);
+    } else if (m->path[l] == ATT_PATH_MMA) {
+        attention_flash_mma_backward(dqkv, actf(m, ACT_FLASH_D), datty, a->qkv, a->atty, a->stats, B, T, ls->n_head,
+                                     ls->head_size, m->ctx);
     } else if (m->path[l] == ATT_PATH_LINEAR) {
         linear_attention_backward(dqkv, actf(m, ACT_LIN_SCRATCH), datty, a->qkv, B, T, ls->n_head, ls->head_size,
                                   m->config.lin_prescale, m->ctx);

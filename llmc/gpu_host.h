@@ -9,7 +9,8 @@
  *                              (FORMATS.md 15.2 support matrix, 15.3 version pitfalls)
  *   flash_path_supports        can the own tiled kernels (llmc/flash_attention.h) run it here?
  *   flash_args_init            their arguments for one layer's call
- *   attn_select_paths          one path per layer for -attn auto|cudnn|own|flash, or a one-line error;
+ *   mma_path_supports          can the register-tile kernels (llmc/flash_mma.h) run it here?
+ *   attn_select_paths          one path per layer for -attn auto|cudnn|own|flash|mma, or a one-line error;
  *                              softmax layers (mha, sd) by head size, linear layers (lin, sdlin)
  *                              always on the linear scan
  *   attn_print_paths           the start-up table of paths, one line per run of equal layers
@@ -44,6 +45,7 @@
 
 #include "config.h"
 #include "flash_attention.h" /* flash_choose */
+#include "flash_mma.h"       /* fmma_supports_dir */
 #include "gpu_shared.h"      /* LLMC_HD */
 #include "linear_scan.h"
 #include "param_layout.h"
@@ -52,21 +54,24 @@
 
 /* ----------------------------------------------------------------------------------------------
  * Attention paths (FORMATS.md 15). */
-/* own, cudnn and flash are softmax paths (mha and sd layers; an sd layer hands them
+/* own, cudnn, flash and mma are softmax paths (mha and sd layers; an sd layer hands them
  * U | U L^T | V): own materializes P (any d, llmc/attention_own.cu), flash is the own tiled
- * tensor-core kernels (d a multiple of 16, llmc/attention_flash.cu); linear is the chunked ELU+1
- * scan of lin and sdlin layers (llmc/linear_attention.cu). cudnn and flash keep the logsumexp of
- * each row between forward and backward, own keeps P. */
-typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1, ATT_PATH_LINEAR = 2, ATT_PATH_FLASH = 3 } AttPath;
-static const char *const ATT_PATH_NAMES[4] = {"own", "cudnn", "linear", "flash"};
+ * tensor-core kernels with shared-memory tiles (d a multiple of 16, llmc/attention_flash.cu), mma
+ * the register-tile ones (d a multiple of 16, backward up to 128, llmc/attention_flash_mma.cu;
+ * not yet run on a GPU); linear is the chunked ELU+1 scan of lin and sdlin layers
+ * (llmc/linear_attention.cu). cudnn, flash and mma keep the logsumexp of each row between forward
+ * and backward (flash and mma also a D scratch in the backward), own keeps P. */
+typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1, ATT_PATH_LINEAR = 2, ATT_PATH_FLASH = 3, ATT_PATH_MMA = 4 } AttPath;
+static const char *const ATT_PATH_NAMES[5] = {"own", "cudnn", "linear", "flash", "mma"};
 
-typedef enum { ATTN_REQ_AUTO = 0, ATTN_REQ_CUDNN = 1, ATTN_REQ_OWN = 2, ATTN_REQ_FLASH = 3 } AttnRequest;
+typedef enum { ATTN_REQ_AUTO = 0, ATTN_REQ_CUDNN = 1, ATTN_REQ_OWN = 2, ATTN_REQ_FLASH = 3, ATTN_REQ_MMA = 4 } AttnRequest;
 
 static inline int attn_request_from_name(const char *name, AttnRequest *out) {
     if (strcmp(name, "auto") == 0) *out = ATTN_REQ_AUTO;
     else if (strcmp(name, "cudnn") == 0) *out = ATTN_REQ_CUDNN;
     else if (strcmp(name, "own") == 0) *out = ATTN_REQ_OWN;
     else if (strcmp(name, "flash") == 0) *out = ATTN_REQ_FLASH;
+    else if (strcmp(name, "mma") == 0) *out = ATTN_REQ_MMA;
     else return 0;
     return 1;
 }
@@ -87,6 +92,12 @@ static inline int flash_path_supports(const AttnEnv *env, int d, char *why, size
         return 0;
     }
     return flash_choose(d, env->smem_optin, why, cap);
+}
+
+/* Can the register-tile kernels (llmc/flash_mma.h) run head size d here (training: the backward
+ * too, d <= FMMA_BWD_MAX_D)? 0 with the reason when not. */
+static inline int mma_path_supports(const AttnEnv *env, int d, int training, char *why, size_t cap) {
+    return fmma_supports_dir(d, training, env->sm, env->smem_optin, why, cap);
 }
 
 /* The FlashArgs of one layer's call on qkv (B, T, 3 h d): tile rows, shape and the scale 1/sqrt(d)
@@ -162,7 +173,9 @@ static inline int cudnn_sdpa_supports(const AttnEnv *env, int d, int training, c
  * softmax implementations only. Softmax layers (mha, sd): auto: cuDNN where it can serve the head
  * size, own kernels elsewhere; cudnn: every softmax layer on cuDNN, else a one-line error naming
  * the first layer it cannot serve; own: every softmax layer on the own kernels (any d, any T);
- * flash: every softmax layer on the own tiled kernels, else the same one-line error. auto never
+ * flash: every softmax layer on the own tiled kernels, else the same one-line error; mma: every
+ * softmax layer on the register-tile kernels (not yet run on a GPU; auto never chooses them
+ * until they have been measured), else the same one-line error. auto never
  * chooses flash: on the H200 those kernels pass every check but are slower than the materializing
  * own kernels at every head size measured (d 16-256, 1.1-2.1x; doc/gpu.md "GPU results"), so they
  * are for a run whose B h T^2 attention matrices do not fit, chosen by hand.
@@ -181,14 +194,16 @@ static inline int attn_select_paths(const GPT2Config *c, AttnRequest req, const 
             out[l] = ATT_PATH_LINEAR;
             continue;
         }
-        if (req == ATTN_REQ_FLASH) {
-            if (!flash_path_supports(env, ls->head_size, why, sizeof(why))) {
-                snprintf(err, cap, "-attn flash: layer %d (%d heads x %d%s%s): %s; use -attn auto or "
-                         "-attn own", l, ls->n_head, ls->head_size, ls->kind == ATTN_MHA ? "" : ", ",
-                         ls->kind == ATTN_MHA ? "" : ATTN_KIND_NAMES[ls->kind], why);
+        if (req == ATTN_REQ_FLASH || req == ATTN_REQ_MMA) {
+            const int flash = req == ATTN_REQ_FLASH;
+            if (flash ? !flash_path_supports(env, ls->head_size, why, sizeof(why))
+                      : !mma_path_supports(env, ls->head_size, training, why, sizeof(why))) {
+                snprintf(err, cap, "-attn %s: layer %d (%d heads x %d%s%s): %s; use -attn auto or "
+                         "-attn own", flash ? "flash" : "mma", l, ls->n_head, ls->head_size,
+                         ls->kind == ATTN_MHA ? "" : ", ", ls->kind == ATTN_MHA ? "" : ATTN_KIND_NAMES[ls->kind], why);
                 return 0;
             }
-            out[l] = ATT_PATH_FLASH;
+            out[l] = flash ? ATT_PATH_FLASH : ATT_PATH_MMA;
             continue;
         }
         const int ok = cudnn_sdpa_supports(env, ls->head_size, training, why, sizeof(why));
@@ -307,7 +322,7 @@ typedef enum {
     ACT_SDL,         /* per S-D layer (h_l, d_l, d_l): the generators L, built in the forward */
     ACT_SDDL,        /* S-D: max over S-D layers of h_l d_l^2: dL of the layer in the backward */
     ACT_LIN_SCRATCH, /* linear layers: lin_scratch_floats(B T, h, d) of the widest such layer */
-    ACT_FLASH_D,     /* flash layers: (B, max h_l, T): D = dO . O of the layer in the backward */
+    ACT_FLASH_D,     /* flash and mma layers: (B, max h_l, T): D = dO . O of the layer in the backward */
     /* last, always: the loss accumulator is addressed through the allocation plan while smaller
      * evaluation shapes lay out their own tensors, which then all end before it */
     ACT_LOSSES,      /* (B, T) per-token losses, accumulated over micro-steps */
@@ -372,9 +387,9 @@ static inline void act_plan_init(ActPlan *p, const GPT2Config *c, int B, int T, 
             att += act_round_up(block);
             datt = LLMC_MAX(datt, block);
             A_own_max = LLMC_MAX(A_own_max, A);
-        } else { /* cudnn, flash: the logsumexp of each row */
+        } else { /* cudnn, flash, mma: the logsumexp of each row */
             stats += act_round_up((size_t)B * h * (size_t)T);
-            if (path[l] == ATT_PATH_FLASH) flash_d = LLMC_MAX(flash_d, (size_t)B * h * (size_t)T);
+            if (path[l] == ATT_PATH_FLASH || path[l] == ATT_PATH_MMA) flash_d = LLMC_MAX(flash_d, (size_t)B * h * (size_t)T);
         }
     }
     p->qkv_off[L] = qkv;

@@ -69,7 +69,8 @@ mg_ldflags = $(if $(filter mpi,$(1)),$(NCCL_LDFLAGS) $(MPI_LDFLAGS),$(if $(filte
 cudnn_ldflags = $(if $(filter cudnn,$(1)),$(CUDNN_LDFLAGS),)
 
 GPU_HEADERS = $(HEADERS) $(wildcard llmc/*.cuh) llmc/cudnn_att.h llmc/multi_gpu.h
-GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/attention_flash.cu llmc/sd_gpu.cu \
+GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/attention_flash.cu \
+                  llmc/attention_flash_mma.cu llmc/sd_gpu.cu \
                   llmc/linear_attention.cu llmc/gpt2_gpu.cu
 GPU_OBJDIR = build/cuda
 
@@ -93,7 +94,7 @@ ifneq ($(call archtag,$(GPU_ARCHS)),$(call archtag,$(GPU_CHECK_ARCHS)))
 $(eval $(call gpu_objects,$(GPU_CHECK_ARCHS)))
 endif
 model_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,gpu_kernels.o matmul.o attention_own.o attention_flash.o \
-               sd_gpu.o linear_attention.o gpt2_gpu.o)
+               attention_flash_mma.o sd_gpu.o linear_attention.o gpt2_gpu.o)
 
 # Host-only objects, arch-independent: the cuDNN frontend code (slow to compile: once) and the
 # three multi-GPU variants
@@ -213,7 +214,7 @@ gpu_config:
 TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/test_flash_mma_emul build/gpu_compile_check
 build/test_gpu_emul: dev/cuda/check_common.h
 build/test_flash_emul: dev/cuda/check_common.h dev/cuda/attention_ref.h
-build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h llmc/flash_mma.h \
+build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h test/flash_mma_emul.h llmc/flash_mma.h \
     llmc/flash_attention.h dev/cuda/check_common.h dev/cuda/attention_ref.h $(HEADERS) | build
 	g++ -std=c++17 -O2 -march=native -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -fopenmp \
 	  test/test_flash_mma_emul.cpp test/warp_emul.cpp -o $@ -lm

@@ -10,7 +10,8 @@
 
 HOST_CUDA_DIR = build/host_cuda
 HOST_CUDA_FLAGS = $(HOST_CXXFLAGS) -fopenmp -DLLMC_HOST_CUDA
-HOST_CUDA_OBJS = $(addprefix $(HOST_CUDA_DIR)/,gpt2_gpu.o matmul.o multi_gpu.o cudnn_att.o kernels_host.o cudart_host.o)
+HOST_CUDA_OBJS = $(addprefix $(HOST_CUDA_DIR)/,gpt2_gpu.o matmul.o multi_gpu.o cudnn_att.o kernels_host.o cudart_host.o \
+                   warp_emul.o)
 
 $(HOST_CUDA_DIR)/%.o: llmc/%.cu $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
@@ -18,7 +19,11 @@ $(HOST_CUDA_DIR)/%.o: llmc/%.cu $(GPU_HEADERS)
 $(HOST_CUDA_DIR)/%.o: llmc/%.cpp $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
-$(HOST_CUDA_DIR)/%.o: test/host_cuda/%.cpp $(GPU_HEADERS)
+$(HOST_CUDA_DIR)/%.o: test/host_cuda/%.cpp $(GPU_HEADERS) test/flash_mma_emul.h test/warp_emul.h
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
+# the register-tile attention's launchers run its kernels thread by thread (test/warp_emul.h)
+$(HOST_CUDA_DIR)/warp_emul.o: test/warp_emul.cpp test/warp_emul.h
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
 $(HOST_CUDA_DIR)/main_%.o: %.cu $(GPU_HEADERS)

@@ -26,39 +26,10 @@
 #include "../dev/cuda/attention_ref.h"
 #include "../llmc/flash_mma.h"
 #include "harness.h"
+#include "flash_mma_emul.h"
 #include "warp_emul.h"
 
 #define BWD_FLOOR 1e-3 /* test_flash_emul's floor for a gradient that is zero in exact arithmetic */
-
-struct BlockArgs {
-    const FlashArgs *a;
-    int tile, bh;
-    char *smem;
-};
-
-template <int D, int KIND>
-static void run_thread(int tid, void *p) {
-    const BlockArgs *ba = (const BlockArgs *)p;
-    if (KIND == FMMA_FWD) fmma_fwd_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else fmma_dq_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-}
-
-/* the forward for every d, the backward kernels for d <= FMMA_BWD_MAX_D */
-static WarpEmulFn thread_fn(int d, int kind) {
-#define FMMA_CASE(D) \
-    case D: return kind == FMMA_FWD ? run_thread<D, FMMA_FWD> : kind == FMMA_DKDV ? run_thread<D, FMMA_DKDV> : run_thread<D, FMMA_DQ>;
-#define FMMA_FWD_CASE(D) \
-    case D: return kind == FMMA_FWD ? run_thread<D, FMMA_FWD> : NULL;
-    switch (d) {
-        FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
-        FMMA_CASE(128) FMMA_FWD_CASE(144) FMMA_FWD_CASE(160) FMMA_FWD_CASE(176) FMMA_FWD_CASE(192)
-        FMMA_FWD_CASE(208) FMMA_FWD_CASE(224) FMMA_FWD_CASE(240) FMMA_FWD_CASE(256)
-    default: return NULL;
-    }
-#undef FMMA_CASE
-#undef FMMA_FWD_CASE
-}
 
 static void *nan_alloc(size_t bytes) {
     void *p = xmalloc(bytes);
@@ -66,23 +37,7 @@ static void *nan_alloc(size_t bytes) {
     return p;
 }
 
-/* Every block of one kernel's grid (B h sequence-heads x tiles) in its launch order: the longest
- * blocks first (forward and dQ: the last query tiles; dK, dV: the first key tiles). */
-static void emulate_kernel(const FlashArgs *a, int kind) {
-    const int nt = (a->T + FMMA_BQ - 1) / FMMA_BQ;
-    const size_t bytes = fmma_smem_bytes_kind(kind, a->d);
-    char *smem = (char *)xmalloc(bytes);
-    WarpEmulFn fn = thread_fn(a->d, kind);
-    for (int y = 0; y < nt; y++)
-        for (int bh = 0; bh < a->B * a->h; bh++) {
-            memset(smem, 0xff, bytes);
-            BlockArgs ba = {a, kind == FMMA_DKDV ? y : nt - 1 - y, bh, smem};
-            warp_emul_block(FMMA_THREADS, fn, &ba);
-        }
-    free(smem);
-}
-
-static void emulate_forward(const FlashArgs *a) { emulate_kernel(a, FMMA_FWD); }
+static void emulate_forward(const FlashArgs *a) { fmma_emulate(a, FMMA_FWD); }
 
 /* The backward into a fresh NaN-filled dqkv (caller frees): D = dO . O per row, then the dK/dV
  * and dQ kernels. out: the forward output D is taken from; scale: the backward's 1/sqrt(d). */
@@ -95,8 +50,8 @@ static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale)
     a.D = D;
     a.scale = scale;
     for (size_t r = 0; r < rows; r++) flash_delta_row(&a, r);
-    emulate_kernel(&a, FMMA_DKDV);
-    emulate_kernel(&a, FMMA_DQ);
+    fmma_emulate(&a, FMMA_DKDV);
+    fmma_emulate(&a, FMMA_DQ);
     free(D);
     return dqkv;
 }
@@ -174,7 +129,7 @@ static void test_case(int B, int T, int h, int d) {
         }
     } else {
         char why[256];
-        CHECK(!fmma_supports_dir(d, 1, 90, 232448, why, sizeof why) && thread_fn(d, FMMA_DKDV) == NULL,
+        CHECK(!fmma_supports_dir(d, 1, 90, 232448, why, sizeof why) && fmma_emul_thread_fn(d, FMMA_DKDV) == NULL,
               "%s backward refused: %s", tag, why);
     }
     free(qkv); free(dout); free(fq); free(fd); free(ro); free(rl); free(rc); free(rd); free(out); free(lse);

@@ -3,7 +3,7 @@
  * `make test_gpt2cu`; needs a GPU; run by dev/gpu_check.sh on the debug states test/test_gpt2.sh
  * writes).
  *
- *   ./test_gpt2cu MODEL.bin DEBUG_STATE.bin [-attn auto|cudnn|own|flash] [-r 0|1|2] [-ge 0|1|2]
+ *   ./test_gpt2cu MODEL.bin DEBUG_STATE.bin [-attn auto|cudnn|own|flash|mma] [-r 0|1|2] [-ge 0|1|2]
  *
  * Every layer kind (mha, sd, lin, sdlin), explicit head sizes, -ln 0 and the S-D / linear
  * options come from the checkpoint; the debug state's header[4] says whether its trajectory decays
@@ -224,7 +224,7 @@ static void snapshot_restore(GPT2GPU *m, const Snapshot *s) {
 /* ---------------------------------------------------------------------------------------------- */
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s MODEL.bin DEBUG_STATE.bin [-attn auto|cudnn|own|flash] [-r 0|1|2] [-ge 0|1|2]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.bin DEBUG_STATE.bin [-attn auto|cudnn|own|flash|mma] [-r 0|1|2] [-ge 0|1|2]\n", argv[0]);
         return 2;
     }
     const char *attn = "auto";

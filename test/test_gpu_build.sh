@@ -72,9 +72,9 @@ for v in cudnn_mpi stub_single; do
   b=$d/train_gpt2cu_$v
   out=$($b --help 2>&1)
   rc=$?
-  [ $rc -eq 0 ] && printf '%s' "$out" | grep -q -- '-attn .*{auto|cudnn|own|flash}' && pass "$v: --help without a GPU lists -attn" \
+  [ $rc -eq 0 ] && printf '%s' "$out" | grep -q -- '-attn .*{auto|cudnn|own|flash|mma}' && pass "$v: --help without a GPU lists -attn" \
     || fail "$v: --help (exit $rc)"
-  expect_error "$v: -attn bogus" "^error: -attn 'bogus': expected one of \{auto\|cudnn\|own\|flash\}$" $b -attn bogus
+  expect_error "$v: -attn bogus" "^error: -attn 'bogus': expected one of \{auto\|cudnn\|own\|flash\|mma\}$" $b -attn bogus
 done
 expect_error "stub build: -attn cudnn" "^error: -attn cudnn: this binary was built without cuDNN" $d/train_gpt2cu_stub_single -attn cudnn
 expect_error "MPI build: -pn 2 outside mpirun" "^error: -pi mpi with -pn 2: start the processes with mpirun" \

@@ -2,7 +2,7 @@
  * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/gpu_host.h), on the CPU.
  *
  *   - cuDNN support per (SM, head size, training, backend version): FORMATS.md 15.2's matrix;
- *   - attention path per layer for -attn auto|cudnn|own|flash, and the one-line errors; forward-only
+ *   - attention path per layer for -attn auto|cudnn|own|flash|mma, and the one-line errors; forward-only
  *     (eval_gpt2cu) against training; the flash path's buffers;
  *   - the cuBLASLt algorithm cache's table: hit, miss, every key field, a full table;
  *   - activation plan: per-layer blocks (sum of h_l, max h_l), alignment, recompute, 64-bit sizes
@@ -170,6 +170,65 @@ static void test_flash_paths(void) {
           "flash_args_init: T = 32 x 65535 + 1 refused (%s), 32 x 65535 accepted", err);
     ok = !flash_args_init(&fa, &qkv, 1, 64, 1, 64, &t4, err, sizeof(err)) && strstr(err, "SM 8.0");
     CHECK(ok, "flash_args_init on SM 7.5: %s", err);
+}
+
+/* -attn mma: the register-tile kernels (llmc/flash_mma.h) for d a multiple of 16 on SM 8.0+, the
+ * backward up to d 128 (a trainable model with d 256 is refused; an inference-only one is not);
+ * not yet measured on a GPU, so auto never picks them; their layers keep the logsumexp and the
+ * backward's D scratch like flash layers. */
+static void test_mma_paths(void) {
+    const size_t h200_smem = 232448, a100_smem = 166912;
+    const AttnEnv h200 = {90, 1, 91900, h200_smem}, a100 = {80, 0, 0, a100_smem}, t4 = {75, 1, 91900, 65536};
+    const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
+    const GPT2Config mid = model_of("d12", "6*4 12*8");       /* head sizes 128, 64 */
+    AttPath p[LLMC_MAX_LAYERS];
+    char err[512];
+    int all = attn_select_paths(&mid, ATTN_REQ_MMA, &a100, 1, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
+    CHECK(all, "-attn mma on A100, training, d 128 and 64: every layer on the register-tile kernels");
+    int ok = !attn_select_paths(&prism, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err)) &&
+             strncmp(err, "-attn mma: layer 0 (3 heads x 256)", 34) == 0 && strstr(err, "up to d = 128") &&
+             strchr(err, '\n') == NULL;
+    CHECK(ok, "-attn mma, training with d 256: one line naming layer 0: %s", err);
+    all = attn_select_paths(&prism, ATTN_REQ_MMA, &h200, 0, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
+    CHECK(all, "-attn mma, inference only: d 256 runs forward");
+    all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_OWN;
+    CHECK(all, "auto never chooses mma (no cuDNN: the own kernels everywhere)");
+    const GPT2Config odd = model_of("d12", "3x12 6x20 12*10");
+    ok = !attn_select_paths(&odd, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err)) &&
+         strncmp(err, "-attn mma: layer 0 (3 heads x 12)", 33) == 0 && strstr(err, "multiple of 16");
+    CHECK(ok, "-attn mma with d = 12: %s", err);
+    ok = !attn_select_paths(&mid, ATTN_REQ_MMA, &t4, 1, p, err, sizeof(err)) && strstr(err, "layer 0") &&
+         strstr(err, "SM 7.5");
+    CHECK(ok, "-attn mma on SM 7.5: %s", err);
+    const GPT2Config kinds = model_of("tiny", "4:sd 4:sdlin 4:lin 4"); /* head size 16 */
+    ok = attn_select_paths(&kinds, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_MMA &&
+         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_MMA;
+    CHECK(ok, "-attn mma: sd and mha layers mma, sdlin and lin stay on the linear scan");
+    AttnRequest r;
+    CHECK(attn_request_from_name("mma", &r) && r == ATTN_REQ_MMA && strcmp(ATT_PATH_NAMES[ATT_PATH_MMA], "mma") == 0 &&
+              !attn_request_from_name("MMA", &r),
+          "-attn mma: its name and the path name");
+    AttPath mm[LLMC_MAX_LAYERS], fl[LLMC_MAX_LAYERS];
+    for (int l = 0; l < LLMC_MAX_LAYERS; l++) {
+        mm[l] = l < 4 ? ATT_PATH_MMA : ATT_PATH_CUDNN;
+        fl[l] = l < 4 ? ATT_PATH_FLASH : ATT_PATH_CUDNN;
+    }
+    ActPlan pm, pf;
+    act_plan_init(&pm, &prism, 4, 64, 0, mm);
+    act_plan_init(&pf, &prism, 4, 64, 0, fl);
+    ok = pm.n[ACT_FLASH_D] == (size_t)4 * 6 * 64 && memcmp(pm.n, pf.n, sizeof(pm.n)) == 0 &&
+         memcmp(pm.stats_off, pf.stats_off, sizeof(pm.stats_off)) == 0;
+    CHECK(ok, "mma layers: the same buffers as flash layers (stats, D scratch of B x max h_l x T)");
+    /* the shared memory the kernels ask for, by hand: forward Q, K (64 x 72) and V^T (64 x 72) at
+     * d 64; dK/dV at d 128: K, V, Q, dO (64 x 136), Q^T, dO^T (128 x 72), lse and D (2 x 64 fp32) */
+    ok = fmma_smem_bytes_kind(FMMA_FWD, 64) == 3 * 64 * 72 * 2 &&
+         fmma_smem_bytes_kind(FMMA_DKDV, 128) == 4 * 64 * 136 * 2 + 2 * 128 * 72 * 2 + 2 * 64 * 4 &&
+         fmma_smem_bytes_kind(FMMA_DQ, 128) == 4 * 64 * 136 * 2 + 128 * 72 * 2;
+    CHECK(ok, "register-tile shared memory: forward d 64 %zu, dK/dV d 128 %zu, dQ d 128 %zu bytes",
+          fmma_smem_bytes_kind(FMMA_FWD, 64), fmma_smem_bytes_kind(FMMA_DKDV, 128), fmma_smem_bytes_kind(FMMA_DQ, 128));
 }
 
 /* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as
@@ -730,6 +789,7 @@ int main(void) {
     test_cudnn_support();
     test_path_selection();
     test_flash_paths();
+    test_mma_paths();
     test_inference_paths();
     test_lt_algo_cache();
     test_act_plan();

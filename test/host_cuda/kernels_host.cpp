@@ -8,10 +8,11 @@
  *
  * Each launcher does what its header promises, in fp32 arithmetic on bf16 storage, rounding
  * where the CUDA kernel stores bf16 (once per stored value; reductions in another order than
- * the GPU's, so results agree with the GPU's to rounding, not bit for bit). Three kinds run the
+ * the GPU's, so results agree with the GPU's to rounding, not bit for bit). Four kinds run the
  * device code itself: the flash attention, S-D fold and linear-scan launchers call the block
  * routines of llmc/flash_attention.h, sd_fold.h and linear_scan.h block by block with one
- * thread (as test/test_flash_emul.c and test/test_gpu_emul.c do). Two run the .cu files' own
+ * thread (as test/test_flash_emul.c and test/test_gpu_emul.c do); the register-tile attention
+ * runs llmc/flash_mma.h's kernels with every thread a coroutine (test/flash_mma_emul.h). Two run the .cu files' own
  * sequence of steps with CPU steps: the own softmax attention (llmc/attention_own_seq.h, its
  * cuBLAS calls as GemmDescs) and the linear attention (linear_scan.h lin_*_seq). Matmuls go through matmul.cu's own mapping into LtMatmul problems
  * and lt_matmul below runs them with cuBLASLt's column-major semantics and epilogues
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "../../llmc/attention_flash.cuh"
+#include "../../llmc/attention_flash_mma.cuh"
 #include "../../llmc/attention_own.cuh"
 #include "../../llmc/attention_own_seq.h"
 #include "../../llmc/flash_attention.h"
@@ -34,6 +36,7 @@
 #include "../../llmc/matmul_problem.h"
 #include "../../llmc/sd_fold.h"
 #include "../../llmc/sd_gpu.cuh"
+#include "../flash_mma_emul.h"
 #include "host_cuda.h"
 
 /* bf16 element i of a floatX buffer, widened; and the round-to-nearest-even store */
@@ -514,6 +517,58 @@ void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const 
             flash_dq_block(&a, t, bh, smem, 0, 1);
         }
     free(smem);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Register-tile attention: llmc/flash_mma.h's kernels over attention_flash_mma.cu's grids, thread by
+ * thread (test/flash_mma_emul.h); the checks of attention_flash_mma.cu's launchers. */
+int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
+    return fmma_supports_dir(d, training, ctx->sm, ctx->smem_optin, why, cap);
+}
+
+static FlashArgs mma_host_args(const floatX *qkv, int B, int T, int h, int d, int training, const GpuCtx *ctx) {
+    char why[256];
+    if (!attention_flash_mma_supports(d, training, ctx, why, sizeof(why))) llmc_die("register-tile attention: %s", why);
+    FlashArgs a;
+    memset(&a, 0, sizeof(a));
+    a.qkv = raw(qkv);
+    a.B = B;
+    a.T = T;
+    a.h = h;
+    a.d = d;
+    a.BLK = FMMA_BQ;
+    a.scale = 1.0f / sqrtf((float)d);
+    return a;
+}
+
+void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
+                                 const GpuCtx *ctx) {
+    const size_t n = (size_t)B * T * h * d;
+    dev16(qkv, 3 * n, "qkv");
+    dev(out, n, "mma out");
+    dev(lse, (size_t)B * h * T, "mma logsumexp");
+    FlashArgs a = mma_host_args(qkv, B, T, h, d, 0, ctx);
+    a.o = raw(out);
+    a.lse = lse;
+    fmma_emulate(&a, FMMA_FWD);
+}
+
+void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
+                                  const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
+    const size_t n = (size_t)B * T * h * d;
+    dev(dqkv, 3 * n, "dqkv");
+    dev16(dout, n, "mma dout");
+    dev16(out, n, "mma out");
+    dev(D, (size_t)B * h * T, "mma D");
+    FlashArgs a = mma_host_args(qkv, B, T, h, d, 1, ctx);
+    a.out = raw(out);
+    a.dout = raw(dout);
+    a.lse = const_cast<float *>(lse);
+    a.dqkv = raw(dqkv);
+    a.D = D;
+    for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
+    fmma_emulate(&a, FMMA_DKDV);
+    fmma_emulate(&a, FMMA_DQ);
 }
 
 /* ----------------------------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+/*
+ * test/flash_mma_emul.h: the register-tile attention kernels (llmc/flash_mma.h) run on the CPU,
+ * every block of a kernel's grid in its launch order, every thread a coroutine of test/warp_emul
+ * (PTX's mma.sync and shuffle semantics). Used by test/test_flash_mma_emul.cpp and by the
+ * trainer's host build (test/host_cuda/kernels_host.cpp), so both run exactly the kernels' code.
+ *
+ * Defines:
+ *   fmma_emulate(a, kind)          one kernel (FMMA_FWD, FMMA_DKDV, FMMA_DQ) over its whole grid;
+ *                                  shared memory is NaN before every block
+ *   fmma_emul_thread_fn(d, kind)   the per-thread entry of one kernel, NULL where none exists
+ *                                  (the backward above FMMA_BWD_MAX_D)
+ */
+#ifndef TEST_FLASH_MMA_EMUL_H
+#define TEST_FLASH_MMA_EMUL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../llmc/flash_mma.h"
+#include "../llmc/utils.h"
+#include "warp_emul.h"
+
+struct FmmaBlockArgs {
+    const FlashArgs *a;
+    int tile, bh;
+    char *smem;
+};
+
+template <int D, int KIND>
+static inline void fmma_emul_run_thread(int tid, void *p) {
+    const FmmaBlockArgs *ba = (const FmmaBlockArgs *)p;
+    if (KIND == FMMA_FWD) fmma_fwd_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else fmma_dq_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+}
+
+/* the forward for every d, the backward kernels for d <= FMMA_BWD_MAX_D */
+static inline WarpEmulFn fmma_emul_thread_fn(int d, int kind) {
+#define FMMA_CASE(D) \
+    case D: return kind == FMMA_FWD ? fmma_emul_run_thread<D, FMMA_FWD> : kind == FMMA_DKDV ? fmma_emul_run_thread<D, FMMA_DKDV> : fmma_emul_run_thread<D, FMMA_DQ>;
+#define FMMA_FWD_CASE(D) \
+    case D: return kind == FMMA_FWD ? fmma_emul_run_thread<D, FMMA_FWD> : NULL;
+    switch (d) {
+        FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
+        FMMA_CASE(128) FMMA_FWD_CASE(144) FMMA_FWD_CASE(160) FMMA_FWD_CASE(176) FMMA_FWD_CASE(192)
+        FMMA_FWD_CASE(208) FMMA_FWD_CASE(224) FMMA_FWD_CASE(240) FMMA_FWD_CASE(256)
+    default: return NULL;
+    }
+#undef FMMA_CASE
+#undef FMMA_FWD_CASE
+}
+
+/* Every block of one kernel's grid (B h sequence-heads x tiles) in its launch order: the longest
+ * blocks first (forward and dQ: the last query tiles; dK, dV: the first key tiles). */
+static inline void fmma_emulate(const FlashArgs *a, int kind) {
+    const int nt = (a->T + FMMA_BQ - 1) / FMMA_BQ;
+    const size_t bytes = fmma_smem_bytes_kind(kind, a->d);
+    char *smem = (char *)xmalloc(bytes);
+    WarpEmulFn fn = fmma_emul_thread_fn(a->d, kind);
+    if (fn == NULL) {
+        fprintf(stderr, "fmma_emulate: head size %d has no kernel of kind %d\n", a->d, kind);
+        exit(1);
+    }
+    for (int y = 0; y < nt; y++)
+        for (int bh = 0; bh < a->B * a->h; bh++) {
+            memset(smem, 0xff, bytes);
+            FmmaBlockArgs ba = {a, kind == FMMA_DKDV ? y : nt - 1 - y, bh, smem};
+            warp_emul_block(FMMA_THREADS, fn, &ba);
+        }
+    free(smem);
+}
+
+#endif /* TEST_FLASH_MMA_EMUL_H */
