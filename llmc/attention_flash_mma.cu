@@ -87,6 +87,7 @@ static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int trai
 void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
                                  const GpuCtx *ctx) {
     FlashArgs a = args_of(qkv, B, T, h, d, 0, ctx);
+    if ((uintptr_t)out % 4 != 0) llmc_die("register-tile attention: out is not 4-byte aligned (32-bit stores)");
     a.o = reinterpret_cast<uint16_t *>(out);
     a.lse = lse;
     switch (d) {
