@@ -34,6 +34,8 @@
 #      first 64 examples with the trainer's step-150 counts
 #   8. throughput of d12 uniform and Prism at B = 16 with -attn mma (the register-tile kernels),
 #      -attn flash (the shared-memory tiled ones) and -attn own (the materializing ones)
+#   9. compute-sanitizer (memcheck, racecheck, synccheck) on dev/cuda/attention_mma and
+#      attention_flash at d 64 and 128
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 #
 # GPU_CHECK_HOST=1 runs the script on a machine without a GPU (make test does, as the suite
@@ -439,6 +441,31 @@ for BENCH_ATTN in mma flash own; do
     result $? "throughput d12 $k -attn $BENCH_ATTN B 16 finished $STEPS steps (log bench_${k}_${BENCH_ATTN}_B16.log)"
   done
 done
+fi
+
+# ---------------------------------------------------------------------------------------------
+# last: compute-sanitizer on the project's own tiled kernels in the small dev/cuda checks (B 2,
+# T 127, h 2; no cuDNN or cuBLAS kernel runs there, so every report is ours). memcheck: out of
+# bounds and misaligned accesses; racecheck: shared-memory hazards between the phases of a block;
+# synccheck: barriers not reached by every thread. (initcheck is left out: it does not track
+# cuBLASLt's TMA stores, doc/gpu.md "GPU results".)
+log "== 9. compute-sanitizer on the register-tile and flash kernels (dev/cuda, d 64 and 128)"
+if [ "$HOST" = 1 ]; then log "host mode: skipped"; else
+CS=$(command -v compute-sanitizer || echo "$CUDA_HOME/bin/compute-sanitizer")
+if [ ! -x "$CS" ]; then result 1 "compute-sanitizer not found (PATH, $CUDA_HOME/bin)"; else
+for p in attention_mma attention_flash; do
+  [ -x "dev/cuda/$p" ] || continue
+  for tool in memcheck racecheck synccheck; do
+    for d in 64 128; do
+      run "cs_${tool}_${p}_$d" 60 "$CS" --tool "$tool" --error-exitcode 9 "./dev/cuda/$p" -d "$d" -time 0
+      rc=$?
+      sline=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/cs_${tool}_${p}_$d.log" | tail -n 1 | sed 's/^=* *//')
+      result $rc "$tool $p d $d: ${sline:-no summary} (log cs_${tool}_${p}_$d.log)"
+      [ $rc -eq 0 ] || grep -m 3 -E '^========= (Invalid|Race|Barrier|Error)' "$OUTDIR/cs_${tool}_${p}_$d.log" | sed 's/^/    /' | sumtee
+    done
+  done
+done
+fi
 fi
 
 log "elapsed ${SECONDS}s of a ${BUDGET}s budget"
