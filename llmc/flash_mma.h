@@ -135,15 +135,20 @@ FMMA_FN void fmma_copy16(uint16_t *dst, const uint16_t *src) {
     *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
 }
 FMMA_FN void fmma_zero16(uint16_t *dst) { *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0); }
+FMMA_FN void fmma_st16(uint16_t *p, uint16_t v) { *p = v; }
+FMMA_FN float fmma_ldf(const float *p) { return *p; }
+FMMA_FN void fmma_stf(float *p, float v) { *p = v; }
 #else
 /* On the CPU the warp instructions are the emulator's (test/warp_emul.cpp), which runs each
- * thread of the block as a coroutine. */
+ * thread of the block as a coroutine; every memory access goes through warp_emul_smem_access,
+ * which checks the ones to the block's shared memory for races between barriers. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 void warp_emul_syncthreads(void);
 float warp_emul_shfl_xor(float v, int lane_mask);
 void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
+void warp_emul_smem_access(const void *p, size_t bytes, int write);
 #ifdef __cplusplus
 }
 #endif
@@ -153,12 +158,35 @@ FMMA_FN float fmma_shfl_xor(float v, int mask) { return warp_emul_shfl_xor(v, ma
 FMMA_FN void fmma_sync(void) { warp_emul_syncthreads(); }
 FMMA_FN uint32_t fmma_ld32(const uint16_t *p) {
     uint32_t v;
+    warp_emul_smem_access(p, 4, 0);
     memcpy(&v, p, 4);
     return v;
 }
-FMMA_FN void fmma_st32(uint16_t *p, uint32_t v) { memcpy(p, &v, 4); }
-FMMA_FN void fmma_copy16(uint16_t *dst, const uint16_t *src) { memcpy(dst, src, 16); }
-FMMA_FN void fmma_zero16(uint16_t *dst) { memset(dst, 0, 16); }
+FMMA_FN void fmma_st32(uint16_t *p, uint32_t v) {
+    warp_emul_smem_access(p, 4, 1);
+    memcpy(p, &v, 4);
+}
+FMMA_FN void fmma_copy16(uint16_t *dst, const uint16_t *src) {
+    warp_emul_smem_access(src, 16, 0);
+    warp_emul_smem_access(dst, 16, 1);
+    memcpy(dst, src, 16);
+}
+FMMA_FN void fmma_zero16(uint16_t *dst) {
+    warp_emul_smem_access(dst, 16, 1);
+    memset(dst, 0, 16);
+}
+FMMA_FN void fmma_st16(uint16_t *p, uint16_t v) {
+    warp_emul_smem_access(p, 2, 1);
+    *p = v;
+}
+FMMA_FN float fmma_ldf(const float *p) {
+    warp_emul_smem_access(p, 4, 0);
+    return *p;
+}
+FMMA_FN void fmma_stf(float *p, float v) {
+    warp_emul_smem_access(p, 4, 1);
+    *p = v;
+}
 #endif
 
 /* Two floats rounded to bf16 and packed, the first in the low half (a fragment's lower element). */
@@ -180,7 +208,7 @@ FMMA_FN void fmma_load_tile(uint16_t *dst, uint16_t *dst_t, const uint16_t *src,
         if (dst) fmma_copy16(dst + r * LD + col, v);
         if (dst_t) {
             FMMA_UNROLL
-            for (int i = 0; i < 8; i++) dst_t[(col + i) * LDV + r] = v[i];
+            for (int i = 0; i < 8; i++) fmma_st16(dst_t + (col + i) * LDV + r, v[i]);
         }
     }
 }
@@ -382,8 +410,8 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         fmma_load_tile<D>(Os, Ot, do_base, (size_t)A, q0, T, tid);
         for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
             const int q = q0 + r;
-            lse2[r] = q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f; /* base 2 */
-            Dq[r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
+            fmma_stf(lse2 + r, q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f); /* base 2 */
+            fmma_stf(Dq + r, q < T ? a->D[(size_t)bh * T + q] : 0.0f);
         }
         fmma_sync();
 
@@ -399,9 +427,9 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) {
                 const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
-                const float pv = q >= key && q < T ? exp2f(p[nt][i] * sl2 - lse2[ql]) : 0.0f;
+                const float pv = q >= key && q < T ? exp2f(p[nt][i] * sl2 - fmma_ldf(lse2 + ql)) : 0.0f;
                 p[nt][i] = pv;
-                dp[nt][i] = pv * (dp[nt][i] - Dq[ql]); /* dS^T */
+                dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql)); /* dS^T */
             }
         uint32_t pf[4][4];
         fmma_pack_a(pf, p);

@@ -6,7 +6,8 @@
  *
  * Defines:
  *   fmma_emulate(a, kind)          one kernel (FMMA_FWD, FMMA_DKDV, FMMA_DQ) over its whole grid;
- *                                  shared memory is NaN before every block
+ *                                  shared memory is NaN before every block and checked for races
+ *                                  between barriers (warp_emul_shared)
  *   fmma_emul_thread_fn(d, kind)   the per-thread entry of one kernel, NULL where none exists
  *                                  (the backward above FMMA_BWD_MAX_D)
  */
@@ -66,8 +67,10 @@ static inline void fmma_emulate(const FlashArgs *a, int kind) {
         for (int bh = 0; bh < a->B * a->h; bh++) {
             memset(smem, 0xff, bytes);
             FmmaBlockArgs ba = {a, kind == FMMA_DKDV ? y : nt - 1 - y, bh, smem};
+            warp_emul_shared(smem, bytes);
             warp_emul_block(FMMA_THREADS, fn, &ba);
         }
+    warp_emul_shared(NULL, 0);
     free(smem);
 }
 

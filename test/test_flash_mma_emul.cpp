@@ -9,8 +9,11 @@
  * the ISA's text, are the hardware's (dev/cuda/attention_mma does that on a GPU), races, speed.
  *
  * Also checks the emulator itself: shuffles, an mma against a plain product with fragments packed
- * by this file's own reading of the layouts, and that a lane leaving its warp's collective, or two
- * warps waiting on different instructions, end the run with exit status 1.
+ * by this file's own reading of the layouts, that a lane leaving its warp's collective or a
+ * barrier reached unequally ends the run with exit status 1, and that its shared-memory race
+ * tracking passes a barrier-separated exchange and stops a read-after-write and a
+ * write-after-read without a barrier. Every kernel block runs under that tracking
+ * (test/flash_mma_emul.h), so a missing barrier ends the test at the first race.
  *
  * Shared memory and outputs are NaN before every block: a value read before it is written, or an
  * output never written, fails. Tolerance TOL_FWD = 2^-6 (max |x - ref| / max |ref|), the GPU
@@ -167,6 +170,31 @@ static void diverge_thread(int tid, void *p) {
     warp_emul_shfl_xor(1.0f, 1);
 }
 
+/* thread 40 (warp 1) reads what thread 0 (warp 0) wrote: with a barrier between (race_free), and
+ * without (racy); and a write after another warp's read in the same interval (war) */
+static char g_sm[64];
+static void race_free_thread(int tid, void *p) {
+    (void)p;
+    float v = 1.0f;
+    if (tid == 0) fmma_stf((float *)g_sm, v);
+    warp_emul_syncthreads();
+    if (tid == 40) v = fmma_ldf((const float *)g_sm);
+    warp_emul_syncthreads();
+    if (tid == 0) fmma_stf((float *)g_sm, v);
+}
+static void racy_thread(int tid, void *p) {
+    (void)p;
+    if (tid == 0) fmma_stf((float *)g_sm, 1.0f);
+    if (tid == 40) (void)fmma_ldf((const float *)g_sm);
+    warp_emul_syncthreads();
+}
+static void war_thread(int tid, void *p) { /* threads run in tid order: 0 reads first */
+    (void)p;
+    if (tid == 0) (void)fmma_ldf((const float *)(g_sm + 8));
+    if (tid == 40) fmma_stf((float *)(g_sm + 8), 1.0f);
+    warp_emul_syncthreads();
+}
+
 static void mixed_thread(int tid, void *p) {
     (void)p;
     if (tid < 32) warp_emul_syncthreads();
@@ -224,6 +252,17 @@ static void test_emulator(void) {
           "a lane that returns while its warp waits at a shuffle ends the run: %s", msg);
     CHECK(child_status(64, mixed_thread, msg, sizeof msg) == 1 && strstr(msg, "others wait at the barrier"),
           "a barrier that one warp reaches twice and another once ends the run: %s", msg);
+    warp_emul_shared(g_sm, sizeof g_sm);
+    int st = child_status(64, race_free_thread, msg, sizeof msg);
+    CHECK(st == 0, "shared memory written, barrier, read by another warp, barrier, written again: no race (exit %d "
+          "%s)", st, msg);
+    st = child_status(64, racy_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "thread 40 reads byte 0, which thread 0 wrote"),
+          "a read of another thread's write without a barrier between ends the run: %s", msg);
+    st = child_status(64, war_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "thread 40 writes byte 8, which thread 0 read"),
+          "a write after another thread's read without a barrier between ends the run: %s", msg);
+    warp_emul_shared(NULL, 0);
 }
 
 static void test_supports(void) {

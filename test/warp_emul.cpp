@@ -57,6 +57,27 @@ struct Block {
 Block g_block;
 long long g_count = 0;
 
+/* Race tracking over the registered shared memory: per byte, the barrier interval (epoch) and
+ * thread of the last write, and of the reads in the interval (-2: more than one thread). */
+struct Shadow {
+    uint32_t w_epoch, r_epoch;
+    int16_t writer, reader;
+};
+char *g_smem = nullptr;
+size_t g_smem_bytes = 0;
+Shadow *g_shadow = nullptr;
+size_t g_shadow_cap = 0;
+uint32_t g_epoch = 1;
+
+[[noreturn]] void race(int tid, size_t byte, const char *what, int other, const char *other_did) {
+    char who[32];
+    if (other >= 0) snprintf(who, sizeof who, "thread %d", other);
+    else snprintf(who, sizeof who, "other threads");
+    fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, which %s %s in the same barrier "
+            "interval (%u)\n", tid, what, byte, who, other_did, g_epoch);
+    exit(1);
+}
+
 [[noreturn]] void die(const char *msg, int tid, Op a, Op b) {
     fprintf(stderr, "warp_emul: %s (thread %d: %s, its warp: %s)\n", msg, tid, OP_NAMES[a], OP_NAMES[b]);
     exit(1);
@@ -190,6 +211,10 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
         l.op = OP_NONE;
     }
     const int warps = nthreads / 32;
+    if (g_smem != nullptr) { /* a fresh block: no access recorded */
+        memset(g_shadow, 0, g_smem_bytes * sizeof(Shadow));
+        g_epoch = 1;
+    }
     for (;;) {
         for (int i = 0; i < nthreads; i++) {
             if (b.lane[i].state != RUNNABLE) continue;
@@ -220,6 +245,7 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
         if (at_barrier == nthreads) {
             for (int i = 0; i < nthreads; i++) b.lane[i].state = RUNNABLE;
             g_count++;
+            g_epoch++; /* accesses before the barrier are ordered before those after it */
             continue;
         }
         for (int i = 0; i < nthreads; i++) {
@@ -247,5 +273,44 @@ void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[
 }
 
 long long warp_emul_count(void) { return g_count; }
+
+void warp_emul_shared(void *base, size_t bytes) {
+    g_smem = (char *)base;
+    g_smem_bytes = base != nullptr ? bytes : 0;
+    if (g_smem_bytes > g_shadow_cap) {
+        free(g_shadow);
+        g_shadow = (Shadow *)calloc(g_smem_bytes, sizeof(Shadow));
+        if (g_shadow == nullptr) {
+            fprintf(stderr, "warp_emul: out of memory for the shadow of %zu bytes of shared memory\n", bytes);
+            exit(1);
+        }
+        g_shadow_cap = g_smem_bytes;
+    }
+}
+
+void warp_emul_smem_access(const void *p, size_t bytes, int write) {
+    const char *c = (const char *)p;
+    if (g_smem == nullptr || g_block.cur < 0 || c < g_smem || c + bytes > g_smem + g_smem_bytes) return;
+    const int tid = g_block.cur;
+    const size_t off = (size_t)(c - g_smem);
+    for (size_t i = off; i < off + bytes; i++) {
+        Shadow &s = g_shadow[i];
+        const bool wrote_now = s.w_epoch == g_epoch && s.writer != tid;
+        if (write) {
+            if (wrote_now) race(tid, i, "writes", s.writer, "wrote");
+            if (s.r_epoch == g_epoch && s.reader != tid) race(tid, i, "writes", s.reader, "read");
+            s.w_epoch = g_epoch;
+            s.writer = (int16_t)tid;
+        } else {
+            if (wrote_now) race(tid, i, "reads", s.writer, "wrote");
+            if (s.r_epoch != g_epoch) {
+                s.r_epoch = g_epoch;
+                s.reader = (int16_t)tid;
+            } else if (s.reader != tid) {
+                s.reader = -2;
+            }
+        }
+    }
+}
 
 } // extern "C"

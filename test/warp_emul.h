@@ -26,12 +26,23 @@
  *                                        2 x 2 bf16), the PTX ISA's fragment layouts (warp_emul.cpp)
  *   warp_emul_count()                    warp instructions carried out so far (a test can check
  *                                        that a routine used them)
+ *   warp_emul_shared(base, bytes)        the shared memory of the next blocks, for race tracking
+ *   warp_emul_smem_access(p, bytes, w)   called by the routine's memory accessors for every load
+ *                                        (w 0) and store (w 1); accesses outside the registered
+ *                                        shared memory, or outside a block, are ignored
+ * Race tracking: between two barriers, a byte of shared memory that one thread writes may not be
+ * read or written by another, nor written after another thread read it (read-after-write,
+ * write-after-write, write-after-read: what racecheck reports on a GPU, where the threads of a
+ * block are unordered between barriers). The first such access ends the run with one line naming
+ * both threads, the byte and the barrier interval. Unlike the random warp speeds, this does not
+ * depend on the schedule.
  * Sums inside one mma are fp32 in k order; the tensor cores' order is unspecified, so results
  * agree with a GPU to fp32 rounding, not bit for bit.
  */
 #ifndef TEST_WARP_EMUL_H
 #define TEST_WARP_EMUL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -47,6 +58,8 @@ void warp_emul_syncthreads(void);
 float warp_emul_shfl_xor(float v, int lane_mask);
 void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
 long long warp_emul_count(void);
+void warp_emul_shared(void *base, size_t bytes);
+void warp_emul_smem_access(const void *p, size_t bytes, int write);
 
 #ifdef __cplusplus
 }
