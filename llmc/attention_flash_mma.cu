@@ -12,6 +12,7 @@
 
 #include "attention_flash_mma.cuh"
 #include "flash_mma.h"
+#include "gpu_host.h" /* mma_args_init */
 #include "utils.h"
 
 template <int D>
@@ -39,7 +40,8 @@ __global__ void fmma_delta_kernel(FlashArgs a) {
 }
 
 int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
-    return fmma_supports_dir(d, training, ctx->sm, ctx->smem_optin, why, cap);
+    const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
+    return mma_path_supports(&env, d, training, why, cap);
 }
 
 /* Shared memory opted in once per kernel instance (static memos: every program that runs this
@@ -67,20 +69,14 @@ static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH();
 }
 
+/* gpu_host.h mma_args_init, or a one-line error */
 static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int training, const GpuCtx *ctx) {
     char why[256];
-    if (!attention_flash_mma_supports(d, training, ctx, why, sizeof(why))) llmc_die("register-tile attention: %s", why);
-    if ((uintptr_t)qkv % 16 != 0) llmc_die("register-tile attention: qkv is not 16-byte aligned");
-    if (ceil_div((size_t)T, (size_t)FMMA_BQ) > 65535) llmc_die("register-tile attention: T = %d: too many tiles", T);
+    const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
     FlashArgs a;
-    memset(&a, 0, sizeof(a));
-    a.qkv = reinterpret_cast<const uint16_t *>(qkv);
-    a.B = B;
-    a.T = T;
-    a.h = h;
-    a.d = d;
-    a.BLK = FMMA_BQ;
-    a.scale = 1.0f / sqrtf((float)d);
+    if (!mma_args_init(&a, reinterpret_cast<const uint16_t *>(qkv), B, T, h, d, training, &env, why, sizeof(why)))
+        llmc_die("register-tile attention: %s", why);
+    if ((uintptr_t)qkv % 16 != 0) llmc_die("register-tile attention: qkv is not 16-byte aligned");
     return a;
 }
 

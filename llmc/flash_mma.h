@@ -273,6 +273,33 @@ FMMA_FN void fmma_store_rows(uint16_t *dst, size_t ld, const float acc[D / 8][4]
     }
 }
 
+/* One block's view of the tensors: sequence b and head `head` of block bh; its Q, K, V and dO
+ * rows (Q of time step r at q + r ld_qkv, K at + A, V at + 2A; dO at dout + r A), the offsets of
+ * its rows in the (B, T, A) and (B, T, 3A) outputs, and the lane's place: warp, fragment row
+ * group g and column pair t. */
+struct FmmaView {
+    int T, A, b, head, warp, g, t;
+    size_t ld_qkv, off_a, off_qkv;
+    const uint16_t *q, *dout;
+};
+template <int D>
+FMMA_FN FmmaView fmma_view(const FlashArgs *a, int bh, int tid) {
+    FmmaView v;
+    v.T = a->T;
+    v.A = a->h * D;
+    v.b = bh / a->h;
+    v.head = bh % a->h;
+    v.ld_qkv = 3 * (size_t)v.A;
+    v.off_a = (size_t)v.b * v.T * v.A + (size_t)v.head * D;
+    v.off_qkv = (size_t)v.b * v.T * v.ld_qkv + (size_t)v.head * D;
+    v.q = a->qkv + v.off_qkv;
+    v.dout = a->dout != NULL ? a->dout + v.off_a : NULL;
+    v.warp = tid >> 5;
+    v.g = (tid & 31) >> 2;
+    v.t = tid & 3;
+    return v;
+}
+
 /*
  * Forward: one thread's part of block (bh = b h + head, query tile qt). The output a->o (B, T, A)
  * and a->lse (B, h, T) rows of the tile's queries < T are written once each; nothing else is.
@@ -285,10 +312,10 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
     uint16_t *Ks = Qs + FMMA_BQ * (D + FMMA_PAD);
     uint16_t *Vt = Ks + FMMA_BK * (D + FMMA_PAD);
-    const int T = a->T, h = a->h, A = h * D, b = bh / h, head = bh % h;
-    const size_t ld_qkv = 3 * (size_t)A;
-    const uint16_t *q_base = a->qkv + (size_t)b * T * ld_qkv + (size_t)head * D;
-    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const FmmaView v = fmma_view<D>(a, bh, tid);
+    const int T = v.T, A = v.A, warp = v.warp, g = v.g, t = v.t;
+    const size_t ld_qkv = v.ld_qkv;
+    const uint16_t *q_base = v.q;
     const int q0 = qt * FMMA_BQ;
     const int row0 = q0 + 16 * warp + g; /* this lane's query rows: row0 and row0 + 8 */
 
@@ -360,7 +387,7 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         l[r] += fmma_shfl_xor(l[r], 1);
         l[r] += fmma_shfl_xor(l[r], 2);
     }
-    fmma_store_rows<D>(a->o + (size_t)b * T * A + (size_t)head * D, (size_t)A, o, row0, T, 1.0f / l[0], 1.0f / l[1], t);
+    fmma_store_rows<D>(a->o + v.off_a, (size_t)A, o, row0, T, 1.0f / l[0], 1.0f / l[1], t);
     FMMA_UNROLL
     for (int r = 0; r < 2; r++) {
         const int q = row0 + 8 * r;
@@ -386,11 +413,10 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
     uint16_t *Vs = Ks + FMMA_BQ * LD, *Qs = Vs + FMMA_BQ * LD, *Os = Qs + FMMA_BQ * LD;
     uint16_t *Qt = Os + FMMA_BQ * LD, *Ot = Qt + D * (FMMA_BK + FMMA_PAD);
     float *lse2 = reinterpret_cast<float *>(Ot + D * (FMMA_BK + FMMA_PAD)), *Dq = lse2 + FMMA_BQ;
-    const int T = a->T, h = a->h, A = h * D, b = bh / h, head = bh % h;
-    const size_t ld_qkv = 3 * (size_t)A;
-    const uint16_t *q_base = a->qkv + (size_t)b * T * ld_qkv + (size_t)head * D;
-    const uint16_t *do_base = a->dout + (size_t)b * T * A + (size_t)head * D;
-    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const FmmaView v = fmma_view<D>(a, bh, tid);
+    const int T = v.T, A = v.A, warp = v.warp, g = v.g, t = v.t;
+    const size_t ld_qkv = v.ld_qkv;
+    const uint16_t *q_base = v.q, *do_base = v.dout;
     const int k0 = kt * FMMA_BK, key0 = k0 + 16 * warp + g; /* this lane's keys: key0, key0 + 8 */
     const int nqt = (T + FMMA_BQ - 1) / FMMA_BQ;
     const float sl2 = a->scale * 1.4426950408889634f;
@@ -437,7 +463,7 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         fmma_pack_a(pf, dp);
         fmma_p_times<D>(dk, pf, Qt, g, t); /* dK += dS^T Q */
     }
-    uint16_t *dk_base = a->dqkv + (size_t)b * T * ld_qkv + (size_t)A + (size_t)head * D;
+    uint16_t *dk_base = a->dqkv + v.off_qkv + (size_t)A;
     fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
     fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
 }
@@ -454,11 +480,10 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
     constexpr int ND = D / 8, LD = D + FMMA_PAD;
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
     uint16_t *Os = Qs + FMMA_BQ * LD, *Ks = Os + FMMA_BQ * LD, *Vs = Ks + FMMA_BK * LD, *Kt = Vs + FMMA_BK * LD;
-    const int T = a->T, h = a->h, A = h * D, b = bh / h, head = bh % h;
-    const size_t ld_qkv = 3 * (size_t)A;
-    const uint16_t *q_base = a->qkv + (size_t)b * T * ld_qkv + (size_t)head * D;
-    const uint16_t *do_base = a->dout + (size_t)b * T * A + (size_t)head * D;
-    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const FmmaView v = fmma_view<D>(a, bh, tid);
+    const int T = v.T, A = v.A, warp = v.warp, g = v.g, t = v.t;
+    const size_t ld_qkv = v.ld_qkv;
+    const uint16_t *q_base = v.q, *do_base = v.dout;
     const int q0 = qt * FMMA_BQ, row0 = q0 + 16 * warp + g;
     const float sl2 = a->scale * 1.4426950408889634f;
     float lse2[2], Dr[2];
@@ -503,7 +528,7 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
         fmma_pack_a(pf, dp);
         fmma_p_times<D>(dq, pf, Kt, g, t); /* dQ += dS K */
     }
-    fmma_store_rows<D>(a->dqkv + (size_t)b * T * ld_qkv + (size_t)head * D, ld_qkv, dq, row0, T, a->scale, a->scale, t);
+    fmma_store_rows<D>(a->dqkv + v.off_qkv, ld_qkv, dq, row0, T, a->scale, a->scale, t);
 }
 
 #endif /* __cplusplus */

@@ -10,6 +10,7 @@
  *   flash_path_supports        can the own tiled kernels (llmc/flash_attention.h) run it here?
  *   flash_args_init            their arguments for one layer's call
  *   mma_path_supports          can the register-tile kernels (llmc/flash_mma.h) run it here?
+ *   mma_args_init              their arguments for one layer's call
  *   attn_select_paths          one path per layer for -attn auto|cudnn|own|flash|mma, or a one-line error;
  *                              softmax layers (mha, sd) by head size, linear layers (lin, sdlin)
  *                              always on the linear scan
@@ -120,6 +121,28 @@ static inline int flash_args_init(FlashArgs *a, const uint16_t *qkv, int B, int 
     a->d = d;
     a->scale = 1.0f / sqrtf((float)d);
     return a->BLK;
+}
+
+/* The FlashArgs of one call of the register-tile kernels (llmc/flash_mma.h): 64-row tiles, shape
+ * and scale; 0 with the reason when they cannot run it (d, SM, shared memory, the backward's
+ * d <= 128 when training, the grid's 65535 tiles). Shared by llmc/attention_flash_mma.cu and
+ * test/host_cuda. */
+static inline int mma_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T, int h, int d, int training,
+                                const AttnEnv *env, char *why, size_t cap) {
+    memset(a, 0, sizeof(*a));
+    if (!mma_path_supports(env, d, training, why, cap)) return 0;
+    if ((T + FMMA_BQ - 1) / FMMA_BQ > 65535) {
+        snprintf(why, cap, "T = %d: more than 65535 tiles", T);
+        return 0;
+    }
+    a->qkv = qkv;
+    a->B = B;
+    a->T = T;
+    a->h = h;
+    a->d = d;
+    a->BLK = FMMA_BQ;
+    a->scale = 1.0f / sqrtf((float)d);
+    return 1;
 }
 
 /*

@@ -523,21 +523,16 @@ void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const 
  * Register-tile attention: llmc/flash_mma.h's kernels over attention_flash_mma.cu's grids, thread by
  * thread (test/flash_mma_emul.h); the checks of attention_flash_mma.cu's launchers. */
 int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
-    return fmma_supports_dir(d, training, ctx->sm, ctx->smem_optin, why, cap);
+    const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
+    return mma_path_supports(&env, d, training, why, cap);
 }
 
 static FlashArgs mma_host_args(const floatX *qkv, int B, int T, int h, int d, int training, const GpuCtx *ctx) {
     char why[256];
-    if (!attention_flash_mma_supports(d, training, ctx, why, sizeof(why))) llmc_die("register-tile attention: %s", why);
+    const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
     FlashArgs a;
-    memset(&a, 0, sizeof(a));
-    a.qkv = raw(qkv);
-    a.B = B;
-    a.T = T;
-    a.h = h;
-    a.d = d;
-    a.BLK = FMMA_BQ;
-    a.scale = 1.0f / sqrtf((float)d);
+    if (!mma_args_init(&a, raw(qkv), B, T, h, d, training, &env, why, sizeof(why)))
+        llmc_die("register-tile attention: %s", why);
     return a;
 }
 
