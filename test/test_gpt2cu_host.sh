@@ -4,7 +4,7 @@
 # GPU_CHECK_HOST=1: test_gpt2cu on every debug state and the evaluator comparisons, on the same
 # CPU builds.)
 #   1. train_gpt2cu_host against the CPU trainer train_gpt2 on the same flags (step losses within
-#      5e-3 nats: bf16 vs fp32, measured 3e-4), and its checkpoint resume: a run resumed from the
+#      5e-3 nats: bf16 vs fp32, measured 3e-4; also with -attn mma), and its checkpoint resume: a run resumed from the
 #      step-5 checkpoint repeats steps 6-10 and writes byte-identical model and state files; -z 1
 #      with one process equals -z 0;
 #   2. two processes (NCCL variant, host NCCL): -z 0 over a shared-directory rendezvous, -z 1 over
@@ -38,6 +38,12 @@ check "step losses of train_gpt2cu_host = train_gpt2 within 5e-3 nats (bf16 vs f
 shifted=$(join <(losses "$dir/A.log") <(losses "$dir/CPU.log" | awk '{print $1 - 1, $2}') |
   awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n > 0) print w}')
 check "control: against the CPU losses shifted by one step the worst difference ${shifted} > 5e-3" far "$shifted" 0 5e-3
+# the register-tile attention kernels (-attn mma, run thread by thread on the CPU): the same run
+# must track the CPU trainer as closely as the default path's does
+./build/train_gpt2cu_host "${COMMON[@]}" -attn mma -o "$dir/M" > "$dir/M.log" 2>&1
+worst_m=$(join <(losses "$dir/M.log") <(losses "$dir/CPU.log") | awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n==10) print w}')
+check "-attn mma: step losses = train_gpt2 within 5e-3 nats (worst ${worst_m:-missing}; $(grep -c -- '-> mma' "$dir/M.log") path lines on mma)" \
+  bash -c "[ \"\$(grep -c -- '-> mma' '$dir/M.log')\" -eq 3 ] && awk -v w='${worst_m:-x}' 'BEGIN{exit !(w != \"x\" && w + 0 <= 5e-3)}'"
 mkdir -p "$dir/B"
 cp "$dir/A/model_00000005.bin" "$dir/A/state_00000005_00000.bin" "$dir/A/DONE_00000005" "$dir/B/"
 ./build/train_gpt2cu_host "${COMMON[@]}" -o "$dir/B" -y 1 > "$dir/B.log" 2>&1
