@@ -200,7 +200,7 @@ static inline int cudnn_sdpa_supports(const AttnEnv *env, int d, int training, c
  * softmax layer on the register-tile kernels (not yet run on a GPU; auto never chooses them
  * until they have been measured), else the same one-line error. auto never
  * chooses flash: on the H200 those kernels pass every check but are slower than the materializing
- * own kernels at every head size measured (d 16-256, 1.1-2.1x; doc/gpu.md "GPU results"), so they
+ * own kernels at every head size measured (d 16-256, 1.04-6.0x; doc/gpu.md "GPU results"), so they
  * are for a run whose B h T^2 attention matrices do not fit, chosen by hand.
  * Returns 1, or 0 with the message in err.
  */
