@@ -155,8 +155,8 @@ static const ArgSpec ARG_TABLE[] = {
     A_STR("-pf", fs_path, NULL, SCOPE_GPU, "shared directory for -pi fs"),
     A_STR("-attn", attn, "auto|cudnn|own|flash|mma", SCOPE_GPU,
           "attention per layer: cuDNN where it serves the head size, else own kernels (auto); or force one "
-          "(flash: own tiled kernels, d % 16 == 0; mma: register-tile kernels, d % 16 == 0, backward "
-          "d <= 128, not yet verified on a GPU)"),
+          "(flash: own tiled kernels, d % 16 == 0; mma: register-tile kernels, d % 16 == 0, not yet "
+          "verified on a GPU)"),
 };
 #define ARG_TABLE_LEN ((int)(sizeof(ARG_TABLE) / sizeof(ARG_TABLE[0])))
 

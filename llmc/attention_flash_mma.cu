@@ -21,10 +21,10 @@ __global__ void __launch_bounds__(FMMA_THREADS) fmma_fwd_kernel(FlashArgs a) {
     fmma_fwd_block<D>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
-template <int D>
+template <int D, int PARTS>
 __global__ void __launch_bounds__(FMMA_THREADS) fmma_dkdv_kernel(FlashArgs a) {
     extern __shared__ __align__(16) char smem[];
-    fmma_dkdv_block<D>(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x);
+    fmma_dkdv_block<D, PARTS>(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
 template <int D>
@@ -56,15 +56,28 @@ static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH();
 }
 
+template <int D, int PARTS>
+static void launch_dkdv(const FlashArgs &a, dim3 grid, cudaStream_t stream) {
+    static size_t opted = 0;
+    const size_t bytes = fmma_smem_bytes_kind(FMMA_DKDV, D);
+    gpu_allow_smem((const void *)fmma_dkdv_kernel<D, PARTS>, bytes, &opted);
+    fmma_dkdv_kernel<D, PARTS><<<grid, FMMA_THREADS, bytes, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* dK and dV in one kernel up to FMMA_SPLIT_D, in two above (flash_mma.h fmma_dkdv_block), then dQ */
 template <int D>
 static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
-    static size_t opted_kv = 0, opted_q = 0;
-    const size_t b_kv = fmma_smem_bytes_kind(FMMA_DKDV, D), b_q = fmma_smem_bytes_kind(FMMA_DQ, D);
-    gpu_allow_smem((const void *)fmma_dkdv_kernel<D>, b_kv, &opted_kv);
-    gpu_allow_smem((const void *)fmma_dq_kernel<D>, b_q, &opted_q);
+    static size_t opted_q = 0;
+    const size_t b_q = fmma_smem_bytes_kind(FMMA_DQ, D);
     const dim3 grid((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)FMMA_BQ));
-    fmma_dkdv_kernel<D><<<grid, FMMA_THREADS, b_kv, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    if constexpr (D <= FMMA_SPLIT_D) {
+        launch_dkdv<D, FMMA_PART_BOTH>(a, grid, stream);
+    } else {
+        launch_dkdv<D, FMMA_PART_DV>(a, grid, stream);
+        launch_dkdv<D, FMMA_PART_DK>(a, grid, stream);
+    }
+    gpu_allow_smem((const void *)fmma_dq_kernel<D>, b_q, &opted_q);
     fmma_dq_kernel<D><<<grid, FMMA_THREADS, b_q, stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }
@@ -114,8 +127,9 @@ void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, co
 #define FMMA_LAUNCH(D) \
     case D: launch_backward<D>(a, ctx->stream); break;
         FMMA_LAUNCH(16) FMMA_LAUNCH(32) FMMA_LAUNCH(48) FMMA_LAUNCH(64) FMMA_LAUNCH(80) FMMA_LAUNCH(96)
-        FMMA_LAUNCH(112) FMMA_LAUNCH(128)
+        FMMA_LAUNCH(112) FMMA_LAUNCH(128) FMMA_LAUNCH(144) FMMA_LAUNCH(160) FMMA_LAUNCH(176) FMMA_LAUNCH(192)
+        FMMA_LAUNCH(208) FMMA_LAUNCH(224) FMMA_LAUNCH(240) FMMA_LAUNCH(256)
 #undef FMMA_LAUNCH
-    default: llmc_die("register-tile attention: head size %d has no backward", d);
+    default: llmc_die("register-tile attention: head size %d", d);
     }
 }

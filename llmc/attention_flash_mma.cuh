@@ -7,8 +7,8 @@
  *   out   (B, T, A) bf16; lse (B, h, T) fp32 (natural log of the scaled scores' row sums)
  *   dout  (B, T, A) bf16; dqkv (B, T, 3A) bf16, every element overwritten
  *   D     (B, h, T) fp32 backward scratch (D = dO . O per row)
- * Head sizes: multiples of 16 in [16, 256] forward, up to 128 backward (fmma_supports_dir); any
- * T >= 1; SM 8.0+. Deterministic: no atomics.
+ * Head sizes: multiples of 16 in [16, 256] whose blocks fit the shared memory (fmma_supports_dir:
+ * the backward at d > 128 needs Hopper's); any T >= 1; SM 8.0+. Deterministic: no atomics.
  *
  * Status: not yet run on a GPU. The routines are checked on the CPU with PTX's fragment semantics
  * (test/test_flash_mma_emul.cpp), and so is the trainer with every softmax layer on them

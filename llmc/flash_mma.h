@@ -1,7 +1,8 @@
 /*
  * llmc/flash_mma.h: causal attention with its tiles in registers (the register layout of
  * FlashAttention-2, Dao 2023, written here from the algorithm and the PTX ISA's fragment
- * layouts), forward for head sizes that are multiples of 16 up to 256, backward up to 128. Towards
+ * layouts), for head sizes that are multiples of 16 up to 256 (the backward's dK and dV in two
+ * kernels above 128, where both do not fit in registers). Towards
  * the issue-3 target "own attention within 2x of cuDNN at d 64": the tiled kernels of
  * flash_attention.h keep the score tile and the output accumulators in shared memory (WMMA
  * fragments are opaque, so the per-row softmax cannot reach them) and ran at about 22 TFLOP/s on
@@ -34,11 +35,12 @@
  * blocks) is described at fmma_dkdv_block and fmma_dq_block.
  *
  * Defines (C and C++):
- *   FMMA_THREADS, FMMA_BQ, FMMA_BK, FMMA_BWD_MAX_D   block shape, the backward's largest d
+ *   FMMA_THREADS, FMMA_BQ, FMMA_BK, FMMA_SPLIT_D     block shape; the d above which dK and dV
+ *                                    take two kernels
  *   fmma_smem_bytes_kind(kind, d)    shared memory of one block of FMMA_FWD, FMMA_DKDV, FMMA_DQ
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
  * C++ only (templates over the head size D):
- *   fmma_fwd_block<D>, fmma_dkdv_block<D>, fmma_dq_block<D>   one thread's part of one block
+ *   fmma_fwd_block<D>, fmma_dkdv_block<D, PARTS>, fmma_dq_block<D>   one thread's part of one block
  *   fmma_load_tile, fmma_rows_rows, fmma_pack_a, fmma_p_times, fmma_store_rows   their pieces
  * The same source runs on the GPU (llmc/attention_flash_mma.cu) and on the CPU, every thread of
  * a block as its own coroutine with PTX's mma and shuffle semantics (test/warp_emul.h), in
@@ -68,7 +70,8 @@
 #endif
 
 enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
-#define FMMA_BWD_MAX_D 128 /* the backward's dK and dV accumulators: d / 2 registers per lane each */
+/* above this head size dK and dV (d / 2 fp32 registers per lane each) are computed by two kernels */
+#define FMMA_SPLIT_D 128
 
 /* Shared memory of one block: bf16 tiles of 64 rows x d (row-major, rows of d + 8) and of d rows x
  * 64 (transposed, rows of 72), plus the backward's per-query lse and D (64 fp32 each).
@@ -90,15 +93,11 @@ static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_opt
         snprintf(why, cap, "head size %d: the register-tile kernel needs a multiple of 16 in [16, 256]", d);
         return 0;
     }
-    if (training && d > FMMA_BWD_MAX_D) {
-        snprintf(why, cap, "head size %d: the register-tile backward holds dK and dV in registers, up to d = %d", d,
-                 FMMA_BWD_MAX_D);
-        return 0;
-    }
     if (sm < 80) {
         snprintf(why, cap, "mma.sync with bf16 needs SM 8.0 or newer; this GPU is SM %d.%d", sm / 10, sm % 10);
         return 0;
     }
+    /* the dK/dV block is the largest of the three */
     const size_t need = training ? fmma_smem_bytes_kind(FMMA_DKDV, d) : fmma_smem_bytes(d);
     if (need > smem_optin) {
         snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d, need, smem_optin);
@@ -405,10 +404,16 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
  * registers, over the query tiles kt .. last (those that see the tile's keys). Each query tile's Q,
  * dO (both layouts), lse and D are stored between two barriers, the first of which ends every
  * warp's reads of the previous tile. Writes the tile's rows of dK and dV (keys < T) once each.
+ * PARTS: which of the two it computes, FMMA_PART_DV | FMMA_PART_DK. Up to d = FMMA_SPLIT_D one
+ * kernel does both; above, dK and dV (d / 2 fp32 registers per lane each) do not fit in registers
+ * together, so one kernel computes dV and another dK, each recomputing S^T (and dK dP^T) and
+ * loading only the tiles it reads.
  */
-template <int D>
+enum { FMMA_PART_DV = 1, FMMA_PART_DK = 2, FMMA_PART_BOTH = 3 };
+template <int D, int PARTS>
 FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int tid) {
     constexpr int ND = D / 8, LD = D + FMMA_PAD;
+    constexpr bool DV = (PARTS & FMMA_PART_DV) != 0, DK = (PARTS & FMMA_PART_DK) != 0;
     uint16_t *Ks = reinterpret_cast<uint16_t *>(smem);
     uint16_t *Vs = Ks + FMMA_BQ * LD, *Qs = Vs + FMMA_BQ * LD, *Os = Qs + FMMA_BQ * LD;
     uint16_t *Qt = Os + FMMA_BQ * LD, *Ot = Qt + D * (FMMA_BK + FMMA_PAD);
@@ -422,22 +427,25 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
     const float sl2 = a->scale * 1.4426950408889634f;
 
     fmma_load_tile<D>(Ks, NULL, q_base + A, ld_qkv, k0, T, tid);
-    fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid);
-    float dk[ND][4], dv[ND][4];
+    if (DK) fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid); /* for dP^T */
+    float dk[DK ? ND : 1][4], dv[DV ? ND : 1][4];
     FMMA_UNROLL
     for (int nd = 0; nd < ND; nd++)
         FMMA_UNROLL
-        for (int i = 0; i < 4; i++) dk[nd][i] = dv[nd][i] = 0.0f;
+        for (int i = 0; i < 4; i++) {
+            if (DK) dk[DK ? nd : 0][i] = 0.0f;
+            if (DV) dv[DV ? nd : 0][i] = 0.0f;
+        }
 
     for (int qt = kt; qt < nqt; qt++) {
         const int q0 = qt * FMMA_BQ;
         fmma_sync(); /* the previous query tile is read by every warp */
-        fmma_load_tile<D>(Qs, Qt, q_base, ld_qkv, q0, T, tid);
-        fmma_load_tile<D>(Os, Ot, do_base, (size_t)A, q0, T, tid);
+        fmma_load_tile<D>(Qs, DK ? Qt : NULL, q_base, ld_qkv, q0, T, tid);
+        fmma_load_tile<D>(DK ? Os : NULL, DV ? Ot : NULL, do_base, (size_t)A, q0, T, tid);
         for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
             const int q = q0 + r;
             fmma_stf(lse2 + r, q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f); /* base 2 */
-            fmma_stf(Dq + r, q < T ? a->D[(size_t)bh * T + q] : 0.0f);
+            if (DK) fmma_stf(Dq + r, q < T ? a->D[(size_t)bh * T + q] : 0.0f);
         }
         fmma_sync();
 
@@ -446,8 +454,8 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
-        fmma_rows_rows<D>(p, Ks, Qs, warp, g, t);  /* S^T = K Q^T */
-        fmma_rows_rows<D>(dp, Vs, Os, warp, g, t); /* dP^T = V dO^T */
+        fmma_rows_rows<D>(p, Ks, Qs, warp, g, t);          /* S^T = K Q^T */
+        if (DK) fmma_rows_rows<D>(dp, Vs, Os, warp, g, t); /* dP^T = V dO^T */
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
@@ -455,17 +463,21 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
                 const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
                 const float pv = q >= key && q < T ? exp2f(p[nt][i] * sl2 - fmma_ldf(lse2 + ql)) : 0.0f;
                 p[nt][i] = pv;
-                dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql)); /* dS^T */
+                if (DK) dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql)); /* dS^T */
             }
         uint32_t pf[4][4];
-        fmma_pack_a(pf, p);
-        fmma_p_times<D>(dv, pf, Ot, g, t); /* dV += P^T dO */
-        fmma_pack_a(pf, dp);
-        fmma_p_times<D>(dk, pf, Qt, g, t); /* dK += dS^T Q */
+        if (DV) {
+            fmma_pack_a(pf, p);
+            fmma_p_times<D>(dv, pf, Ot, g, t); /* dV += P^T dO */
+        }
+        if (DK) {
+            fmma_pack_a(pf, dp);
+            fmma_p_times<D>(dk, pf, Qt, g, t); /* dK += dS^T Q */
+        }
     }
     uint16_t *dk_base = a->dqkv + v.off_qkv + (size_t)A;
-    fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
-    fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
+    if (DK) fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
+    if (DV) fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
 }
 
 /*

@@ -58,7 +58,7 @@
 /* own, cudnn, flash and mma are softmax paths (mha and sd layers; an sd layer hands them
  * U | U L^T | V): own materializes P (any d, llmc/attention_own.cu), flash is the own tiled
  * tensor-core kernels with shared-memory tiles (d a multiple of 16, llmc/attention_flash.cu), mma
- * the register-tile ones (d a multiple of 16, backward up to 128, llmc/attention_flash_mma.cu;
+ * the register-tile ones (d a multiple of 16 up to 256, llmc/attention_flash_mma.cu;
  * not yet run on a GPU); linear is the chunked ELU+1 scan of lin and sdlin layers
  * (llmc/linear_attention.cu). cudnn, flash and mma keep the logsumexp of each row between forward
  * and backward (flash and mma also a D scratch in the backward), own keeps P. */
@@ -96,7 +96,7 @@ static inline int flash_path_supports(const AttnEnv *env, int d, char *why, size
 }
 
 /* Can the register-tile kernels (llmc/flash_mma.h) run head size d here (training: the backward
- * too, d <= FMMA_BWD_MAX_D)? 0 with the reason when not. */
+ * too: its shared memory)? 0 with the reason when not. */
 static inline int mma_path_supports(const AttnEnv *env, int d, int training, char *why, size_t cap) {
     return fmma_supports_dir(d, training, env->sm, env->smem_optin, why, cap);
 }
@@ -125,7 +125,7 @@ static inline int flash_args_init(FlashArgs *a, const uint16_t *qkv, int B, int 
 
 /* The FlashArgs of one call of the register-tile kernels (llmc/flash_mma.h): 64-row tiles, shape
  * and scale; 0 with the reason when they cannot run it (d, SM, shared memory, the backward's
- * d <= 128 when training, the grid's 65535 tiles). Shared by llmc/attention_flash_mma.cu and
+ * the backward's shared memory when training, the grid's 65535 tiles). Shared by llmc/attention_flash_mma.cu and
  * test/host_cuda. */
 static inline int mma_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T, int h, int d, int training,
                                 const AttnEnv *env, char *why, size_t cap) {

@@ -5,11 +5,14 @@
  * trainer's host build (test/host_cuda/kernels_host.cpp), so both run exactly the kernels' code.
  *
  * Defines:
- *   fmma_emulate(a, kind)          one kernel (FMMA_FWD, FMMA_DKDV, FMMA_DQ) over its whole grid;
+ *   fmma_emulate(a, kind)          one kernel (FMMA_FWD, FMMA_DKDV, FMMA_DQ, and above
+ *                                  FMMA_SPLIT_D FMMA_EMUL_DK: then DKDV is dV, EMUL_DK dK) over
+ *                                  its whole grid;
  *                                  shared memory is NaN before every block and checked for races
  *                                  between barriers (warp_emul_shared)
- *   fmma_emul_thread_fn(d, kind)   the per-thread entry of one kernel, NULL where none exists
- *                                  (the backward above FMMA_BWD_MAX_D)
+ *   fmma_emul_thread_fn(d, kind)   the per-thread entry of one kernel, NULL for another d
+ *   fmma_emulate_backward(a)       the backward's kernels after the D pass, as the launcher runs
+ *                                  them
  */
 #ifndef TEST_FLASH_MMA_EMUL_H
 #define TEST_FLASH_MMA_EMUL_H
@@ -32,31 +35,34 @@ template <int D, int KIND>
 static inline void fmma_emul_run_thread(int tid, void *p) {
     const FmmaBlockArgs *ba = (const FmmaBlockArgs *)p;
     if (KIND == FMMA_FWD) fmma_fwd_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else fmma_dq_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if (KIND == FMMA_DQ) fmma_dq_block<D>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if constexpr (D <= FMMA_SPLIT_D) fmma_dkdv_block<D, FMMA_PART_BOTH>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D, FMMA_PART_DV>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else fmma_dkdv_block<D, FMMA_PART_DK>(ba->a, ba->tile, ba->bh, ba->smem, tid);
 }
 
-/* the forward for every d, the backward kernels for d <= FMMA_BWD_MAX_D */
+/* kind FMMA_EMUL_DK: the second dK/dV kernel above FMMA_SPLIT_D (dK; FMMA_DKDV is then dV) */
+enum { FMMA_EMUL_DK = 3 };
+
+/* the per-thread entry of one kernel of head size d (NULL for a d the kernels do not take) */
 static inline WarpEmulFn fmma_emul_thread_fn(int d, int kind) {
 #define FMMA_CASE(D) \
-    case D: return kind == FMMA_FWD ? fmma_emul_run_thread<D, FMMA_FWD> : kind == FMMA_DKDV ? fmma_emul_run_thread<D, FMMA_DKDV> : fmma_emul_run_thread<D, FMMA_DQ>;
-#define FMMA_FWD_CASE(D) \
-    case D: return kind == FMMA_FWD ? fmma_emul_run_thread<D, FMMA_FWD> : NULL;
+    case D: return kind == FMMA_FWD ? fmma_emul_run_thread<D, FMMA_FWD> : kind == FMMA_DKDV ? fmma_emul_run_thread<D, FMMA_DKDV> \
+                 : kind == FMMA_DQ ? fmma_emul_run_thread<D, FMMA_DQ> : fmma_emul_run_thread<D, FMMA_EMUL_DK>;
     switch (d) {
         FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
-        FMMA_CASE(128) FMMA_FWD_CASE(144) FMMA_FWD_CASE(160) FMMA_FWD_CASE(176) FMMA_FWD_CASE(192)
-        FMMA_FWD_CASE(208) FMMA_FWD_CASE(224) FMMA_FWD_CASE(240) FMMA_FWD_CASE(256)
+        FMMA_CASE(128) FMMA_CASE(144) FMMA_CASE(160) FMMA_CASE(176) FMMA_CASE(192) FMMA_CASE(208)
+        FMMA_CASE(224) FMMA_CASE(240) FMMA_CASE(256)
     default: return NULL;
     }
 #undef FMMA_CASE
-#undef FMMA_FWD_CASE
 }
 
 /* Every block of one kernel's grid (B h sequence-heads x tiles) in its launch order: the longest
  * blocks first (forward and dQ: the last query tiles; dK, dV: the first key tiles). */
 static inline void fmma_emulate(const FlashArgs *a, int kind) {
     const int nt = (a->T + FMMA_BQ - 1) / FMMA_BQ;
-    const size_t bytes = fmma_smem_bytes_kind(kind, a->d);
+    const size_t bytes = fmma_smem_bytes_kind(kind == FMMA_EMUL_DK ? FMMA_DKDV : kind, a->d);
     char *smem = (char *)xmalloc(bytes);
     WarpEmulFn fn = fmma_emul_thread_fn(a->d, kind);
     if (fn == NULL) {
@@ -66,12 +72,19 @@ static inline void fmma_emulate(const FlashArgs *a, int kind) {
     for (int y = 0; y < nt; y++)
         for (int bh = 0; bh < a->B * a->h; bh++) {
             memset(smem, 0xff, bytes);
-            FmmaBlockArgs ba = {a, kind == FMMA_DKDV ? y : nt - 1 - y, bh, smem};
+            FmmaBlockArgs ba = {a, kind == FMMA_DKDV || kind == FMMA_EMUL_DK ? y : nt - 1 - y, bh, smem};
             warp_emul_shared(smem, bytes);
             warp_emul_block(FMMA_THREADS, fn, &ba);
         }
     warp_emul_shared(NULL, 0);
     free(smem);
+}
+
+/* dK and dV (one kernel, or two above FMMA_SPLIT_D), then dQ: attention_flash_mma.cu's order */
+static inline void fmma_emulate_backward(const FlashArgs *a) {
+    fmma_emulate(a, FMMA_DKDV);
+    if (a->d > FMMA_SPLIT_D) fmma_emulate(a, FMMA_EMUL_DK);
+    fmma_emulate(a, FMMA_DQ);
 }
 
 #endif /* TEST_FLASH_MMA_EMUL_H */

@@ -53,8 +53,7 @@ static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale)
     a.D = D;
     a.scale = scale;
     for (size_t r = 0; r < rows; r++) flash_delta_row(&a, r);
-    fmma_emulate(&a, FMMA_DKDV);
-    fmma_emulate(&a, FMMA_DQ);
+    fmma_emulate_backward(&a);
     free(D);
     return dqkv;
 }
@@ -106,7 +105,7 @@ static void test_case(int B, int T, int h, int d) {
         not_applicable(tag, "one key ahead", "T = 1: no key ahead");
     }
 
-    if (d <= FMMA_BWD_MAX_D) {
+    {
         const char *names[3] = {"dq", "dk", "dv"};
         uint16_t *dqkv = emulate_backward(a, out, a.scale);
         for (int w = 0; w < 3; w++) {
@@ -130,10 +129,6 @@ static void test_case(int B, int T, int h, int d) {
         } else {
             not_applicable(tag, "backward controls", "T = 1: P = 1, so dq and dk vanish with or without D");
         }
-    } else {
-        char why[256];
-        CHECK(!fmma_supports_dir(d, 1, 90, 232448, why, sizeof why) && fmma_emul_thread_fn(d, FMMA_DKDV) == NULL,
-              "%s backward refused: %s", tag, why);
     }
     free(qkv); free(dout); free(fq); free(fd); free(ro); free(rl); free(rc); free(rd); free(out); free(lse);
 }
@@ -280,6 +275,17 @@ static void test_supports(void) {
           why);
     /* Q and K 64 x 72 and V^T 64 x 72 bf16 at d 64 */
     CHECK(fmma_smem_bytes(64) == 3 * 64 * 72 * 2, "d 64: %zu bytes (by hand %d)", fmma_smem_bytes(64), 3 * 64 * 72 * 2);
+    /* training: the dK/dV block (K, V, Q, dO 64 x (d + 8); Q^T, dO^T d x 72; lse, D) must fit; at
+     * d 256 that is 209408 bytes: Hopper's 232448 yes, an A100's 166912 no */
+    ok = 1;
+    for (int d = 16; d <= 256; d += 16) ok &= fmma_supports_dir(d, 1, 90, h200, why, sizeof why);
+    for (int d = 16; d <= 128; d += 16) ok &= fmma_supports_dir(d, 1, 80, a100, why, sizeof why);
+    CHECK(ok && fmma_smem_bytes_kind(FMMA_DKDV, 256) == 4 * 64 * 264 * 2 + 2 * 256 * 72 * 2 + 2 * 64 * 4,
+          "training: every d up to 256 on an H200, up to 128 on an A100 (dK/dV at d 256: %zu bytes)",
+          fmma_smem_bytes_kind(FMMA_DKDV, 256));
+    why[0] = 0;
+    CHECK(!fmma_supports_dir(256, 1, 80, a100, why, sizeof why) && strstr(why, "shared memory"),
+          "training d 256 on an A100 refused: %s", why);
 }
 
 int main(void) {
@@ -290,5 +296,6 @@ int main(void) {
     const int Ts[] = {1, 33, 64, 65, 100, 127};
     for (int T : Ts) test_case(2, T, 2, 64);
     test_case(1, 200, 3, 32);
+    test_case(2, 70, 2, 192); /* dK and dV in two kernels */
     return test_finish();
 }

@@ -172,10 +172,10 @@ static void test_flash_paths(void) {
     CHECK(ok, "flash_args_init on SM 7.5: %s", err);
 }
 
-/* -attn mma: the register-tile kernels (llmc/flash_mma.h) for d a multiple of 16 on SM 8.0+, the
- * backward up to d 128 (a trainable model with d 256 is refused; an inference-only one is not);
- * not yet measured on a GPU, so auto never picks them; their layers keep the logsumexp and the
- * backward's D scratch like flash layers. */
+/* -attn mma: the register-tile kernels (llmc/flash_mma.h) for d a multiple of 16 on SM 8.0+ whose
+ * blocks fit the shared memory (training d 256 needs Hopper's: refused on an A100, where an
+ * inference-only model is not); not yet measured on a GPU, so auto never picks them; their layers
+ * keep the logsumexp and the backward's D scratch like flash layers. */
 static void test_mma_paths(void) {
     const size_t h200_smem = 232448, a100_smem = 166912;
     const AttnEnv h200 = {90, 1, 91900, h200_smem}, a100 = {80, 0, 0, a100_smem}, t4 = {75, 1, 91900, 65536};
@@ -186,13 +186,16 @@ static void test_mma_paths(void) {
     int all = attn_select_paths(&mid, ATTN_REQ_MMA, &a100, 1, p, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
     CHECK(all, "-attn mma on A100, training, d 128 and 64: every layer on the register-tile kernels");
-    int ok = !attn_select_paths(&prism, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err)) &&
-             strncmp(err, "-attn mma: layer 0 (3 heads x 256)", 34) == 0 && strstr(err, "up to d = 128") &&
-             strchr(err, '\n') == NULL;
-    CHECK(ok, "-attn mma, training with d 256: one line naming layer 0: %s", err);
-    all = attn_select_paths(&prism, ATTN_REQ_MMA, &h200, 0, p, err, sizeof(err));
+    all = attn_select_paths(&prism, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
-    CHECK(all, "-attn mma, inference only: d 256 runs forward");
+    CHECK(all, "-attn mma on an H200, training, d 256, 128 and 64 (the Prism schedule): every layer");
+    int ok = !attn_select_paths(&prism, ATTN_REQ_MMA, &a100, 1, p, err, sizeof(err)) &&
+             strncmp(err, "-attn mma: layer 0 (3 heads x 256)", 34) == 0 && strstr(err, "shared memory") &&
+             strchr(err, '\n') == NULL;
+    CHECK(ok, "-attn mma on an A100, training with d 256: one line naming layer 0: %s", err);
+    all = attn_select_paths(&prism, ATTN_REQ_MMA, &a100, 0, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
+    CHECK(all, "-attn mma on an A100, inference only: d 256 runs forward");
     all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, p, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_OWN;
     CHECK(all, "auto never chooses mma (no cuDNN: the own kernels everywhere)");
@@ -240,9 +243,11 @@ static void test_mma_paths(void) {
     ok = !mma_args_init(&fa, &qkv, 1, 64 * 65535 + 1, 1, 64, 1, &h200, err, sizeof(err)) && strstr(err, "65535") &&
          mma_args_init(&fa, &qkv, 1, 64 * 65535, 1, 64, 1, &h200, err2, sizeof(err2));
     CHECK(ok, "mma_args_init: T = 64 x 65535 + 1 refused (%s), 64 x 65535 accepted", err);
-    ok = !mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &h200, err, sizeof(err)) && strstr(err, "up to d = 128") &&
-         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 0, &h200, err, sizeof(err));
-    CHECK(ok, "mma_args_init: d 256 for training refused, for a forward accepted");
+    ok = !mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &a100, err, sizeof(err)) && strstr(err, "shared memory") &&
+         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 0, &a100, err2, sizeof(err2)) &&
+         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &h200, err2, sizeof(err2));
+    CHECK(ok, "mma_args_init: d 256 for training refused on an A100 (%s), accepted for a forward there and for "
+              "training on an H200", err);
 }
 
 /* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as

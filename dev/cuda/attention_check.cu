@@ -6,8 +6,8 @@
  *   attention_flash   the own tiled tensor-core kernels (llmc/attention_flash.cu, -DCHECK_FLASH):
  *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
  *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
- *                     multiples of 16 up to 256 forward, up to 128 backward (larger ones are
- *                     checked and timed forward only); not used by the trainer yet
+ *                     multiples of 16 up to 256 (a backward that does not fit the GPU's shared
+ *                     memory, d > 128 below Hopper, is checked and timed forward only)
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *

@@ -562,8 +562,7 @@ void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, co
     a.dqkv = raw(dqkv);
     a.D = D;
     for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
-    fmma_emulate(&a, FMMA_DKDV);
-    fmma_emulate(&a, FMMA_DQ);
+    fmma_emulate_backward(&a);
 }
 
 /* ----------------------------------------------------------------------------------------------
