@@ -282,7 +282,7 @@ for p in attention_own attention_cudnn attention_flash attention_mma sd_fold_che
   result $rc "$p: $(summary_of "$OUTDIR/$p.log")"
   grep -E '^(FAIL|n/a)' "$OUTDIR/$p.log" | sed 's/^/    /' | sumtee
 done
-log "time per call (B 16, T 1024, C 768; sdfold: generator + K' forward, fold backward + dL + dS backward; mma: bwd 0 above d 128):"
+log "time per call (B 16, T 1024, C 768; sdfold: generator + K' forward, fold backward + dL + dS backward; mma: bwd 0 where this GPU cannot train that d):"
 log "  path     d  heads  fwd ms  bwd ms"
 cat "$OUTDIR"/attention_*.log "$OUTDIR"/sd_fold_check.log "$OUTDIR"/linear_attention_check.log 2>/dev/null |
   awk '/^TIME/{printf "  %-7s %3d %5d %7.3f %7.3f\n", $3, $5, $11, $13, $15}' | sumtee
