@@ -38,10 +38,16 @@ __global__ void __launch_bounds__(128, 2) flash_dq_kernel(FlashArgs a) {
 }
 
 /* D = dO . O, one thread per row of the (B, h, T) rows */
-__global__ void flash_delta_kernel(FlashArgs a) {
+static __global__ void flash_delta_kernel(FlashArgs a) {
     const size_t rows = (size_t)a.B * a.h * a.T;
     for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x)
         flash_delta_row(&a, r);
+}
+
+void flash_delta(const FlashArgs *a, cudaStream_t stream) {
+    const size_t rows = (size_t)a->B * a->h * a->T;
+    flash_delta_kernel<<<grid_stride_blocks(rows, 256), 256, 0, stream>>>(*a);
+    CUDA_CHECK_LAUNCH();
 }
 
 static void check_aligned(const void *p, const char *name) {
@@ -83,9 +89,7 @@ void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const 
     a.lse = const_cast<float *>(lse); /* read only in the backward */
     a.dqkv = reinterpret_cast<uint16_t *>(dqkv);
     a.D = D;
-    const size_t rows = (size_t)B * h * T;
-    flash_delta_kernel<<<grid_stride_blocks(rows, 256), 256, 0, ctx->stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    flash_delta(&a, ctx->stream);
     const dim3 grid((unsigned)(B * h), (unsigned)ceil_div((size_t)T, (size_t)a.BLK));
     const size_t b_kv = flash_smem_bytes(FLASH_DKDV, a.BLK, d), b_q = flash_smem_bytes(FLASH_DQ, a.BLK, d);
     gpu_allow_smem((const void *)flash_dkdv_kernel, b_kv, &ctx->flash_smem_set[FLASH_DKDV]);

@@ -22,11 +22,16 @@
 #define LLMC_ATTENTION_FLASH_CUH
 
 #include "cuda_common.cuh"
+#include "flash_attention.h" /* FlashArgs */
 
 void attention_flash_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
                              const GpuCtx *ctx);
 
 void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
                               const float *lse, int B, int T, int h, int d, const GpuCtx *ctx);
+
+/* D = dO . O per row into a->D (from a->out, a->dout): the first pass of this backward and of
+ * the register-tile one (llmc/attention_flash_mma.cu) */
+void flash_delta(const FlashArgs *a, cudaStream_t stream);
 
 #endif /* LLMC_ATTENTION_FLASH_CUH */

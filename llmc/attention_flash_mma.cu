@@ -2,7 +2,7 @@
  * llmc/attention_flash_mma.cu: the kernels of the register-tile attention (interface in
  * llmc/attention_flash_mma.cuh; the routines, their layout and math in llmc/flash_mma.h):
  *   forward  grid (B h, query tiles of 64), the last (longest) tiles first
- *   D        D = dO . O, one thread per row (flash_delta_row of llmc/flash_attention.h)
+ *   D        D = dO . O per row (flash_delta of llmc/attention_flash.cu, shared with that path)
  *   dK, dV   grid (B h, key tiles of 64), the first (longest) tiles first
  *   dQ       grid (B h, query tiles), the last tiles first
  * 128 threads per block; one kernel per head size (the accumulators are registers: their count is
@@ -10,6 +10,7 @@
  */
 #include <stdint.h>
 
+#include "attention_flash.cuh" /* flash_delta */
 #include "attention_flash_mma.cuh"
 #include "flash_mma.h"
 #include "gpu_host.h" /* mma_args_init */
@@ -31,12 +32,6 @@ template <int D>
 __global__ void __launch_bounds__(FMMA_THREADS) fmma_dq_kernel(FlashArgs a) {
     extern __shared__ __align__(16) char smem[];
     fmma_dq_block<D>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
-}
-
-__global__ void fmma_delta_kernel(FlashArgs a) {
-    const size_t rows = (size_t)a.B * a.h * a.T;
-    for (size_t r = (size_t)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += (size_t)gridDim.x * blockDim.x)
-        flash_delta_row(&a, r);
 }
 
 int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
@@ -120,9 +115,7 @@ void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, co
     a.lse = const_cast<float *>(lse); /* read only in the backward */
     a.dqkv = reinterpret_cast<uint16_t *>(dqkv);
     a.D = D;
-    const size_t rows = (size_t)B * h * T;
-    fmma_delta_kernel<<<grid_stride_blocks(rows, 256), 256, 0, ctx->stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    flash_delta(&a, ctx->stream);
     switch (d) {
 #define FMMA_LAUNCH(D) \
     case D: launch_backward<D>(a, ctx->stream); break;

@@ -141,16 +141,12 @@ FMMA_FN void fmma_stf(float *p, float v) { *p = v; }
 /* On the CPU the warp instructions are the emulator's (test/warp_emul.cpp), which runs each
  * thread of the block as a coroutine; every memory access goes through warp_emul_smem_access,
  * which checks the ones to the block's shared memory for races between barriers. */
-#ifdef __cplusplus
 extern "C" {
-#endif
 void warp_emul_syncthreads(void);
 float warp_emul_shfl_xor(float v, int lane_mask);
 void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
 void warp_emul_smem_access(const void *p, size_t bytes, int write);
-#ifdef __cplusplus
 }
-#endif
 #define FMMA_FN static inline
 FMMA_FN void fmma_mma(float c[4], const uint32_t a[4], const uint32_t b[2]) { warp_emul_mma_bf16_16816(c, a, b); }
 FMMA_FN float fmma_shfl_xor(float v, int mask) { return warp_emul_shfl_xor(v, mask); }
@@ -427,14 +423,14 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
     const float sl2 = a->scale * 1.4426950408889634f;
 
     fmma_load_tile<D>(Ks, NULL, q_base + A, ld_qkv, k0, T, tid);
-    if (DK) fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid); /* for dP^T */
-    float dk[DK ? ND : 1][4], dv[DV ? ND : 1][4];
+    if constexpr (DK) fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid); /* for dP^T */
+    float dk[DK ? ND : 1][4], dv[DV ? ND : 1][4]; /* an unused one shrinks to a dummy */
     FMMA_UNROLL
     for (int nd = 0; nd < ND; nd++)
         FMMA_UNROLL
         for (int i = 0; i < 4; i++) {
-            if (DK) dk[DK ? nd : 0][i] = 0.0f;
-            if (DV) dv[DV ? nd : 0][i] = 0.0f;
+            if constexpr (DK) dk[nd][i] = 0.0f;
+            if constexpr (DV) dv[nd][i] = 0.0f;
         }
 
     for (int qt = kt; qt < nqt; qt++) {
@@ -445,7 +441,7 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
             const int q = q0 + r;
             fmma_stf(lse2 + r, q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f); /* base 2 */
-            if (DK) fmma_stf(Dq + r, q < T ? a->D[(size_t)bh * T + q] : 0.0f);
+            if constexpr (DK) fmma_stf(Dq + r, q < T ? a->D[(size_t)bh * T + q] : 0.0f);
         }
         fmma_sync();
 
@@ -455,7 +451,7 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
         fmma_rows_rows<D>(p, Ks, Qs, warp, g, t);          /* S^T = K Q^T */
-        if (DK) fmma_rows_rows<D>(dp, Vs, Os, warp, g, t); /* dP^T = V dO^T */
+        if constexpr (DK) fmma_rows_rows<D>(dp, Vs, Os, warp, g, t); /* dP^T = V dO^T */
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
@@ -463,21 +459,21 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
                 const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
                 const float pv = q >= key && q < T ? exp2f(p[nt][i] * sl2 - fmma_ldf(lse2 + ql)) : 0.0f;
                 p[nt][i] = pv;
-                if (DK) dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql)); /* dS^T */
+                if constexpr (DK) dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql)); /* dS^T */
             }
         uint32_t pf[4][4];
-        if (DV) {
+        if constexpr (DV) {
             fmma_pack_a(pf, p);
             fmma_p_times<D>(dv, pf, Ot, g, t); /* dV += P^T dO */
         }
-        if (DK) {
+        if constexpr (DK) {
             fmma_pack_a(pf, dp);
             fmma_p_times<D>(dk, pf, Qt, g, t); /* dK += dS^T Q */
         }
     }
     uint16_t *dk_base = a->dqkv + v.off_qkv + (size_t)A;
-    if (DK) fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
-    if (DV) fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
+    if constexpr (DK) fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
+    if constexpr (DV) fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
 }
 
 /*

@@ -167,7 +167,7 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call li
 DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
 dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
 dev_flash_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash.o matmul.o gpu_kernels.o)
-dev_mma_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash_mma.o matmul.o gpu_kernels.o)
+dev_mma_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash_mma.o attention_flash.o matmul.o gpu_kernels.o)
 dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
 dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)
 define dev_attention

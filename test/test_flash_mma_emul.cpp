@@ -32,7 +32,6 @@
 #include "flash_mma_emul.h"
 #include "warp_emul.h"
 
-#define BWD_FLOOR 1e-3 /* test_flash_emul's floor for a gradient that is zero in exact arithmetic */
 
 static void *nan_alloc(size_t bytes) {
     void *p = xmalloc(bytes);
@@ -58,12 +57,6 @@ static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale)
     return dqkv;
 }
 
-static double worst_grad(const uint16_t *dqkv, const float *ref, size_t N, size_t A, int from, int to) {
-    double e = 0.0;
-    for (int w = from; w < to; w++)
-        e = worst_err(e, rel_err_bf_floor(dqkv + w * A, 3 * A, ref + w * A, 3 * A, N, A, BWD_FLOOR));
-    return e;
-}
 
 static void test_case(int B, int T, int h, int d) {
     const size_t A = (size_t)h * d, N = (size_t)B * T, A3 = 3 * A;
@@ -109,7 +102,7 @@ static void test_case(int B, int T, int h, int d) {
         const char *names[3] = {"dq", "dk", "dv"};
         uint16_t *dqkv = emulate_backward(a, out, a.scale);
         for (int w = 0; w < 3; w++) {
-            const double e = worst_grad(dqkv, rd, N, A, w, w + 1);
+            const double e = ref_worst_grad(dqkv, rd, N, A, w, w + 1);
             CHECK(e <= TOL_BWD, "%s backward %s: rel error %.2e (<= %.2e)", tag, names[w], e, TOL_BWD);
         }
         free(dqkv);
@@ -117,10 +110,10 @@ static void test_case(int B, int T, int h, int d) {
         uint16_t *zeros = (uint16_t *)xmalloc(N * A * 2);
         memset(zeros, 0, N * A * 2);
         dqkv = emulate_backward(a, zeros, a.scale);
-        const double c_d = worst_grad(dqkv, rd, N, A, 0, 2);
+        const double c_d = ref_worst_grad(dqkv, rd, N, A, 0, 2);
         free(dqkv);
         dqkv = emulate_backward(a, out, 1.0f);
-        const double c_s = worst_grad(dqkv, rd, N, A, 0, 3);
+        const double c_s = ref_worst_grad(dqkv, rd, N, A, 0, 3);
         free(dqkv);
         free(zeros);
         if (T > 1) {

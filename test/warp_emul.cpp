@@ -58,7 +58,9 @@ Block g_block;
 long long g_count = 0;
 
 /* Race tracking over the registered shared memory: per byte, the barrier interval (epoch) and
- * thread of the last write, and of the reads in the interval (-2: more than one thread). */
+ * thread of the last write, and of the reads in the interval (-2: more than one thread). Epochs
+ * only grow, across barriers and blocks (a new block starts a new one), so a record left by an
+ * earlier interval or block never matches and the shadow needs no clearing. */
 struct Shadow {
     uint32_t w_epoch, r_epoch;
     int16_t writer, reader;
@@ -211,10 +213,7 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
         l.op = OP_NONE;
     }
     const int warps = nthreads / 32;
-    if (g_smem != nullptr) { /* a fresh block: no access recorded */
-        memset(g_shadow, 0, g_smem_bytes * sizeof(Shadow));
-        g_epoch = 1;
-    }
+    g_epoch++; /* a fresh block: every recorded access belongs to an older interval */
     for (;;) {
         for (int i = 0; i < nthreads; i++) {
             if (b.lane[i].state != RUNNABLE) continue;

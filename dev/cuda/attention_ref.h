@@ -20,6 +20,18 @@
 
 #define TOL_FWD (1.0 / 64.0)
 #define TOL_BWD (1.0 / 32.0)
+/* the floor of the backward metric for a gradient that is zero in exact arithmetic (T = 1: dq and
+ * dk vanish), so that rounding is not divided by zero */
+#define TOL_BWD_FLOOR 1e-3
+
+/* The worst backward error over the parts from .. to - 1 (0 dq, 1 dk, 2 dv) of dqkv (N, 3A, bf16)
+ * against the reference (fp32, same layout); NaN anywhere is +inf. */
+static inline double ref_worst_grad(const uint16_t *dqkv, const float *ref, size_t N, size_t A, int from, int to) {
+    double e = 0.0;
+    for (int w = from; w < to; w++)
+        e = worst_err(e, rel_err_bf_floor(dqkv + w * A, 3 * A, ref + w * A, 3 * A, N, A, TOL_BWD_FLOOR));
+    return e;
+}
 
 /* lse (B, h, T): log sum_j exp(s_tj) of row t's scaled logits, recovered from the probabilities
  * as s_tj - log P_tj at the row's largest P (>= 1 / (t + 1), so the log is well conditioned). */

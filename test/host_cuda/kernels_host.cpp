@@ -461,6 +461,10 @@ void attention_own_backward(floatX *dqkv, floatX *datt, floatX *scratch, const f
 
 /* ----------------------------------------------------------------------------------------------
  * Flash attention: llmc/flash_attention.h's block routines over attention_flash.cu's grids. */
+void flash_delta(const FlashArgs *a, cudaStream_t) {
+    for (size_t r = 0; r < (size_t)a->B * a->h * a->T; r++) flash_delta_row(a, r);
+}
+
 static FlashArgs flash_host_args(const floatX *qkv, int B, int T, int h, int d, const GpuCtx *ctx) {
     char why[256];
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
@@ -502,7 +506,7 @@ void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const 
     a.lse = const_cast<float *>(lse);
     a.dqkv = raw(dqkv);
     a.D = D;
-    for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
+    flash_delta(&a, ctx->stream);
     const size_t bytes = flash_smem_max(a.BLK, d);
     char *smem = (char *)xmalloc(bytes);
     const int tiles = (int)ceil_div((size_t)T, (size_t)a.BLK);
@@ -561,7 +565,7 @@ void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, co
     a.lse = const_cast<float *>(lse);
     a.dqkv = raw(dqkv);
     a.D = D;
-    for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
+    flash_delta(&a, ctx->stream);
     fmma_emulate_backward(&a);
 }
 
