@@ -1,6 +1,7 @@
 /*
- * llmc/attention_flash_mma.cuh: the register-tile causal attention forward (llmc/flash_mma.h,
- * mma.sync on bf16 tensor cores; llmc/attention_flash_mma.cu launches it).
+ * llmc/attention_flash_mma.cuh: the register-tile causal attention, forward and backward
+ * (llmc/flash_mma.h: mma.sync on bf16 tensor cores, ldmatrix, cp.async; llmc/attention_flash_mma.cu
+ * launches it).
  *
  * The cuDNN path's interface (llmc/cudnn_att.h, llmc/attention_flash.cuh):
  *   qkv   (B, T, 3A) bf16, A = h d: Q | K | V, head k at columns [k d, (k+1) d), 16-byte aligned
@@ -8,7 +9,7 @@
  *   dout  (B, T, A) bf16; dqkv (B, T, 3A) bf16, every element overwritten
  *   D     (B, h, T) fp32 backward scratch (D = dO . O per row)
  * Head sizes: multiples of 16 in [16, 256] whose blocks fit the shared memory (fmma_supports_dir:
- * the backward at d > 128 needs Hopper's); any T >= 1; SM 8.0+. Deterministic: no atomics.
+ * training d 256 needs 136 KB: an A100 or Hopper); any T >= 1; SM 8.0+. Deterministic: no atomics.
  *
  * Status: not yet run on a GPU. The routines are checked on the CPU with PTX's fragment semantics
  * (test/test_flash_mma_emul.cpp), and so is the trainer with every softmax layer on them

@@ -24,11 +24,15 @@
  *   O (16 x d, fp32)     o[nd][i], nd = 8-column slice of the head
  * Row max and sum over a row's 64 keys: the lane's own 16 values, then the 4 lanes of its quad
  * (shuffles with xor 1 and 2). The sum l stays per lane and is reduced once at the end.
- * Shared memory: Q and K tiles row-major (64 x d), V transposed (d x 64) so that a B fragment of
- * P V (two consecutive keys of one column) is one 32-bit load; rows padded by 8 elements: a row
- * is then (d + 8) / 2 = 4 (mod 8) 32-bit words, so the 8 rows g x 4 words t of one fragment load
- * fall on 32 different banks (checked for every d = 16 ... 256 and the 72-element V^T rows).
- * Rows past T are loaded as zeros; their outputs are not written.
+ * Shared memory: every tile row-major (64 rows x d), rows padded by 8 elements. Fragments come
+ * from it by ldmatrix.x4: four 8 x 8 matrices, each row (16 bytes) addressed by one lane, so one
+ * instruction gives a 16 x 16 A operand or the B operands of two 8-column slices. A padded row is
+ * (d + 8) / 2 = 4 (mod 8) 32-bit words long, so the 8 rows of one matrix fall on 32 different
+ * banks. The B operand of P V needs two consecutive keys of one column of V in a register:
+ * ldmatrix.trans reads the row-major V tile column-major, so no tile is ever stored transposed.
+ * Tiles go from global to shared memory by cp.async (16 bytes a thread, zeros for rows past T,
+ * whose outputs are not written), and up to d = FMMA_STAGE2_MAX_D in two stages: the next key (or
+ * query) tile is in flight while the warps compute on the current one.
  * Probabilities are rounded to bf16 for the P V product (as in flash_attention.h); sums are fp32.
  *
  * The backward (two kernels after a D = dO . O pass, as flash_attention.h: nothing summed across
@@ -37,13 +41,17 @@
  * Defines (C and C++):
  *   FMMA_THREADS, FMMA_BQ, FMMA_BK, FMMA_SPLIT_D     block shape; the d above which dK and dV
  *                                    take two kernels
+ *   FMMA_STAGES(d)                   tiles in flight per streamed operand: 2 up to
+ *                                    FMMA_STAGE2_MAX_D, else 1
  *   fmma_smem_bytes_kind(kind, d)    shared memory of one block of FMMA_FWD, FMMA_DKDV, FMMA_DQ
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
  * C++ only (templates over the head size D):
  *   fmma_fwd_block<D>, fmma_dkdv_block<D, PARTS>, fmma_dq_block<D>   one thread's part of one block
- *   fmma_load_tile, fmma_rows_rows, fmma_pack_a, fmma_p_times, fmma_store_rows   their pieces
+ *   fmma_load_tile, fmma_k_step, fmma_rows_rows, fmma_pack_a, fmma_p_times, fmma_store_rows
+ *                                    their pieces
  * The same source runs on the GPU (llmc/attention_flash_mma.cu) and on the CPU, every thread of
- * a block as its own coroutine with PTX's mma and shuffle semantics (test/warp_emul.h), in
+ * a block as its own coroutine with PTX's mma, ldmatrix, shuffle and cp.async semantics
+ * (test/warp_emul.h), in
  * test/test_flash_mma_emul.cpp and in the trainer's host build (test/host_cuda).
  */
 #ifndef LLMC_FLASH_MMA_H
@@ -72,17 +80,21 @@
 enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
 /* above this head size dK and dV (d / 2 fp32 registers per lane each) are computed by two kernels */
 #define FMMA_SPLIT_D 128
+/* up to this head size the streamed tiles are double-buffered (the next one loads during the
+ * current one's products); above, one buffer keeps a block within an A100's 163 KB */
+#define FMMA_STAGE2_MAX_D 128
+#define FMMA_STAGES(d) ((d) <= FMMA_STAGE2_MAX_D ? 2 : 1)
 
-/* Shared memory of one block: bf16 tiles of 64 rows x d (row-major, rows of d + 8) and of d rows x
- * 64 (transposed, rows of 72), plus the backward's per-query lse and D (64 fp32 each).
- *   forward  Q, K row-major; V transposed
- *   dK, dV   K, V, Q, dO row-major; Q, dO transposed; lse, D
- *   dQ       Q, dO, K, V row-major; K transposed */
+/* Shared memory of one block: bf16 tiles of 64 rows x d (rows of d + 8), S = FMMA_STAGES(d) of
+ * each streamed one, plus the backward's per-query lse and D (64 fp32 each, per stage).
+ *   forward  Q; S x (K, V)
+ *   dK, dV   K, V; S x (Q, dO, lse, D)
+ *   dQ       Q, dO; S x (K, V) */
 static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
-    const size_t tile = (size_t)FMMA_BQ * (d + FMMA_PAD) * 2, tile_t = (size_t)d * (FMMA_BK + FMMA_PAD) * 2;
-    if (kind == FMMA_FWD) return 2 * tile + tile_t;
-    if (kind == FMMA_DKDV) return 4 * tile + 2 * tile_t + 2 * FMMA_BQ * sizeof(float);
-    return 4 * tile + tile_t;
+    const size_t tile = (size_t)FMMA_BQ * (d + FMMA_PAD) * 2, stages = FMMA_STAGES(d);
+    if (kind == FMMA_FWD) return (1 + 2 * stages) * tile;
+    if (kind == FMMA_DKDV) return (2 + 2 * stages) * tile + stages * 2 * FMMA_BQ * sizeof(float);
+    return (2 + 2 * stages) * tile;
 }
 static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
 
@@ -128,51 +140,69 @@ FMMA_FN void fmma_mma(float c[4], const uint32_t a[4], const uint32_t b[2]) {
 }
 FMMA_FN float fmma_shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 FMMA_FN void fmma_sync(void) { __syncthreads(); }
-FMMA_FN uint32_t fmma_ld32(const uint16_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
-FMMA_FN void fmma_st32(uint16_t *p, uint32_t v) { *reinterpret_cast<uint32_t *>(p) = v; }
-FMMA_FN void fmma_copy16(uint16_t *dst, const uint16_t *src) {
-    *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+/* d[i] = the lane's part of 8 x 8 matrix i, whose row r this warp's lane 8 i + r addresses
+ * (ldmatrix.sync.aligned.m8n8.x4.shared.b16); trans: the matrix read column-major */
+FMMA_FN void fmma_ldsm_x4(uint32_t d[4], const uint16_t *row) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
 }
-FMMA_FN void fmma_zero16(uint16_t *dst) { *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0); }
-FMMA_FN void fmma_st16(uint16_t *p, uint16_t v) { *p = v; }
+FMMA_FN void fmma_ldsm_x4_t(uint32_t d[4], const uint16_t *row) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
+}
+/* 16 bytes global -> shared without a register round trip, zeros when src_bytes is 0
+ * (cp.async.cg: cached in L2 only); they land by this thread's next fmma_cp_wait */
+FMMA_FN void fmma_cp_async16(uint16_t *dst, const uint16_t *src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(src_bytes) : "memory");
+#else
+    (void)dst; (void)src; (void)src_bytes;
+#endif
+}
+FMMA_FN void fmma_cp_commit(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+FMMA_FN void fmma_cp_wait(void) { /* every committed group has landed (for this thread) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+FMMA_FN void fmma_st32(uint16_t *p, uint32_t v) { *reinterpret_cast<uint32_t *>(p) = v; }
 FMMA_FN float fmma_ldf(const float *p) { return *p; }
 FMMA_FN void fmma_stf(float *p, float v) { *p = v; }
 #else
 /* On the CPU the warp instructions are the emulator's (test/warp_emul.cpp), which runs each
  * thread of the block as a coroutine; every memory access goes through warp_emul_smem_access,
- * which checks the ones to the block's shared memory for races between barriers. */
+ * which checks the ones to the block's shared memory for races between barriers (cp.async and
+ * ldmatrix included). */
 extern "C" {
 void warp_emul_syncthreads(void);
 float warp_emul_shfl_xor(float v, int lane_mask);
 void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
+void warp_emul_ldmatrix_x4(uint32_t d[4], const void *row, int trans);
+void warp_emul_cp_async16(void *dst, const void *src, int src_bytes);
+void warp_emul_cp_async_commit(void);
+void warp_emul_cp_async_wait_all(void);
 void warp_emul_smem_access(const void *p, size_t bytes, int write);
 }
 #define FMMA_FN static inline
 FMMA_FN void fmma_mma(float c[4], const uint32_t a[4], const uint32_t b[2]) { warp_emul_mma_bf16_16816(c, a, b); }
 FMMA_FN float fmma_shfl_xor(float v, int mask) { return warp_emul_shfl_xor(v, mask); }
 FMMA_FN void fmma_sync(void) { warp_emul_syncthreads(); }
-FMMA_FN uint32_t fmma_ld32(const uint16_t *p) {
-    uint32_t v;
-    warp_emul_smem_access(p, 4, 0);
-    memcpy(&v, p, 4);
-    return v;
+FMMA_FN void fmma_ldsm_x4(uint32_t d[4], const uint16_t *row) { warp_emul_ldmatrix_x4(d, row, 0); }
+FMMA_FN void fmma_ldsm_x4_t(uint32_t d[4], const uint16_t *row) { warp_emul_ldmatrix_x4(d, row, 1); }
+FMMA_FN void fmma_cp_async16(uint16_t *dst, const uint16_t *src, int src_bytes) {
+    warp_emul_cp_async16(dst, src, src_bytes);
 }
-FMMA_FN void fmma_st32(uint16_t *p, uint32_t v) {
-    warp_emul_smem_access(p, 4, 1);
+FMMA_FN void fmma_cp_commit(void) { warp_emul_cp_async_commit(); }
+FMMA_FN void fmma_cp_wait(void) { warp_emul_cp_async_wait_all(); }
+FMMA_FN void fmma_st32(uint16_t *p, uint32_t v) { /* global memory only: the outputs */
     memcpy(p, &v, 4);
-}
-FMMA_FN void fmma_copy16(uint16_t *dst, const uint16_t *src) {
-    warp_emul_smem_access(src, 16, 0);
-    warp_emul_smem_access(dst, 16, 1);
-    memcpy(dst, src, 16);
-}
-FMMA_FN void fmma_zero16(uint16_t *dst) {
-    warp_emul_smem_access(dst, 16, 1);
-    memset(dst, 0, 16);
-}
-FMMA_FN void fmma_st16(uint16_t *p, uint16_t v) {
-    warp_emul_smem_access(p, 2, 1);
-    *p = v;
 }
 FMMA_FN float fmma_ldf(const float *p) {
     warp_emul_smem_access(p, 4, 0);
@@ -189,40 +219,55 @@ FMMA_FN uint32_t fmma_pack(float lo, float hi) {
     return (uint32_t)f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
 }
 
-/* Rows r0 .. r0 + 63 of a bf16 matrix (row stride ld, d columns from src) into a row-major tile
- * (dst, rows of d + 8) and/or a transposed one (dst_t, rows of 72); rows past T are zeros. The
- * whole block takes part; the caller puts the barriers around. */
+/* Starts the copy of rows r0 .. r0 + 63 of a bf16 matrix (row stride ld, d columns from src) into
+ * a row-major tile dst (rows of d + 8); rows past T become zeros (cp.async reads no byte of them;
+ * src itself, row 0 of the sequence, stands as their address). The whole block takes part, each
+ * thread 16-byte pieces; they land at the threads' fmma_cp_wait, and a barrier after it makes
+ * them visible to every warp. */
 template <int D>
-FMMA_FN void fmma_load_tile(uint16_t *dst, uint16_t *dst_t, const uint16_t *src, size_t ld, int r0, int T, int tid) {
-    constexpr int LD = D + FMMA_PAD, LDV = FMMA_BK + FMMA_PAD, CH = D / 8;
+FMMA_FN void fmma_load_tile(uint16_t *dst, const uint16_t *src, size_t ld, int r0, int T, int tid) {
+    constexpr int LD = D + FMMA_PAD, CH = D / 8;
+    FMMA_UNROLL
     for (int c = tid; c < FMMA_BQ * CH; c += FMMA_THREADS) {
         const int r = c / CH, col = (c % CH) * 8;
-        alignas(16) uint16_t v[8];
-        if (r0 + r < T) fmma_copy16(v, src + (size_t)(r0 + r) * ld + col);
-        else fmma_zero16(v);
-        if (dst) fmma_copy16(dst + r * LD + col, v);
-        if (dst_t) {
-            FMMA_UNROLL
-            for (int i = 0; i < 8; i++) fmma_st16(dst_t + (col + i) * LDV + r, v[i]);
-        }
+        const bool in = r0 + r < T;
+        fmma_cp_async16(dst + r * LD + col, in ? src + (size_t)(r0 + r) * ld + col : src, in ? 16 : 0);
+    }
+}
+
+/* The A operand of k step ks (16 x 16) for the warp's 16 rows of a row-major tile: matrices 0 .. 3
+ * are rows 0-7 / 8-15 x columns 0-7, then the same x columns 8-15, so lane L addresses row L % 16,
+ * column 8 (L / 16) (the mma's a0 .. a3). */
+template <int D>
+FMMA_FN void fmma_load_a(uint32_t af[4], const uint16_t *X, int warp, int lane, int ks) {
+    fmma_ldsm_x4(af, X + (16 * warp + (lane & 15)) * (D + FMMA_PAD) + 16 * ks + 8 * (lane >> 4));
+}
+
+/* acc (16 x 64, C layout) += A Y^T over k step ks: A a 16 x 16 operand, Y all 64 rows of a
+ * row-major tile. One ldmatrix.x4 gives the B operands of two 8-row slices of Y: matrices (slice
+ * 2np, columns 0-7), (2np, 8-15), (2np + 1, 0-7), (2np + 1, 8-15), lane L addressing row
+ * 16 np + L % 8 + 8 (L / 16), column 8 ((L / 8) % 2). */
+template <int D>
+FMMA_FN void fmma_k_step(float acc[8][4], const uint32_t af[4], const uint16_t *Y, int lane, int ks) {
+    const uint16_t *yb = Y + ((lane & 7) + 8 * (lane >> 4)) * (D + FMMA_PAD) + 16 * ks + 8 * ((lane >> 3) & 1);
+    FMMA_UNROLL
+    for (int np = 0; np < 4; np++) {
+        uint32_t bf[4];
+        fmma_ldsm_x4(bf, yb + 16 * np * (D + FMMA_PAD));
+        fmma_mma(acc[2 * np], af, bf);
+        fmma_mma(acc[2 * np + 1], af, bf + 2);
     }
 }
 
 /* acc (16 x 64, C layout) += X Y^T over d: X the warp's 16 rows of a row-major tile, Y all 64 rows
  * of another (S = Q K^T, S^T = K Q^T, dP = dO V^T, dP^T = V dO^T). */
 template <int D>
-FMMA_FN void fmma_rows_rows(float acc[8][4], const uint16_t *X, const uint16_t *Y, int warp, int g, int t) {
-    constexpr int LD = D + FMMA_PAD;
+FMMA_FN void fmma_rows_rows(float acc[8][4], const uint16_t *X, const uint16_t *Y, int warp, int lane) {
     FMMA_UNROLL
     for (int ks = 0; ks < D / 16; ks++) {
-        const uint16_t *xa = X + (16 * warp + g) * LD + 16 * ks + 2 * t;
-        const uint32_t af[4] = {fmma_ld32(xa), fmma_ld32(xa + 8 * LD), fmma_ld32(xa + 8), fmma_ld32(xa + 8 * LD + 8)};
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++) {
-            const uint16_t *yb = Y + (8 * nt + g) * LD + 16 * ks + 2 * t;
-            const uint32_t bfr[2] = {fmma_ld32(yb), fmma_ld32(yb + 8)};
-            fmma_mma(acc[nt], af, bfr);
-        }
+        uint32_t af[4];
+        fmma_load_a<D>(af, X, warp, lane, ks);
+        fmma_k_step<D>(acc, af, Y, lane, ks);
     }
 }
 
@@ -236,18 +281,23 @@ FMMA_FN void fmma_pack_a(uint32_t pf[4][4], const float p[8][4]) {
     }
 }
 
-/* acc (16 x d) += P Z over 64: P packed A operands (fmma_pack_a), Z given transposed (d rows of 64)
- * (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K). */
+/* acc (16 x d) += P Z over 64: P packed A operands (fmma_pack_a), Z a row-major tile (64 rows x d)
+ * (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K). The B operand wants two consecutive rows of
+ * one column of Z in a register: ldmatrix.trans of matrices (rows 16 kk + 0-7, columns 16 ndp +
+ * 0-7), (16 kk + 8-15, the same), (16 kk + 0-7, 16 ndp + 8-15), (16 kk + 8-15, those), lane L
+ * addressing row 16 kk + L % 16, column 16 ndp + 8 (L / 16): the operands of slices 2 ndp and
+ * 2 ndp + 1. */
 template <int D>
-FMMA_FN void fmma_p_times(float acc[D / 8][4], const uint32_t pf[4][4], const uint16_t *Zt, int g, int t) {
-    constexpr int LDV = FMMA_BK + FMMA_PAD;
+FMMA_FN void fmma_p_times(float acc[D / 8][4], const uint32_t pf[4][4], const uint16_t *Z, int lane) {
+    const uint16_t *zb = Z + (lane & 15) * (D + FMMA_PAD) + 8 * (lane >> 4);
     FMMA_UNROLL
-    for (int nd = 0; nd < D / 8; nd++) {
+    for (int ndp = 0; ndp < D / 16; ndp++) {
         FMMA_UNROLL
         for (int kk = 0; kk < 4; kk++) {
-            const uint16_t *zb = Zt + (8 * nd + g) * LDV + 16 * kk + 2 * t;
-            const uint32_t bfr[2] = {fmma_ld32(zb), fmma_ld32(zb + 8)};
-            fmma_mma(acc[nd], pf[kk], bfr);
+            uint32_t bf[4];
+            fmma_ldsm_x4_t(bf, zb + 16 * kk * (D + FMMA_PAD) + 16 * ndp);
+            fmma_mma(acc[2 * ndp], pf[kk], bf);
+            fmma_mma(acc[2 * ndp + 1], pf[kk], bf + 2);
         }
     }
 }
@@ -270,10 +320,10 @@ FMMA_FN void fmma_store_rows(uint16_t *dst, size_t ld, const float acc[D / 8][4]
 
 /* One block's view of the tensors: sequence b and head `head` of block bh; its Q, K, V and dO
  * rows (Q of time step r at q + r ld_qkv, K at + A, V at + 2A; dO at dout + r A), the offsets of
- * its rows in the (B, T, A) and (B, T, 3A) outputs, and the lane's place: warp, fragment row
- * group g and column pair t. */
+ * its rows in the (B, T, A) and (B, T, 3A) outputs, and the thread's place: warp, lane, fragment
+ * row group g and column pair t. */
 struct FmmaView {
-    int T, A, b, head, warp, g, t;
+    int T, A, b, head, warp, lane, g, t;
     size_t ld_qkv, off_a, off_qkv;
     const uint16_t *q, *dout;
 };
@@ -290,31 +340,50 @@ FMMA_FN FmmaView fmma_view(const FlashArgs *a, int bh, int tid) {
     v.q = a->qkv + v.off_qkv;
     v.dout = a->dout != NULL ? a->dout + v.off_a : NULL;
     v.warp = tid >> 5;
-    v.g = (tid & 31) >> 2;
-    v.t = tid & 3;
+    v.lane = tid & 31;
+    v.g = v.lane >> 2;
+    v.t = v.lane & 3;
     return v;
+}
+
+/* s (16 x 64, C layout: rows row0 + 8 (i >> 1), keys k0 + 8 nt + 2t + (i & 1)) times mul; with
+ * MASK, -inf where the key is after the query. */
+template <bool MASK>
+FMMA_FN void fmma_scale(float s[8][4], float mul, int k0, int row0, int t) {
+    FMMA_UNROLL
+    for (int nt = 0; nt < 8; nt++)
+        FMMA_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const int key = k0 + 8 * nt + 2 * t + (i & 1), q = row0 + 8 * (i >> 1);
+            s[nt][i] = !MASK || key <= q ? s[nt][i] * mul : -INFINITY;
+        }
 }
 
 /*
  * Forward: one thread's part of block (bh = b h + head, query tile qt). The output a->o (B, T, A)
  * and a->lse (B, h, T) rows of the tile's queries < T are written once each; nothing else is.
- * Phases: the Q tile is stored before the first barrier of the key loop; each key tile is stored
- * between two barriers, the first of which also ends every warp's reads of the previous tile.
+ * Phases: Q and key tile 0 are started before the loop. Each step waits for its tile, then a
+ * barrier makes it visible and ends every warp's reads of the previous tile, so (two stages) the
+ * next tile can start into that buffer at once, or (one stage) after a second barrier at the end
+ * of the step. Up to d 128 each warp keeps its Q operands in registers after the first step.
  */
 template <int D>
 FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int tid) {
-    constexpr int ND = D / 8;
+    constexpr int ND = D / 8, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
+    constexpr bool QREG = D <= 128;
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
-    uint16_t *Ks = Qs + FMMA_BQ * (D + FMMA_PAD);
-    uint16_t *Vt = Ks + FMMA_BK * (D + FMMA_PAD);
+    uint16_t *KV = Qs + TILE; /* stage s: K at KV + 2 s TILE, V after it */
     const FmmaView v = fmma_view<D>(a, bh, tid);
-    const int T = v.T, A = v.A, warp = v.warp, g = v.g, t = v.t;
+    const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
     const size_t ld_qkv = v.ld_qkv;
     const uint16_t *q_base = v.q;
     const int q0 = qt * FMMA_BQ;
-    const int row0 = q0 + 16 * warp + g; /* this lane's query rows: row0 and row0 + 8 */
+    const int row0 = q0 + 16 * warp + v.g; /* this lane's query rows: row0 and row0 + 8 */
 
-    fmma_load_tile<D>(Qs, NULL, q_base, ld_qkv, q0, T, tid);
+    fmma_load_tile<D>(Qs, q_base, ld_qkv, q0, T, tid);
+    fmma_load_tile<D>(KV, q_base + A, ld_qkv, 0, T, tid);
+    fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, 0, T, tid);
+    fmma_cp_commit();
     const float sl2 = a->scale * 1.4426950408889634f; /* s log2(e) */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[ND][4];
@@ -322,32 +391,44 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
     for (int nd = 0; nd < ND; nd++)
         FMMA_UNROLL
         for (int i = 0; i < 4; i++) o[nd][i] = 0.0f;
+    uint32_t qf[QREG ? D / 16 : 1][4];
 
     for (int kt = 0; kt <= qt; kt++) {
-        const int k0 = kt * FMMA_BK;
-        fmma_sync(); /* the previous tile's K and V are read by every warp */
-        fmma_load_tile<D>(Ks, NULL, q_base + A, ld_qkv, k0, T, tid);
-        fmma_load_tile<D>(NULL, Vt, q_base + 2 * A, ld_qkv, k0, T, tid);
-        fmma_sync();
+        const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
+        fmma_cp_wait();
+        fmma_sync(); /* tile kt is visible; every warp is done with tile kt - 1 */
+        if (STAGES == 2 && kt < qt) {
+            uint16_t *next = KV + 2 * TILE * (cur ^ 1);
+            fmma_load_tile<D>(next, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_load_tile<D>(next + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_cp_commit();
+        }
+        const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
         float s[8][4];
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
-        fmma_rows_rows<D>(s, Qs, Ks, warp, g, t); /* S = Q K^T, the warp's 16 rows x 64 keys */
+        if constexpr (QREG) { /* S = Q K^T, the warp's 16 rows x 64 keys */
+            if (kt == 0)
+                FMMA_UNROLL
+                for (int ks = 0; ks < D / 16; ks++) fmma_load_a<D>(qf[ks], Qs, warp, lane, ks);
+            FMMA_UNROLL
+            for (int ks = 0; ks < D / 16; ks++) fmma_k_step<D>(s, qf[ks], Ks, lane, ks);
+        } else {
+            fmma_rows_rows<D>(s, Qs, Ks, warp, lane);
+        }
 
-        /* scale (base 2), causal mask, row max over the quad */
+        /* scale (base 2), the causal mask (only the diagonal tile has keys after a query: keys
+         * past T are there too), row max over the quad */
+        if (kt == qt) fmma_scale<true>(s, sl2, k0, row0, t);
+        else fmma_scale<false>(s, sl2, k0, row0, t);
         float mx[2] = {-INFINITY, -INFINITY};
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const int key = k0 + 8 * nt + 2 * t + (i & 1), q = row0 + 8 * (i >> 1);
-                const float v = key <= q ? s[nt][i] * sl2 : -INFINITY;
-                s[nt][i] = v;
-                mx[i >> 1] = fmaxf(mx[i >> 1], v);
-            }
+            for (int i = 0; i < 4; i++) mx[i >> 1] = fmaxf(mx[i >> 1], s[nt][i]);
         float alpha[2];
         FMMA_UNROLL
         for (int r = 0; r < 2; r++) {
@@ -374,7 +455,14 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         for (int nd = 0; nd < ND; nd++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) o[nd][i] *= alpha[i >> 1];
-        fmma_p_times<D>(o, pf, Vt, g, t);
+        fmma_p_times<D>(o, pf, Vs, lane);
+
+        if (STAGES == 1 && kt < qt) {
+            fmma_sync(); /* every warp is done with this tile's only buffer */
+            fmma_load_tile<D>(KV, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_cp_commit();
+        }
     }
 
     FMMA_UNROLL
@@ -397,33 +485,67 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
  *
  * dK, dV: block (bh, key tile kt); warp w owns keys 16 w .. 16 w + 15 of the tile and holds the
  * transposed tiles S^T, P^T, dP^T, dS^T (its 16 keys x 64 queries) and dK, dV (16 x d) in
- * registers, over the query tiles kt .. last (those that see the tile's keys). Each query tile's Q,
- * dO (both layouts), lse and D are stored between two barriers, the first of which ends every
- * warp's reads of the previous tile. Writes the tile's rows of dK and dV (keys < T) once each.
+ * registers, over the query tiles kt .. last (those that see the tile's keys). Each query tile's
+ * Q and dO (cp.async) and its lse and D (plain stores) go to a stage buffer, with the forward's
+ * phases: wait, barrier, start the next tile into the other stage (or, one stage, after a second
+ * barrier). Writes the tile's rows of dK and dV (keys < T) once each.
  * PARTS: which of the two it computes, FMMA_PART_DV | FMMA_PART_DK. Up to d = FMMA_SPLIT_D one
  * kernel does both; above, dK and dV (d / 2 fp32 registers per lane each) do not fit in registers
  * together, so one kernel computes dV and another dK, each recomputing S^T (and dK dP^T) and
  * loading only the tiles it reads.
  */
 enum { FMMA_PART_DV = 1, FMMA_PART_DK = 2, FMMA_PART_BOTH = 3 };
+
+/* the query tile starting at q0 into one dK/dV stage: Q, dO (cp.async), lse in base 2 and D */
+template <int D, bool DK>
+FMMA_FN void fmma_dkdv_stage(const FlashArgs *a, const FmmaView &v, int bh, int q0, uint16_t *Qs, float *lse2,
+                             float *Dq, int tid) {
+    constexpr int TILE = FMMA_BQ * (D + FMMA_PAD);
+    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, v.T, tid);
+    fmma_load_tile<D>(Qs + TILE, v.dout, (size_t)v.A, q0, v.T, tid);
+    fmma_cp_commit();
+    for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
+        const int q = q0 + r;
+        fmma_stf(lse2 + r, q < v.T ? a->lse[(size_t)bh * v.T + q] * 1.4426950408889634f : 0.0f); /* base 2 */
+        if constexpr (DK) fmma_stf(Dq + r, q < v.T ? a->D[(size_t)bh * v.T + q] : 0.0f);
+    }
+}
+
+/* P^T = e^(S^T - lse) (S^T in p, base 2), and with DK dS^T = P^T (dP^T - D) (dP^T in dp), for
+ * the lane's keys key0, key0 + 8 and queries q0 + 8 nt + 2t + (i & 1). MASK (the diagonal tile):
+ * P = 0 for a query before the key; a query tile after the diagonal sees every key of the tile.
+ * Query rows past T (the last tile) need no mask: they were loaded as zeros with lse = D = 0, so
+ * P = 1 there, but dO = 0 and dP - D = 0: they add nothing to dV or dK. */
+template <bool DK, bool MASK>
+FMMA_FN void fmma_dkdv_probs(float p[8][4], float dp[8][4], const float *lse2, const float *Dq, float sl2, int q0,
+                             int key0, int t) {
+    FMMA_UNROLL
+    for (int nt = 0; nt < 8; nt++)
+        FMMA_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
+            const float pv = !MASK || q >= key ? exp2f(p[nt][i] * sl2 - fmma_ldf(lse2 + ql)) : 0.0f;
+            p[nt][i] = pv;
+            if constexpr (DK) dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql));
+        }
+}
+
 template <int D, int PARTS>
 FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int tid) {
-    constexpr int ND = D / 8, LD = D + FMMA_PAD;
+    constexpr int ND = D / 8, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
     constexpr bool DV = (PARTS & FMMA_PART_DV) != 0, DK = (PARTS & FMMA_PART_DK) != 0;
-    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem);
-    uint16_t *Vs = Ks + FMMA_BQ * LD, *Qs = Vs + FMMA_BQ * LD, *Os = Qs + FMMA_BQ * LD;
-    uint16_t *Qt = Os + FMMA_BQ * LD, *Ot = Qt + D * (FMMA_BK + FMMA_PAD);
-    float *lse2 = reinterpret_cast<float *>(Ot + D * (FMMA_BK + FMMA_PAD)), *Dq = lse2 + FMMA_BQ;
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem), *Vs = Ks + TILE;
+    uint16_t *QO = Vs + TILE; /* stage s: Q at QO + 2 s TILE, dO after it */
+    float *stat = reinterpret_cast<float *>(QO + 2 * STAGES * TILE); /* stage s: lse2, D at + 2 s 64 */
     const FmmaView v = fmma_view<D>(a, bh, tid);
-    const int T = v.T, A = v.A, warp = v.warp, g = v.g, t = v.t;
-    const size_t ld_qkv = v.ld_qkv;
-    const uint16_t *q_base = v.q, *do_base = v.dout;
-    const int k0 = kt * FMMA_BK, key0 = k0 + 16 * warp + g; /* this lane's keys: key0, key0 + 8 */
+    const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
+    const int k0 = kt * FMMA_BK, key0 = k0 + 16 * warp + v.g; /* this lane's keys: key0, key0 + 8 */
     const int nqt = (T + FMMA_BQ - 1) / FMMA_BQ;
     const float sl2 = a->scale * 1.4426950408889634f;
 
-    fmma_load_tile<D>(Ks, NULL, q_base + A, ld_qkv, k0, T, tid);
-    if constexpr (DK) fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid); /* for dP^T */
+    fmma_load_tile<D>(Ks, v.q + A, v.ld_qkv, k0, T, tid);
+    if constexpr (DK) fmma_load_tile<D>(Vs, v.q + 2 * A, v.ld_qkv, k0, T, tid); /* for dP^T */
+    fmma_dkdv_stage<D, DK>(a, v, bh, k0, QO, stat, stat + FMMA_BQ, tid);
     float dk[DK ? ND : 1][4], dv[DV ? ND : 1][4]; /* an unused one shrinks to a dummy */
     FMMA_UNROLL
     for (int nd = 0; nd < ND; nd++)
@@ -434,65 +556,75 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         }
 
     for (int qt = kt; qt < nqt; qt++) {
-        const int q0 = qt * FMMA_BQ;
-        fmma_sync(); /* the previous query tile is read by every warp */
-        fmma_load_tile<D>(Qs, DK ? Qt : NULL, q_base, ld_qkv, q0, T, tid);
-        fmma_load_tile<D>(DK ? Os : NULL, DV ? Ot : NULL, do_base, (size_t)A, q0, T, tid);
-        for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
-            const int q = q0 + r;
-            fmma_stf(lse2 + r, q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f); /* base 2 */
-            if constexpr (DK) fmma_stf(Dq + r, q < T ? a->D[(size_t)bh * T + q] : 0.0f);
-        }
-        fmma_sync();
+        const int q0 = qt * FMMA_BQ, cur = STAGES == 2 ? ((qt - kt) & 1) : 0;
+        fmma_cp_wait();
+        fmma_sync(); /* query tile qt is visible; every warp is done with the previous one */
+        if (STAGES == 2 && qt + 1 < nqt)
+            fmma_dkdv_stage<D, DK>(a, v, bh, q0 + FMMA_BQ, QO + 2 * TILE * (cur ^ 1), stat + 2 * FMMA_BQ * (cur ^ 1),
+                                   stat + 2 * FMMA_BQ * (cur ^ 1) + FMMA_BQ, tid);
+        const uint16_t *Qs = QO + 2 * TILE * cur, *Os = Qs + TILE;
+        const float *lse2 = stat + 2 * FMMA_BQ * cur, *Dq = lse2 + FMMA_BQ;
 
         float p[8][4], dp[8][4];
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
-        fmma_rows_rows<D>(p, Ks, Qs, warp, g, t);          /* S^T = K Q^T */
-        if constexpr (DK) fmma_rows_rows<D>(dp, Vs, Os, warp, g, t); /* dP^T = V dO^T */
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
-            FMMA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
-                const float pv = q >= key && q < T ? exp2f(p[nt][i] * sl2 - fmma_ldf(lse2 + ql)) : 0.0f;
-                p[nt][i] = pv;
-                if constexpr (DK) dp[nt][i] = pv * (dp[nt][i] - fmma_ldf(Dq + ql)); /* dS^T */
-            }
+        fmma_rows_rows<D>(p, Ks, Qs, warp, lane);                     /* S^T = K Q^T */
+        if constexpr (DK) fmma_rows_rows<D>(dp, Vs, Os, warp, lane); /* dP^T = V dO^T */
+        if (qt == kt) fmma_dkdv_probs<DK, true>(p, dp, lse2, Dq, sl2, q0, key0, t);
+        else fmma_dkdv_probs<DK, false>(p, dp, lse2, Dq, sl2, q0, key0, t);
         uint32_t pf[4][4];
         if constexpr (DV) {
             fmma_pack_a(pf, p);
-            fmma_p_times<D>(dv, pf, Ot, g, t); /* dV += P^T dO */
+            fmma_p_times<D>(dv, pf, Os, lane); /* dV += P^T dO */
         }
         if constexpr (DK) {
             fmma_pack_a(pf, dp);
-            fmma_p_times<D>(dk, pf, Qt, g, t); /* dK += dS^T Q */
+            fmma_p_times<D>(dk, pf, Qs, lane); /* dK += dS^T Q */
+        }
+
+        if (STAGES == 1 && qt + 1 < nqt) {
+            fmma_sync(); /* every warp is done with the only stage */
+            fmma_dkdv_stage<D, DK>(a, v, bh, q0 + FMMA_BQ, QO, stat, stat + FMMA_BQ, tid);
         }
     }
     uint16_t *dk_base = a->dqkv + v.off_qkv + (size_t)A;
-    if constexpr (DK) fmma_store_rows<D>(dk_base, ld_qkv, dk, key0, T, a->scale, a->scale, t);
-    if constexpr (DV) fmma_store_rows<D>(dk_base + A, ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
+    if constexpr (DK) fmma_store_rows<D>(dk_base, v.ld_qkv, dk, key0, T, a->scale, a->scale, t);
+    if constexpr (DV) fmma_store_rows<D>(dk_base + A, v.ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
 }
 
 /*
  * dQ: block (bh, query tile qt); warp w owns the tile's queries 16 w .. 16 w + 15 and holds S, P,
- * dP, dS (16 x 64) and dQ (16 x d) in registers over the key tiles 0 .. qt. Q and dO are stored
- * before the first barrier of the loop; each key tile's K (both layouts) and V between two
- * barriers, the first of which ends every warp's reads of the previous tile. Writes the tile's
- * rows of dQ (queries < T) once each.
+ * dP, dS (16 x 64) and dQ (16 x d) in registers over the key tiles 0 .. qt. Q and dO are started
+ * with key tile 0; the key tiles (K, V) stream through the stages with the forward's phases.
+ * Writes the tile's rows of dQ (queries < T) once each.
  */
+/* dS = P (dP - D) into dp, P = e^(S - lse) (S in p), for the lane's rows row0, row0 + 8 and keys
+ * k0 + 8 nt + 2t + (i & 1); MASK: P = 0 for a key after the query. */
+template <bool MASK>
+FMMA_FN void fmma_dq_dscores(const float p[8][4], float dp[8][4], const float lse2[2], const float Dr[2], float sl2,
+                             int k0, int row0, int t) {
+    FMMA_UNROLL
+    for (int nt = 0; nt < 8; nt++)
+        FMMA_UNROLL
+        for (int i = 0; i < 4; i++) {
+            const int key = k0 + 8 * nt + 2 * t + (i & 1), q = row0 + 8 * (i >> 1);
+            const float pv = !MASK || key <= q ? exp2f(p[nt][i] * sl2 - lse2[i >> 1]) : 0.0f;
+            dp[nt][i] = pv * (dp[nt][i] - Dr[i >> 1]);
+        }
+}
+
 template <int D>
 FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int tid) {
-    constexpr int ND = D / 8, LD = D + FMMA_PAD;
-    uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
-    uint16_t *Os = Qs + FMMA_BQ * LD, *Ks = Os + FMMA_BQ * LD, *Vs = Ks + FMMA_BK * LD, *Kt = Vs + FMMA_BK * LD;
+    constexpr int ND = D / 8, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
+    uint16_t *Qs = reinterpret_cast<uint16_t *>(smem), *Os = Qs + TILE;
+    uint16_t *KV = Os + TILE; /* stage s: K at KV + 2 s TILE, V after it */
     const FmmaView v = fmma_view<D>(a, bh, tid);
-    const int T = v.T, A = v.A, warp = v.warp, g = v.g, t = v.t;
+    const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
     const size_t ld_qkv = v.ld_qkv;
-    const uint16_t *q_base = v.q, *do_base = v.dout;
-    const int q0 = qt * FMMA_BQ, row0 = q0 + 16 * warp + g;
+    const uint16_t *q_base = v.q;
+    const int q0 = qt * FMMA_BQ, row0 = q0 + 16 * warp + v.g;
     const float sl2 = a->scale * 1.4426950408889634f;
     float lse2[2], Dr[2];
     FMMA_UNROLL
@@ -502,8 +634,11 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
         Dr[r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
     }
 
-    fmma_load_tile<D>(Qs, NULL, q_base, ld_qkv, q0, T, tid);
-    fmma_load_tile<D>(Os, NULL, do_base, (size_t)A, q0, T, tid);
+    fmma_load_tile<D>(Qs, q_base, ld_qkv, q0, T, tid);
+    fmma_load_tile<D>(Os, v.dout, (size_t)A, q0, T, tid);
+    fmma_load_tile<D>(KV, q_base + A, ld_qkv, 0, T, tid);
+    fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, 0, T, tid);
+    fmma_cp_commit();
     float dq[ND][4];
     FMMA_UNROLL
     for (int nd = 0; nd < ND; nd++)
@@ -511,30 +646,38 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
         for (int i = 0; i < 4; i++) dq[nd][i] = 0.0f;
 
     for (int kt = 0; kt <= qt; kt++) {
-        const int k0 = kt * FMMA_BK;
-        fmma_sync(); /* the previous key tile is read by every warp */
-        fmma_load_tile<D>(Ks, Kt, q_base + A, ld_qkv, k0, T, tid);
-        fmma_load_tile<D>(Vs, NULL, q_base + 2 * A, ld_qkv, k0, T, tid);
-        fmma_sync();
+        const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
+        fmma_cp_wait();
+        fmma_sync(); /* key tile kt is visible; every warp is done with tile kt - 1 */
+        if (STAGES == 2 && kt < qt) {
+            uint16_t *next = KV + 2 * TILE * (cur ^ 1);
+            fmma_load_tile<D>(next, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_load_tile<D>(next + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_cp_commit();
+        }
+        const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
         float p[8][4], dp[8][4];
         FMMA_UNROLL
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
-        fmma_rows_rows<D>(p, Qs, Ks, warp, g, t);  /* S = Q K^T */
-        fmma_rows_rows<D>(dp, Os, Vs, warp, g, t); /* dP = dO V^T */
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
-            FMMA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const int key = k0 + 8 * nt + 2 * t + (i & 1), q = row0 + 8 * (i >> 1);
-                const float pv = key <= q && q < T ? exp2f(p[nt][i] * sl2 - lse2[i >> 1]) : 0.0f;
-                dp[nt][i] = pv * (dp[nt][i] - Dr[i >> 1]); /* dS */
-            }
+        fmma_rows_rows<D>(p, Qs, Ks, warp, lane);  /* S = Q K^T */
+        fmma_rows_rows<D>(dp, Os, Vs, warp, lane); /* dP = dO V^T */
+        /* dS = P (dP - D), P = e^(S - lse): masked in the diagonal tile only (the tiles before
+         * it hold no key after a query; rows past T are not stored) */
+        if (kt == qt) fmma_dq_dscores<true>(p, dp, lse2, Dr, sl2, k0, row0, t);
+        else fmma_dq_dscores<false>(p, dp, lse2, Dr, sl2, k0, row0, t);
         uint32_t pf[4][4];
         fmma_pack_a(pf, dp);
-        fmma_p_times<D>(dq, pf, Kt, g, t); /* dQ += dS K */
+        fmma_p_times<D>(dq, pf, Ks, lane); /* dQ += dS K */
+
+        if (STAGES == 1 && kt < qt) {
+            fmma_sync(); /* every warp is done with the only stage */
+            fmma_load_tile<D>(KV, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
+            fmma_cp_commit();
+        }
     }
     fmma_store_rows<D>(a->dqkv + v.off_qkv, ld_qkv, dq, row0, T, a->scale, a->scale, t);
 }

@@ -9,10 +9,13 @@
  * the ISA's text, are the hardware's (dev/cuda/attention_mma does that on a GPU), races, speed.
  *
  * Also checks the emulator itself: shuffles, an mma against a plain product with fragments packed
- * by this file's own reading of the layouts, that a lane leaving its warp's collective or a
- * barrier reached unequally ends the run with exit status 1, and that its shared-memory race
+ * by this file's own reading of the layouts, ldmatrix.x4 (plain and .trans) against the ISA's
+ * fragment table read independently here, that a lane leaving its warp's collective or a
+ * barrier reached unequally ends the run with exit status 1, that its shared-memory race
  * tracking passes a barrier-separated exchange and stops a read-after-write and a
- * write-after-read without a barrier. Every kernel block runs under that tracking
+ * write-after-read without a barrier, and cp.async: copy and zero-fill, a read while the copy is
+ * in flight, a read by another warp after the wait but before a barrier, a copy never committed
+ * (wait_group 0 leaves it in flight), a thread that returns with one in flight. Every kernel block runs under that tracking
  * (test/flash_mma_emul.h), so a missing barrier ends the test at the first race.
  *
  * Shared memory and outputs are NaN before every block: a value read before it is written, or an
@@ -160,7 +163,7 @@ static void diverge_thread(int tid, void *p) {
 
 /* thread 40 (warp 1) reads what thread 0 (warp 0) wrote: with a barrier between (race_free), and
  * without (racy); and a write after another warp's read in the same interval (war) */
-static char g_sm[64];
+alignas(16) static char g_sm[64];
 static void race_free_thread(int tid, void *p) {
     (void)p;
     float v = 1.0f;
@@ -181,6 +184,73 @@ static void war_thread(int tid, void *p) { /* threads run in tid order: 0 reads 
     if (tid == 0) (void)fmma_ldf((const float *)(g_sm + 8));
     if (tid == 40) fmma_stf((float *)(g_sm + 8), 1.0f);
     warp_emul_syncthreads();
+}
+
+/* ldmatrix.x4: a 16 x 32 bf16 tile (row stride 40 elements) whose element (r, c) is r * 64 + c;
+ * lane L addresses row L % 16, column 8 (L / 16) (matrices: rows 0-7 / 8-15 x columns 0-7, then
+ * x columns 8-15), as the kernels do; g_ld holds what each lane received, plain and .trans */
+alignas(16) static uint16_t g_tile[16 * 40];
+static uint32_t g_ld[32][2][4];
+static void ldsm_thread(int tid, void *p) {
+    (void)p;
+    const uint16_t *row = g_tile + (tid & 15) * 40 + 8 * (tid >> 4);
+    fmma_ldsm_x4(g_ld[tid][0], row);
+    fmma_ldsm_x4_t(g_ld[tid][1], row);
+}
+static void ldsm_misaligned_thread(int tid, void *p) {
+    (void)p;
+    uint32_t d[4];
+    fmma_ldsm_x4(d, g_tile + (tid & 15) * 40 + 8 * (tid >> 4) + (tid == 9)); /* lane 9: 2 bytes off */
+}
+
+/* cp.async: thread 0 copies 16 bytes (src_bytes 16) and zero-fills the next 16 (src_bytes 0) */
+alignas(16) static uint16_t g_src[16];
+static void cp_ok_thread(int tid, void *p) { /* issue, commit, wait, barrier, another warp reads */
+    (void)p;
+    if (tid == 0) {
+        fmma_cp_async16((uint16_t *)g_sm, g_src, 16);
+        fmma_cp_async16((uint16_t *)(g_sm + 16), g_src, 0);
+        fmma_cp_commit();
+        fmma_cp_wait();
+    }
+    warp_emul_syncthreads();
+    if (tid == 40) (void)fmma_ldf((const float *)(g_sm + 28));
+}
+static void cp_inflight_thread(int tid, void *p) { /* a read before the copy's wait */
+    (void)p;
+    if (tid == 0) {
+        fmma_cp_async16((uint16_t *)g_sm, g_src, 16);
+        fmma_cp_commit();
+    }
+    warp_emul_syncthreads();
+    if (tid == 40) (void)fmma_ldf((const float *)(g_sm + 4));
+    warp_emul_syncthreads();
+    if (tid == 0) fmma_cp_wait();
+}
+static void cp_nobarrier_thread(int tid, void *p) { /* waited for, but no barrier before the read */
+    (void)p;
+    if (tid == 0) {
+        fmma_cp_async16((uint16_t *)g_sm, g_src, 16);
+        fmma_cp_commit();
+        fmma_cp_wait();
+    }
+    if (tid == 40) (void)fmma_ldf((const float *)(g_sm + 4));
+    warp_emul_syncthreads();
+}
+static void cp_uncommitted_thread(int tid, void *p) { /* wait_group 0 does not wait for it */
+    (void)p;
+    if (tid == 0) {
+        fmma_cp_async16((uint16_t *)g_sm, g_src, 16);
+        fmma_cp_wait();
+        (void)fmma_ldf((const float *)g_sm);
+    }
+}
+static void cp_unwaited_thread(int tid, void *p) {
+    (void)p;
+    if (tid == 0) {
+        fmma_cp_async16((uint16_t *)g_sm, g_src, 16);
+        fmma_cp_commit();
+    }
 }
 
 static void mixed_thread(int tid, void *p) {
@@ -250,6 +320,46 @@ static void test_emulator(void) {
     st = child_status(64, war_thread, msg, sizeof msg);
     CHECK(st == 1 && strstr(msg, "thread 40 writes byte 8, which thread 0 read"),
           "a write after another thread's read without a barrier between ends the run: %s", msg);
+
+    for (int r = 0; r < 16; r++)
+        for (int c = 0; c < 40; c++) g_tile[r * 40 + c] = (uint16_t)(r * 64 + c);
+    warp_emul_block(32, ldsm_thread, NULL);
+    int ok_plain = 1, ok_trans = 1;
+    for (int L = 0; L < 32; L++) {
+        const int g = L >> 2, t = L & 3;
+        for (int i = 0; i < 4; i++) {
+            /* matrix i covers rows 8 (i % 2) .., columns 8 (i / 2) ..: plain, the lane holds
+             * (g, 2t), (g, 2t + 1) of it; .trans, (2t, g), (2t + 1, g) */
+            const int r0 = 8 * (i & 1), c0 = 8 * (i >> 1);
+            const uint32_t plain = (uint32_t)((r0 + g) * 64 + c0 + 2 * t) | ((uint32_t)((r0 + g) * 64 + c0 + 2 * t + 1) << 16);
+            const uint32_t trans = (uint32_t)((r0 + 2 * t) * 64 + c0 + g) | ((uint32_t)((r0 + 2 * t + 1) * 64 + c0 + g) << 16);
+            ok_plain &= g_ld[L][0][i] == plain;
+            ok_trans &= g_ld[L][1][i] == trans;
+        }
+    }
+    CHECK(ok_plain, "ldmatrix.x4: register i of lane 4g + t holds elements (g, 2t), (g, 2t + 1) of matrix i");
+    CHECK(ok_trans, "ldmatrix.x4.trans: register i of lane 4g + t holds elements (2t, g), (2t + 1, g) of matrix i");
+    CHECK(child_status(32, ldsm_misaligned_thread, msg, sizeof msg) == 1 && strstr(msg, "thread 9") &&
+              strstr(msg, "not 16-byte aligned"),
+          "an ldmatrix row address off 16 bytes ends the run: %s", msg);
+
+    for (int i = 0; i < 16; i++) g_src[i] = (uint16_t)(0x3f80 + i);
+    memset(g_sm, 0xff, sizeof g_sm);
+    warp_emul_block(64, cp_ok_thread, NULL);
+    CHECK(memcmp(g_sm, g_src, 16) == 0 && g_sm[16] == 0 && g_sm[31] == 0 && (unsigned char)g_sm[32] == 0xff,
+          "cp.async: 16 bytes copied, 16 zero-filled (src_bytes 0), nothing else written; waited for and read by "
+          "another warp after a barrier: no race");
+    st = child_status(64, cp_inflight_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "thread 40 reads byte 4") && strstr(msg, "cp.async in flight"),
+          "a read of bytes whose cp.async is not yet waited for ends the run, barrier or not: %s", msg);
+    st = child_status(64, cp_nobarrier_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "thread 40 reads byte 4, which thread 0 wrote"),
+          "a cp.async waited for counts as its thread's write: another warp's read needs a barrier: %s", msg);
+    st = child_status(32, cp_uncommitted_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "thread 0 reads byte 0") && strstr(msg, "in flight"),
+          "wait_group 0 does not wait for a copy never committed: %s", msg);
+    st = child_status(32, cp_unwaited_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "not waited for"), "a thread that returns with a copy in flight ends the run: %s", msg);
     warp_emul_shared(NULL, 0);
 }
 
@@ -266,19 +376,20 @@ static void test_supports(void) {
     why[0] = 0;
     CHECK(!fmma_supports(256, 90, 49152, why, sizeof why) && strstr(why, "shared memory"), "d 256 in 48 KiB refused: %s",
           why);
-    /* Q and K 64 x 72 and V^T 64 x 72 bf16 at d 64 */
-    CHECK(fmma_smem_bytes(64) == 3 * 64 * 72 * 2, "d 64: %zu bytes (by hand %d)", fmma_smem_bytes(64), 3 * 64 * 72 * 2);
-    /* training: the dK/dV block (K, V, Q, dO 64 x (d + 8); Q^T, dO^T d x 72; lse, D) must fit; at
-     * d 256 that is 209408 bytes: Hopper's 232448 yes, an A100's 166912 no */
+    /* Q and two stages of K, V: 5 tiles of 64 x 72 bf16 at d 64 */
+    CHECK(fmma_smem_bytes(64) == 5 * 64 * 72 * 2, "d 64: %zu bytes (by hand %d)", fmma_smem_bytes(64), 5 * 64 * 72 * 2);
+    /* training: the largest block, dK/dV (d 128: K, V and two stages of Q, dO, lse, D; d 256: one
+     * stage), fits an A100's 166912 bytes at every d */
     ok = 1;
-    for (int d = 16; d <= 256; d += 16) ok &= fmma_supports_dir(d, 1, 90, h200, why, sizeof why);
-    for (int d = 16; d <= 128; d += 16) ok &= fmma_supports_dir(d, 1, 80, a100, why, sizeof why);
-    CHECK(ok && fmma_smem_bytes_kind(FMMA_DKDV, 256) == 4 * 64 * 264 * 2 + 2 * 256 * 72 * 2 + 2 * 64 * 4,
-          "training: every d up to 256 on an H200, up to 128 on an A100 (dK/dV at d 256: %zu bytes)",
-          fmma_smem_bytes_kind(FMMA_DKDV, 256));
+    for (int d = 16; d <= 256; d += 16)
+        ok &= fmma_supports_dir(d, 1, 90, h200, why, sizeof why) && fmma_supports_dir(d, 1, 80, a100, why, sizeof why);
+    const size_t b128 = fmma_smem_bytes_kind(FMMA_DKDV, 128), b256 = fmma_smem_bytes_kind(FMMA_DKDV, 256);
+    CHECK(ok && b128 == 6 * 64 * 136 * 2 + 2 * 2 * 64 * 4 && b256 == 4 * 64 * 264 * 2 + 2 * 64 * 4 &&
+              fmma_smem_bytes_kind(FMMA_DQ, 256) == 4 * 64 * 264 * 2 && fmma_smem_bytes(256) == 3 * 64 * 264 * 2,
+          "training: every d up to 256 on an H200 and an A100 (dK/dV at d 128: %zu bytes, at d 256: %zu)", b128, b256);
     why[0] = 0;
-    CHECK(!fmma_supports_dir(256, 1, 80, a100, why, sizeof why) && strstr(why, "shared memory"),
-          "training d 256 on an A100 refused: %s", why);
+    CHECK(!fmma_supports_dir(256, 1, 80, 131072, why, sizeof why) && strstr(why, "shared memory"),
+          "training d 256 in 128 KiB refused: %s", why);
 }
 
 int main(void) {

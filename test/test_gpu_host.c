@@ -173,12 +173,14 @@ static void test_flash_paths(void) {
 }
 
 /* -attn mma: the register-tile kernels (llmc/flash_mma.h) for d a multiple of 16 on SM 8.0+ whose
- * blocks fit the shared memory (training d 256 needs Hopper's: refused on an A100, where an
- * inference-only model is not); not yet measured on a GPU, so auto never picks them; their layers
- * keep the logsumexp and the backward's D scratch like flash layers. */
+ * blocks fit the shared memory (training d 256 takes 135680 bytes: an A100's 166912 yes, an SM 8.6
+ * GPU's 101376 no, where an inference-only model, 101376 bytes, still runs); not yet measured on
+ * a GPU, so auto never picks them; their layers keep the logsumexp and the backward's D scratch
+ * like flash layers. */
 static void test_mma_paths(void) {
-    const size_t h200_smem = 232448, a100_smem = 166912;
+    const size_t h200_smem = 232448, a100_smem = 166912, sm86_smem = 101376;
     const AttnEnv h200 = {90, 1, 91900, h200_smem}, a100 = {80, 0, 0, a100_smem}, t4 = {75, 1, 91900, 65536};
+    const AttnEnv sm86 = {86, 0, 0, sm86_smem};
     const GPT2Config prism = model_of("d12", "3*2 6*2 12*8"); /* head sizes 256, 128, 64 */
     const GPT2Config mid = model_of("d12", "6*4 12*8");       /* head sizes 128, 64 */
     AttPath p[LLMC_MAX_LAYERS];
@@ -189,13 +191,16 @@ static void test_mma_paths(void) {
     all = attn_select_paths(&prism, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
     CHECK(all, "-attn mma on an H200, training, d 256, 128 and 64 (the Prism schedule): every layer");
-    int ok = !attn_select_paths(&prism, ATTN_REQ_MMA, &a100, 1, p, err, sizeof(err)) &&
+    all = attn_select_paths(&prism, ATTN_REQ_MMA, &a100, 1, p, err, sizeof(err));
+    for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
+    CHECK(all, "-attn mma on an A100, training, d 256, 128 and 64: every layer");
+    int ok = !attn_select_paths(&prism, ATTN_REQ_MMA, &sm86, 1, p, err, sizeof(err)) &&
              strncmp(err, "-attn mma: layer 0 (3 heads x 256)", 34) == 0 && strstr(err, "shared memory") &&
              strchr(err, '\n') == NULL;
-    CHECK(ok, "-attn mma on an A100, training with d 256: one line naming layer 0: %s", err);
-    all = attn_select_paths(&prism, ATTN_REQ_MMA, &a100, 0, p, err, sizeof(err));
+    CHECK(ok, "-attn mma on an SM 8.6 GPU, training with d 256: one line naming layer 0: %s", err);
+    all = attn_select_paths(&prism, ATTN_REQ_MMA, &sm86, 0, p, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_MMA;
-    CHECK(all, "-attn mma on an A100, inference only: d 256 runs forward");
+    CHECK(all, "-attn mma on an SM 8.6 GPU, inference only: d 256 runs forward");
     all = attn_select_paths(&prism, ATTN_REQ_AUTO, &a100, 1, p, err, sizeof(err));
     for (int l = 0; l < 12; l++) all &= p[l] == ATT_PATH_OWN;
     CHECK(all, "auto never chooses mma (no cuDNN: the own kernels everywhere)");
@@ -225,11 +230,13 @@ static void test_mma_paths(void) {
     ok = pm.n[ACT_FLASH_D] == (size_t)4 * 6 * 64 && memcmp(pm.n, pf.n, sizeof(pm.n)) == 0 &&
          memcmp(pm.stats_off, pf.stats_off, sizeof(pm.stats_off)) == 0;
     CHECK(ok, "mma layers: the same buffers as flash layers (stats, D scratch of B x max h_l x T)");
-    /* the shared memory the kernels ask for, by hand: forward Q, K (64 x 72) and V^T (64 x 72) at
-     * d 64; dK/dV at d 128: K, V, Q, dO (64 x 136), Q^T, dO^T (128 x 72), lse and D (2 x 64 fp32) */
-    ok = fmma_smem_bytes_kind(FMMA_FWD, 64) == 3 * 64 * 72 * 2 &&
-         fmma_smem_bytes_kind(FMMA_DKDV, 128) == 4 * 64 * 136 * 2 + 2 * 128 * 72 * 2 + 2 * 64 * 4 &&
-         fmma_smem_bytes_kind(FMMA_DQ, 128) == 4 * 64 * 136 * 2 + 128 * 72 * 2;
+    /* the shared memory the kernels ask for, by hand (tiles of 64 x (d + 8) bf16, two stages up to
+     * d 128): forward at d 64 Q and 2 x (K, V); dK/dV at d 128 K, V and 2 x (Q, dO, lse and D of
+     * 64 fp32); dQ at d 128 Q, dO and 2 x (K, V); dK/dV at d 256, one stage */
+    ok = fmma_smem_bytes_kind(FMMA_FWD, 64) == 5 * 64 * 72 * 2 &&
+         fmma_smem_bytes_kind(FMMA_DKDV, 128) == 6 * 64 * 136 * 2 + 2 * 2 * 64 * 4 &&
+         fmma_smem_bytes_kind(FMMA_DQ, 128) == 6 * 64 * 136 * 2 &&
+         fmma_smem_bytes_kind(FMMA_DKDV, 256) == 4 * 64 * 264 * 2 + 2 * 64 * 4;
     CHECK(ok, "register-tile shared memory: forward d 64 %zu, dK/dV d 128 %zu, dQ d 128 %zu bytes",
           fmma_smem_bytes_kind(FMMA_FWD, 64), fmma_smem_bytes_kind(FMMA_DKDV, 128), fmma_smem_bytes_kind(FMMA_DQ, 128));
     /* one call's arguments: 64-row tiles, the shape, the scale; the grid's 65535-tile limit; the
@@ -243,11 +250,11 @@ static void test_mma_paths(void) {
     ok = !mma_args_init(&fa, &qkv, 1, 64 * 65535 + 1, 1, 64, 1, &h200, err, sizeof(err)) && strstr(err, "65535") &&
          mma_args_init(&fa, &qkv, 1, 64 * 65535, 1, 64, 1, &h200, err2, sizeof(err2));
     CHECK(ok, "mma_args_init: T = 64 x 65535 + 1 refused (%s), 64 x 65535 accepted", err);
-    ok = !mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &a100, err, sizeof(err)) && strstr(err, "shared memory") &&
-         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 0, &a100, err2, sizeof(err2)) &&
-         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &h200, err2, sizeof(err2));
-    CHECK(ok, "mma_args_init: d 256 for training refused on an A100 (%s), accepted for a forward there and for "
-              "training on an H200", err);
+    ok = !mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &sm86, err, sizeof(err)) && strstr(err, "shared memory") &&
+         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 0, &sm86, err2, sizeof(err2)) &&
+         mma_args_init(&fa, &qkv, 1, 64, 1, 256, 1, &a100, err2, sizeof(err2));
+    CHECK(ok, "mma_args_init: d 256 for training refused on an SM 8.6 GPU (%s), accepted for a forward there and "
+              "for training on an A100", err);
 }
 
 /* eval_gpt2cu builds a forward-only model and asks for forward support only (training = 0, as

@@ -24,13 +24,15 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <vector>
+
 #include "../llmc/gpu_shared.h"
 
 namespace {
 
 enum State { RUNNABLE, WAITING, DONE };
-enum Op { OP_NONE, OP_SYNCTHREADS, OP_SHFL, OP_MMA };
-const char *const OP_NAMES[] = {"-", "__syncthreads", "shfl.xor", "mma.m16n8k16"};
+enum Op { OP_NONE, OP_SYNCTHREADS, OP_SHFL, OP_MMA, OP_LDSM, OP_LDSM_T };
+const char *const OP_NAMES[] = {"-", "__syncthreads", "shfl.xor", "mma.m16n8k16", "ldmatrix.x4", "ldmatrix.x4.trans"};
 
 struct Lane {
     ucontext_t ctx;
@@ -40,6 +42,17 @@ struct Lane {
     int mask;     /* shfl: the xor mask */
     float *c;     /* mma: the lane's accumulators, updated in place */
     uint32_t a[4], b[2];
+    const char *row; /* ldmatrix: the row address this lane supplies */
+    uint32_t *d;     /* ldmatrix: the lane's four destination registers */
+};
+
+/* One cp.async of a thread: 16 bytes from src (zeros past src_bytes) to dst in shared memory,
+ * carried out when the thread waits for its group (cp.async.wait_group 0) */
+struct AsyncCopy {
+    char *dst;
+    const char *src;
+    int src_bytes;
+    bool committed;
 };
 
 const size_t STACK_BYTES = 256 * 1024;
@@ -56,14 +69,18 @@ struct Block {
 
 Block g_block;
 long long g_count = 0;
+std::vector<std::vector<AsyncCopy>> g_async; /* per thread: its copies in flight, oldest first */
 
 /* Race tracking over the registered shared memory: per byte, the barrier interval (epoch) and
  * thread of the last write, and of the reads in the interval (-2: more than one thread). Epochs
  * only grow, across barriers and blocks (a new block starts a new one), so a record left by an
- * earlier interval or block never matches and the shadow needs no clearing. */
+ * earlier interval or block never matches and the shadow needs no clearing. `pending` is 1 + the
+ * thread whose cp.async into the byte is in flight (0: none): any access to it then is a race,
+ * since the copy lands at an unknown time before that thread's wait. */
 struct Shadow {
     uint32_t w_epoch, r_epoch;
     int16_t writer, reader;
+    uint16_t pending;
 };
 char *g_smem = nullptr;
 size_t g_smem_bytes = 0;
@@ -75,9 +92,42 @@ uint32_t g_epoch = 1;
     char who[32];
     if (other >= 0) snprintf(who, sizeof who, "thread %d", other);
     else snprintf(who, sizeof who, "other threads");
-    fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, which %s %s in the same barrier "
-            "interval (%u)\n", tid, what, byte, who, other_did, g_epoch);
+    if (strstr(other_did, "in flight"))
+        fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, to which %s has a cp.async in flight "
+                "(its thread has not waited for it yet; interval %u)\n", tid, what, byte, who, g_epoch);
+    else
+        fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, which %s %s in the same barrier "
+                "interval (%u)\n", tid, what, byte, who, other_did, g_epoch);
     exit(1);
+}
+
+bool in_smem(const char *c, size_t bytes) { return g_smem != nullptr && c >= g_smem && c + bytes <= g_smem + g_smem_bytes; }
+
+/* An access by thread tid of `bytes` bytes at p (a store if write): races are checked and the
+ * access recorded when p is in the registered shared memory, ignored elsewhere. */
+void smem_check(int tid, const void *p, size_t bytes, int write) {
+    const char *c = (const char *)p;
+    if (!in_smem(c, bytes)) return;
+    const size_t off = (size_t)(c - g_smem);
+    for (size_t i = off; i < off + bytes; i++) {
+        Shadow &s = g_shadow[i];
+        if (s.pending) race(tid, i, write ? "writes" : "reads", s.pending - 1, "has a cp.async in flight to");
+        const bool wrote_now = s.w_epoch == g_epoch && s.writer != tid;
+        if (write) {
+            if (wrote_now) race(tid, i, "writes", s.writer, "wrote");
+            if (s.r_epoch == g_epoch && s.reader != tid) race(tid, i, "writes", s.reader, "read");
+            s.w_epoch = g_epoch;
+            s.writer = (int16_t)tid;
+        } else {
+            if (wrote_now) race(tid, i, "reads", s.writer, "wrote");
+            if (s.r_epoch != g_epoch) {
+                s.r_epoch = g_epoch;
+                s.reader = (int16_t)tid;
+            } else if (s.reader != tid) {
+                s.reader = -2;
+            }
+        }
+    }
 }
 
 [[noreturn]] void die(const char *msg, int tid, Op a, Op b) {
@@ -98,6 +148,15 @@ Lane *self(Op op) {
         exit(1);
     }
     return &g_block.lane[g_block.cur];
+}
+
+/* The calling thread's id, for an instruction (what) that only it carries out. */
+int caller(const char *what) {
+    if (g_block.cur < 0) {
+        fprintf(stderr, "warp_emul: %s called outside warp_emul_block\n", what);
+        exit(1);
+    }
+    return g_block.cur;
 }
 
 /* The calling thread waits on op until the scheduler carries it out. */
@@ -138,6 +197,32 @@ void do_shfl(Lane *w) {
     for (int L = 0; L < 32; L++) w[L].v = in[(L ^ w[L].mask) & 31];
 }
 
+/* ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane 8i + r supplies the address of row r of
+ * matrix i (16 bytes, 16-byte aligned; the read is that lane's); lane L = 4 g + t receives in
+ * register i the elements (g, 2t) and (g, 2t + 1) of matrix i, low half first, or with .trans
+ * (2t, g) and (2t + 1, g): the matrix read column-major. */
+void do_ldsm(Lane *w, int tid0, bool trans) {
+    uint16_t m[4][8][8];
+    for (int i = 0; i < 4; i++)
+        for (int r = 0; r < 8; r++) {
+            const char *row = w[8 * i + r].row;
+            if ((uintptr_t)row % 16 != 0) {
+                fprintf(stderr, "warp_emul: ldmatrix: thread %d supplies the row address %p, not 16-byte aligned\n",
+                        tid0 + 8 * i + r, (const void *)row);
+                exit(1);
+            }
+            smem_check(tid0 + 8 * i + r, row, 16, 0);
+            memcpy(m[i][r], row, 16);
+        }
+    for (int L = 0; L < 32; L++) {
+        const int g = L >> 2, t = L & 3;
+        for (int i = 0; i < 4; i++) {
+            const uint16_t lo = trans ? m[i][2 * t][g] : m[i][g][2 * t], hi = trans ? m[i][2 * t + 1][g] : m[i][g][2 * t + 1];
+            w[L].d[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+        }
+    }
+}
+
 uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 uint64_t next_random() {
     g_rng ^= g_rng << 13;
@@ -172,6 +257,7 @@ int resolve_warp(int w) {
     for (int L = 0; L < 32; L++)
         if (l[L].state != WAITING) return 0;
     if (op == OP_MMA) do_mma(l);
+    else if (op == OP_LDSM || op == OP_LDSM_T) do_ldsm(l, 32 * w, op == OP_LDSM_T);
     else do_shfl(l);
     for (int L = 0; L < 32; L++) l[L].state = RUNNABLE;
     g_count++;
@@ -200,6 +286,7 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
         }
         b.n = nthreads;
     }
+    g_async.assign((size_t)nthreads, std::vector<AsyncCopy>());
     b.fn = fn;
     b.arg = arg;
     for (int i = 0; i < nthreads; i++) {
@@ -226,7 +313,15 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
             done += b.lane[i].state == DONE;
             at_barrier += b.lane[i].state == WAITING && b.lane[i].op == OP_SYNCTHREADS;
         }
-        if (done == nthreads) return;
+        if (done == nthreads) {
+            for (int i = 0; i < nthreads; i++)
+                if (!g_async[(size_t)i].empty()) {
+                    fprintf(stderr, "warp_emul: thread %d returned with %zu cp.async copies not waited for\n", i,
+                            g_async[(size_t)i].size());
+                    exit(1);
+                }
+            return;
+        }
         /* warps go on at different speeds: of the warps whose instruction is ready, each is
          * carried out with probability 1/2 (the first ready one always), so a warp can run ahead
          * of the others by many instructions and a missing barrier shows up as a wrong result */
@@ -288,28 +383,50 @@ void warp_emul_shared(void *base, size_t bytes) {
 }
 
 void warp_emul_smem_access(const void *p, size_t bytes, int write) {
-    const char *c = (const char *)p;
-    if (g_smem == nullptr || g_block.cur < 0 || c < g_smem || c + bytes > g_smem + g_smem_bytes) return;
-    const int tid = g_block.cur;
-    const size_t off = (size_t)(c - g_smem);
-    for (size_t i = off; i < off + bytes; i++) {
-        Shadow &s = g_shadow[i];
-        const bool wrote_now = s.w_epoch == g_epoch && s.writer != tid;
-        if (write) {
-            if (wrote_now) race(tid, i, "writes", s.writer, "wrote");
-            if (s.r_epoch == g_epoch && s.reader != tid) race(tid, i, "writes", s.reader, "read");
-            s.w_epoch = g_epoch;
-            s.writer = (int16_t)tid;
-        } else {
-            if (wrote_now) race(tid, i, "reads", s.writer, "wrote");
-            if (s.r_epoch != g_epoch) {
-                s.r_epoch = g_epoch;
-                s.reader = (int16_t)tid;
-            } else if (s.reader != tid) {
-                s.reader = -2;
-            }
-        }
+    if (g_block.cur >= 0) smem_check(g_block.cur, p, bytes, write);
+}
+
+void warp_emul_ldmatrix_x4(uint32_t d[4], const void *row, int trans) {
+    Lane *l = self(trans ? OP_LDSM_T : OP_LDSM);
+    l->row = (const char *)row;
+    l->d = d;
+    wait_on(trans ? OP_LDSM_T : OP_LDSM);
+}
+
+void warp_emul_cp_async16(void *dst, const void *src, int src_bytes) {
+    const int tid = caller("cp.async");
+    if ((uintptr_t)dst % 16 != 0 || (uintptr_t)src % 16 != 0 || (src_bytes != 0 && src_bytes != 16)) {
+        fprintf(stderr, "warp_emul: thread %d: cp.async of 16 bytes needs 16-byte aligned addresses and 0 or 16 "
+                "source bytes (got %p, %p, %d)\n", tid, dst, src, src_bytes);
+        exit(1);
     }
+    smem_check(tid, dst, 16, 1); /* as a write at the issue ... */
+    char *c = (char *)dst;
+    if (in_smem(c, 16)) /* ... and in flight until the thread's wait */
+        for (size_t i = 0; i < 16; i++) g_shadow[(size_t)(c - g_smem) + i].pending = (uint16_t)(tid + 1);
+    g_async[(size_t)tid].push_back(AsyncCopy{c, (const char *)src, src_bytes, false});
+}
+
+void warp_emul_cp_async_commit(void) {
+    const int tid = caller("cp.async.commit_group");
+    for (AsyncCopy &c : g_async[(size_t)tid]) c.committed = true;
+}
+
+void warp_emul_cp_async_wait_all(void) {
+    const int tid = caller("cp.async.wait_group");
+    std::vector<AsyncCopy> &q = g_async[(size_t)tid], rest;
+    for (const AsyncCopy &c : q) {
+        if (!c.committed) { /* wait_group waits only for committed groups */
+            rest.push_back(c);
+            continue;
+        }
+        if (in_smem(c.dst, 16))
+            for (size_t i = 0; i < 16; i++) g_shadow[(size_t)(c.dst - g_smem) + i].pending = 0;
+        smem_check(tid, c.dst, 16, 1); /* lands now: visible to the others after a barrier */
+        if (c.src_bytes) memcpy(c.dst, c.src, 16);
+        else memset(c.dst, 0, 16);
+    }
+    q.swap(rest);
 }
 
 } // extern "C"

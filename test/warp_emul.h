@@ -24,6 +24,14 @@
  *   warp_emul_mma_bf16_16816(c, a, b)    mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 with
  *                                        D = C: c (4 fp32) += A (16 x 16, 4 x 2 bf16) B (16 x 8,
  *                                        2 x 2 bf16), the PTX ISA's fragment layouts (warp_emul.cpp)
+ *   warp_emul_ldmatrix_x4(d, row, trans)  ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16: lane
+ *                                        8i + r gives row r of matrix i; register i of lane 4g + t
+ *                                        gets elements (g, 2t..2t+1) of matrix i, or with trans
+ *                                        (2t..2t+1, g) (warp_emul.cpp)
+ *   warp_emul_cp_async16(dst, src, n)    cp.async.cg.shared.global [dst], [src], 16, n (n 0 or 16:
+ *                                        zeros past n), landing at the thread's wait
+ *   warp_emul_cp_async_commit()          cp.async.commit_group (all of the thread's copies so far)
+ *   warp_emul_cp_async_wait_all()        cp.async.wait_group 0: the committed copies land now
  *   warp_emul_count()                    warp instructions carried out so far (a test can check
  *                                        that a routine used them)
  *   warp_emul_shared(base, bytes)        the shared memory of the next blocks, for race tracking
@@ -35,7 +43,10 @@
  * write-after-write, write-after-read: what racecheck reports on a GPU, where the threads of a
  * block are unordered between barriers). The first such access ends the run with one line naming
  * both threads, the byte and the barrier interval. Unlike the random warp speeds, this does not
- * depend on the schedule.
+ * depend on the schedule. A cp.async's 16 bytes are in flight from its issue to its thread's wait:
+ * any access to them meanwhile, by any thread, is a race; at the wait they count as that thread's
+ * write (so another thread needs a barrier before it reads them). A thread that returns with a
+ * copy not waited for ends the run.
  * Sums inside one mma are fp32 in k order; the tensor cores' order is unspecified, so results
  * agree with a GPU to fp32 rounding, not bit for bit.
  */
@@ -57,6 +68,10 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg);
 void warp_emul_syncthreads(void);
 float warp_emul_shfl_xor(float v, int lane_mask);
 void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
+void warp_emul_ldmatrix_x4(uint32_t d[4], const void *row, int trans);
+void warp_emul_cp_async16(void *dst, const void *src, int src_bytes);
+void warp_emul_cp_async_commit(void);
+void warp_emul_cp_async_wait_all(void);
 long long warp_emul_count(void);
 void warp_emul_shared(void *base, size_t bytes);
 void warp_emul_smem_access(const void *p, size_t bytes, int write);
