@@ -346,6 +346,15 @@ FMMA_FN FmmaView fmma_view(const FlashArgs *a, int bh, int tid) {
     return v;
 }
 
+/* Starts key tile k0 (K, then V in the next tile buffer) into dst, and commits every copy this
+ * thread has started (a Q or dO tile started before it lands with it). */
+template <int D>
+FMMA_FN void fmma_load_kv(uint16_t *dst, const FmmaView &v, int k0, int tid) {
+    fmma_load_tile<D>(dst, v.q + v.A, v.ld_qkv, k0, v.T, tid);
+    fmma_load_tile<D>(dst + FMMA_BQ * (D + FMMA_PAD), v.q + 2 * v.A, v.ld_qkv, k0, v.T, tid);
+    fmma_cp_commit();
+}
+
 /* s (16 x 64, C layout: rows row0 + 8 (i >> 1), keys k0 + 8 nt + 2t + (i & 1)) times mul; with
  * MASK, -inf where the key is after the query. */
 template <bool MASK>
@@ -375,15 +384,11 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
     uint16_t *KV = Qs + TILE; /* stage s: K at KV + 2 s TILE, V after it */
     const FmmaView v = fmma_view<D>(a, bh, tid);
     const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
-    const size_t ld_qkv = v.ld_qkv;
-    const uint16_t *q_base = v.q;
     const int q0 = qt * FMMA_BQ;
     const int row0 = q0 + 16 * warp + v.g; /* this lane's query rows: row0 and row0 + 8 */
 
-    fmma_load_tile<D>(Qs, q_base, ld_qkv, q0, T, tid);
-    fmma_load_tile<D>(KV, q_base + A, ld_qkv, 0, T, tid);
-    fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, 0, T, tid);
-    fmma_cp_commit();
+    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, T, tid);
+    fmma_load_kv<D>(KV, v, 0, tid);
     const float sl2 = a->scale * 1.4426950408889634f; /* s log2(e) */
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     float o[ND][4];
@@ -397,12 +402,7 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
         fmma_cp_wait();
         fmma_sync(); /* tile kt is visible; every warp is done with tile kt - 1 */
-        if (STAGES == 2 && kt < qt) {
-            uint16_t *next = KV + 2 * TILE * (cur ^ 1);
-            fmma_load_tile<D>(next, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_load_tile<D>(next + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_cp_commit();
-        }
+        if (STAGES == 2 && kt < qt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
         const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
         float s[8][4];
@@ -458,10 +458,8 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         fmma_p_times<D>(o, pf, Vs, lane);
 
         if (STAGES == 1 && kt < qt) {
-            fmma_sync(); /* every warp is done with this tile's only buffer */
-            fmma_load_tile<D>(KV, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_cp_commit();
+            fmma_sync(); /* every warp is done with the only stage */
+            fmma_load_kv<D>(KV, v, k0 + FMMA_BK, tid);
         }
     }
 
@@ -622,8 +620,6 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
     uint16_t *KV = Os + TILE; /* stage s: K at KV + 2 s TILE, V after it */
     const FmmaView v = fmma_view<D>(a, bh, tid);
     const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
-    const size_t ld_qkv = v.ld_qkv;
-    const uint16_t *q_base = v.q;
     const int q0 = qt * FMMA_BQ, row0 = q0 + 16 * warp + v.g;
     const float sl2 = a->scale * 1.4426950408889634f;
     float lse2[2], Dr[2];
@@ -634,11 +630,9 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
         Dr[r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
     }
 
-    fmma_load_tile<D>(Qs, q_base, ld_qkv, q0, T, tid);
+    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, T, tid);
     fmma_load_tile<D>(Os, v.dout, (size_t)A, q0, T, tid);
-    fmma_load_tile<D>(KV, q_base + A, ld_qkv, 0, T, tid);
-    fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, 0, T, tid);
-    fmma_cp_commit();
+    fmma_load_kv<D>(KV, v, 0, tid);
     float dq[ND][4];
     FMMA_UNROLL
     for (int nd = 0; nd < ND; nd++)
@@ -649,12 +643,7 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
         const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
         fmma_cp_wait();
         fmma_sync(); /* key tile kt is visible; every warp is done with tile kt - 1 */
-        if (STAGES == 2 && kt < qt) {
-            uint16_t *next = KV + 2 * TILE * (cur ^ 1);
-            fmma_load_tile<D>(next, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_load_tile<D>(next + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_cp_commit();
-        }
+        if (STAGES == 2 && kt < qt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
         const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
         float p[8][4], dp[8][4];
@@ -674,12 +663,10 @@ FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int t
 
         if (STAGES == 1 && kt < qt) {
             fmma_sync(); /* every warp is done with the only stage */
-            fmma_load_tile<D>(KV, q_base + A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_load_tile<D>(KV + TILE, q_base + 2 * A, ld_qkv, k0 + FMMA_BK, T, tid);
-            fmma_cp_commit();
+            fmma_load_kv<D>(KV, v, k0 + FMMA_BK, tid);
         }
     }
-    fmma_store_rows<D>(a->dqkv + v.off_qkv, ld_qkv, dq, row0, T, a->scale, a->scale, t);
+    fmma_store_rows<D>(a->dqkv + v.off_qkv, v.ld_qkv, dq, row0, T, a->scale, a->scale, t);
 }
 
 #endif /* __cplusplus */
