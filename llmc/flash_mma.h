@@ -70,11 +70,15 @@
 #define FMMA_BK 64
 #define FMMA_PAD 8
 /* every loop over fragments is unrolled: the accumulators must stay registers (an index the
- * compiler cannot resolve puts an array in local memory) */
+ * compiler cannot resolve puts an array in local memory); the tile copies' loop is kept rolled
+ * (unrolled, the compiler hoists every piece's addresses out of the tile loop into registers:
+ * up to 32 more per thread, and spills at d >= 160) */
 #if defined(__CUDACC__)
 #define FMMA_UNROLL _Pragma("unroll")
+#define FMMA_ROLLED _Pragma("unroll 1")
 #else
 #define FMMA_UNROLL
+#define FMMA_ROLLED
 #endif
 
 enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
@@ -143,21 +147,30 @@ FMMA_FN void fmma_sync(void) { __syncthreads(); }
 /* d[i] = the lane's part of 8 x 8 matrix i, whose row r this warp's lane 8 i + r addresses
  * (ldmatrix.sync.aligned.m8n8.x4.shared.b16); trans: the matrix read column-major */
 FMMA_FN void fmma_ldsm_x4(uint32_t d[4], const uint16_t *row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a) : "memory");
+#else
+    (void)row; d[0] = d[1] = d[2] = d[3] = 0u; /* never launched below SM 8.0 */
+#endif
 }
 FMMA_FN void fmma_ldsm_x4_t(uint32_t d[4], const uint16_t *row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a));
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(a) : "memory");
+#else
+    (void)row; d[0] = d[1] = d[2] = d[3] = 0u;
+#endif
 }
 /* 16 bytes global -> shared without a register round trip, zeros when src_bytes is 0
  * (cp.async.cg: cached in L2 only); they land by this thread's next fmma_cp_wait */
 FMMA_FN void fmma_cp_async16(uint16_t *dst, const uint16_t *src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(src_bytes) : "memory");
+    const size_t g = __cvta_generic_to_global(src);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(g), "r"(src_bytes) : "memory");
 #else
     (void)dst; (void)src; (void)src_bytes;
 #endif
@@ -226,12 +239,15 @@ FMMA_FN uint32_t fmma_pack(float lo, float hi) {
  * them visible to every warp. */
 template <int D>
 FMMA_FN void fmma_load_tile(uint16_t *dst, const uint16_t *src, size_t ld, int r0, int T, int tid) {
-    constexpr int LD = D + FMMA_PAD, CH = D / 8;
-    FMMA_UNROLL
-    for (int c = tid; c < FMMA_BQ * CH; c += FMMA_THREADS) {
-        const int r = c / CH, col = (c % CH) * 8;
-        const bool in = r0 + r < T;
-        fmma_cp_async16(dst + r * LD + col, in ? src + (size_t)(r0 + r) * ld + col : src, in ? 16 : 0);
+    constexpr int LD = D + FMMA_PAD, CH = D / 8, PER = FMMA_BQ * CH / FMMA_THREADS;
+    static_assert(FMMA_BQ * CH % FMMA_THREADS == 0, "every thread copies the same number of pieces");
+    /* a fixed trip count and unsigned indices: no remainder loop, a division by a constant */
+    const uint16_t *base = src + (size_t)r0 * ld;
+    FMMA_ROLLED
+    for (int i = 0; i < PER; i++) {
+        const unsigned c = (unsigned)tid + (unsigned)(i * FMMA_THREADS), r = c / CH, col = c % CH * 8;
+        const bool in = r0 + (int)r < T;
+        fmma_cp_async16(dst + r * LD + col, in ? base + r * ld + col : src, in ? 16 : 0);
     }
 }
 
@@ -484,9 +500,9 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
  * dK, dV: block (bh, key tile kt); warp w owns keys 16 w .. 16 w + 15 of the tile and holds the
  * transposed tiles S^T, P^T, dP^T, dS^T (its 16 keys x 64 queries) and dK, dV (16 x d) in
  * registers, over the query tiles kt .. last (those that see the tile's keys). Each query tile's
- * Q and dO (cp.async) and its lse and D (plain stores) go to a stage buffer, with the forward's
- * phases: wait, barrier, start the next tile into the other stage (or, one stage, after a second
- * barrier). Writes the tile's rows of dK and dV (keys < T) once each.
+ * Q and dO (cp.async) and its lse and D (fmma_stats_load/store) go to a stage buffer, with the
+ * forward's phases: wait, barrier, start the next tile into the other stage (or, one stage, after
+ * a second barrier). Writes the tile's rows of dK and dV (keys < T) once each.
  * PARTS: which of the two it computes, FMMA_PART_DV | FMMA_PART_DK. Up to d = FMMA_SPLIT_D one
  * kernel does both; above, dK and dV (d / 2 fp32 registers per lane each) do not fit in registers
  * together, so one kernel computes dV and another dK, each recomputing S^T (and dK dP^T) and
@@ -494,19 +510,38 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
  */
 enum { FMMA_PART_DV = 1, FMMA_PART_DK = 2, FMMA_PART_BOTH = 3 };
 
-/* the query tile starting at q0 into one dK/dV stage: Q, dO (cp.async), lse in base 2 and D */
-template <int D, bool DK>
-FMMA_FN void fmma_dkdv_stage(const FlashArgs *a, const FmmaView &v, int bh, int q0, uint16_t *Qs, float *lse2,
-                             float *Dq, int tid) {
-    constexpr int TILE = FMMA_BQ * (D + FMMA_PAD);
-    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, v.T, tid);
-    fmma_load_tile<D>(Qs + TILE, v.dout, (size_t)v.A, q0, v.T, tid);
-    fmma_cp_commit();
-    for (int r = tid; r < FMMA_BQ; r += FMMA_THREADS) {
-        const int q = q0 + r;
-        fmma_stf(lse2 + r, q < v.T ? a->lse[(size_t)bh * v.T + q] * 1.4426950408889634f : 0.0f); /* base 2 */
-        if constexpr (DK) fmma_stf(Dq + r, q < v.T ? a->D[(size_t)bh * v.T + q] : 0.0f);
+/* The per-query values of a dK/dV stage, lse in base 2 and D, of the thread's query (threads
+ * 0 .. 63: query q0 + tid; 0 past T). They are read from global memory into registers when the
+ * stage's copies start and stored to shared memory after the step's products, so the global
+ * load's latency is hidden behind them. */
+struct FmmaStats {
+    float lse2, D;
+};
+template <bool DK>
+FMMA_FN FmmaStats fmma_stats_load(const FlashArgs *a, const FmmaView &v, int bh, int q0, int tid) {
+    static_assert(FMMA_THREADS >= FMMA_BQ, "one query per thread");
+    FmmaStats st = {0.0f, 0.0f};
+    const int q = q0 + tid;
+    if (tid < FMMA_BQ && q < v.T) {
+        st.lse2 = a->lse[(size_t)bh * v.T + q] * 1.4426950408889634f;
+        if constexpr (DK) st.D = a->D[(size_t)bh * v.T + q];
     }
+    return st;
+}
+template <bool DK>
+FMMA_FN void fmma_stats_store(float *lse2, float *Dq, FmmaStats st, int tid) {
+    if (tid < FMMA_BQ) {
+        fmma_stf(lse2 + tid, st.lse2);
+        if constexpr (DK) fmma_stf(Dq + tid, st.D);
+    }
+}
+
+/* Starts the query tile at q0 into one dK/dV stage: Q, then dO after it (cp.async), committed. */
+template <int D>
+FMMA_FN void fmma_load_qdo(uint16_t *Qs, const FmmaView &v, int q0, int tid) {
+    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, v.T, tid);
+    fmma_load_tile<D>(Qs + FMMA_BQ * (D + FMMA_PAD), v.dout, (size_t)v.A, q0, v.T, tid);
+    fmma_cp_commit();
 }
 
 /* P^T = e^(S^T - lse) (S^T in p, base 2), and with DK dS^T = P^T (dP^T - D) (dP^T in dp), for
@@ -543,7 +578,8 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
 
     fmma_load_tile<D>(Ks, v.q + A, v.ld_qkv, k0, T, tid);
     if constexpr (DK) fmma_load_tile<D>(Vs, v.q + 2 * A, v.ld_qkv, k0, T, tid); /* for dP^T */
-    fmma_dkdv_stage<D, DK>(a, v, bh, k0, QO, stat, stat + FMMA_BQ, tid);
+    fmma_load_qdo<D>(QO, v, k0, tid);
+    fmma_stats_store<DK>(stat, stat + FMMA_BQ, fmma_stats_load<DK>(a, v, bh, k0, tid), tid);
     float dk[DK ? ND : 1][4], dv[DV ? ND : 1][4]; /* an unused one shrinks to a dummy */
     FMMA_UNROLL
     for (int nd = 0; nd < ND; nd++)
@@ -557,9 +593,12 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         const int q0 = qt * FMMA_BQ, cur = STAGES == 2 ? ((qt - kt) & 1) : 0;
         fmma_cp_wait();
         fmma_sync(); /* query tile qt is visible; every warp is done with the previous one */
-        if (STAGES == 2 && qt + 1 < nqt)
-            fmma_dkdv_stage<D, DK>(a, v, bh, q0 + FMMA_BQ, QO + 2 * TILE * (cur ^ 1), stat + 2 * FMMA_BQ * (cur ^ 1),
-                                   stat + 2 * FMMA_BQ * (cur ^ 1) + FMMA_BQ, tid);
+        const bool next = qt + 1 < nqt;
+        FmmaStats st_next = {0.0f, 0.0f};
+        if (STAGES == 2 && next) {
+            fmma_load_qdo<D>(QO + 2 * TILE * (cur ^ 1), v, q0 + FMMA_BQ, tid);
+            st_next = fmma_stats_load<DK>(a, v, bh, q0 + FMMA_BQ, tid);
+        }
         const uint16_t *Qs = QO + 2 * TILE * cur, *Os = Qs + TILE;
         const float *lse2 = stat + 2 * FMMA_BQ * cur, *Dq = lse2 + FMMA_BQ;
 
@@ -582,9 +621,14 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
             fmma_p_times<D>(dk, pf, Qs, lane); /* dK += dS^T Q */
         }
 
-        if (STAGES == 1 && qt + 1 < nqt) {
+        if (STAGES == 2 && next) { /* the other stage: last read before this step's barrier */
+            float *ls = stat + 2 * FMMA_BQ * (cur ^ 1);
+            fmma_stats_store<DK>(ls, ls + FMMA_BQ, st_next, tid);
+        }
+        if (STAGES == 1 && next) {
             fmma_sync(); /* every warp is done with the only stage */
-            fmma_dkdv_stage<D, DK>(a, v, bh, q0 + FMMA_BQ, QO, stat, stat + FMMA_BQ, tid);
+            fmma_load_qdo<D>(QO, v, q0 + FMMA_BQ, tid);
+            fmma_stats_store<DK>(stat, stat + FMMA_BQ, fmma_stats_load<DK>(a, v, bh, q0 + FMMA_BQ, tid), tid);
         }
     }
     uint16_t *dk_base = a->dqkv + v.off_qkv + (size_t)A;

@@ -203,6 +203,12 @@ static void ldsm_misaligned_thread(int tid, void *p) {
     fmma_ldsm_x4(d, g_tile + (tid & 15) * 40 + 8 * (tid >> 4) + (tid == 9)); /* lane 9: 2 bytes off */
 }
 
+static void ldsm_outside_thread(int tid, void *p) {
+    (void)p;
+    uint32_t d[4];
+    fmma_ldsm_x4(d, g_tile + (tid & 15) * 40 + 8 * (tid >> 4) + (tid == 31 ? 16 * 40 : 0)); /* lane 31: past the end */
+}
+
 /* cp.async: thread 0 copies 16 bytes (src_bytes 16) and zero-fills the next 16 (src_bytes 0) */
 alignas(16) static uint16_t g_src[16];
 static void cp_ok_thread(int tid, void *p) { /* issue, commit, wait, barrier, another warp reads */
@@ -243,6 +249,14 @@ static void cp_uncommitted_thread(int tid, void *p) { /* wait_group 0 does not w
         fmma_cp_async16((uint16_t *)g_sm, g_src, 16);
         fmma_cp_wait();
         (void)fmma_ldf((const float *)g_sm);
+    }
+}
+static void cp_outside_thread(int tid, void *p) {
+    (void)p;
+    if (tid == 0) {
+        fmma_cp_async16((uint16_t *)(g_sm + 64), g_src, 16); /* one past the registered 64 bytes */
+        fmma_cp_commit();
+        fmma_cp_wait();
     }
 }
 static void cp_unwaited_thread(int tid, void *p) {
@@ -323,6 +337,7 @@ static void test_emulator(void) {
 
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 40; c++) g_tile[r * 40 + c] = (uint16_t)(r * 64 + c);
+    warp_emul_shared(g_tile, sizeof g_tile);
     warp_emul_block(32, ldsm_thread, NULL);
     int ok_plain = 1, ok_trans = 1;
     for (int L = 0; L < 32; L++) {
@@ -342,6 +357,10 @@ static void test_emulator(void) {
     CHECK(child_status(32, ldsm_misaligned_thread, msg, sizeof msg) == 1 && strstr(msg, "thread 9") &&
               strstr(msg, "not 16-byte aligned"),
           "an ldmatrix row address off 16 bytes ends the run: %s", msg);
+    CHECK(child_status(32, ldsm_outside_thread, msg, sizeof msg) == 1 && strstr(msg, "ldmatrix row") &&
+              strstr(msg, "outside the block's shared memory"),
+          "an ldmatrix row outside the registered shared memory ends the run: %s", msg);
+    warp_emul_shared(g_sm, sizeof g_sm);
 
     for (int i = 0; i < 16; i++) g_src[i] = (uint16_t)(0x3f80 + i);
     memset(g_sm, 0xff, sizeof g_sm);
@@ -358,6 +377,9 @@ static void test_emulator(void) {
     st = child_status(32, cp_uncommitted_thread, msg, sizeof msg);
     CHECK(st == 1 && strstr(msg, "thread 0 reads byte 0") && strstr(msg, "in flight"),
           "wait_group 0 does not wait for a copy never committed: %s", msg);
+    st = child_status(32, cp_outside_thread, msg, sizeof msg);
+    CHECK(st == 1 && strstr(msg, "cp.async destination") && strstr(msg, "outside"),
+          "a cp.async into memory outside the registered shared memory ends the run: %s", msg);
     st = child_status(32, cp_unwaited_thread, msg, sizeof msg);
     CHECK(st == 1 && strstr(msg, "not waited for"), "a thread that returns with a copy in flight ends the run: %s", msg);
     warp_emul_shared(NULL, 0);

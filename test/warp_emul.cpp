@@ -103,6 +103,16 @@ uint32_t g_epoch = 1;
 
 bool in_smem(const char *c, size_t bytes) { return g_smem != nullptr && c >= g_smem && c + bytes <= g_smem + g_smem_bytes; }
 
+/* While a shared memory is registered, an instruction that can only address shared memory
+ * (ldmatrix, cp.async's destination) must stay inside it: outside is a wild address. */
+void require_smem(int tid, const char *what, const void *p, size_t bytes) {
+    if (g_smem != nullptr && !in_smem((const char *)p, bytes)) {
+        fprintf(stderr, "warp_emul: thread %d: %s %p (%zu bytes) outside the block's shared memory [%p, +%zu)\n", tid,
+                what, p, bytes, (void *)g_smem, g_smem_bytes);
+        exit(1);
+    }
+}
+
 /* An access by thread tid of `bytes` bytes at p (a store if write): races are checked and the
  * access recorded when p is in the registered shared memory, ignored elsewhere. */
 void smem_check(int tid, const void *p, size_t bytes, int write) {
@@ -211,6 +221,7 @@ void do_ldsm(Lane *w, int tid0, bool trans) {
                         tid0 + 8 * i + r, (const void *)row);
                 exit(1);
             }
+            require_smem(tid0 + 8 * i + r, "ldmatrix row", row, 16);
             smem_check(tid0 + 8 * i + r, row, 16, 0);
             memcpy(m[i][r], row, 16);
         }
@@ -400,6 +411,7 @@ void warp_emul_cp_async16(void *dst, const void *src, int src_bytes) {
                 "source bytes (got %p, %p, %d)\n", tid, dst, src, src_bytes);
         exit(1);
     }
+    require_smem(tid, "cp.async destination", dst, 16);
     smem_check(tid, dst, 16, 1); /* as a write at the issue ... */
     char *c = (char *)dst;
     if (in_smem(c, 16)) /* ... and in flight until the thread's wait */

@@ -43,7 +43,8 @@
  * write-after-write, write-after-read: what racecheck reports on a GPU, where the threads of a
  * block are unordered between barriers). The first such access ends the run with one line naming
  * both threads, the byte and the barrier interval. Unlike the random warp speeds, this does not
- * depend on the schedule. A cp.async's 16 bytes are in flight from its issue to its thread's wait:
+ * depend on the schedule. While shared memory is registered, an ldmatrix row or a cp.async
+ * destination outside it ends the run (those instructions address shared memory only). A cp.async's 16 bytes are in flight from its issue to its thread's wait:
  * any access to them meanwhile, by any thread, is a race; at the wait they count as that thread's
  * write (so another thread needs a barrier before it reads them). A thread that returns with a
  * copy not waited for ends the run.
