@@ -84,11 +84,7 @@ static void merge(void *ctx_, const LinLayer *L, uint16_t *dst, size_t ld, size_
 static const LinOps CUDA_LIN_OPS = {split, scan, dout_rows, merge};
 
 int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
-    LinScanShape s;
-    if (d >= 1 && lin_scan_choose(d, ctx->smem_optin, &s)) return 1;
-    snprintf(why, cap, "head size %d: the linear-attention scan needs %zu bytes of shared memory per block; this "
-             "GPU allows %zu", d, lin_scan_smem_floats(d, 8, d < 8 ? d : 8) * sizeof(float), ctx->smem_optin);
-    return 0;
+    return lin_scan_supports(d, ctx->smem_optin, why, cap);
 }
 
 void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, int B, int T, int h, int d,

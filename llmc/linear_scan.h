@@ -26,7 +26,8 @@
  *   LINSCAN_EPS          eps = 1e-6 as llmc/cpu_kernels.h (phi = elu1f, phi' = elu1_gradf of
  *                        llmc/gpu_shared.h, the reference's own)
  *   LinScanArgs, lin_scan_smem_floats, LinScanShape, lin_scan_choose (host: CH, TY for a d and a
- *   shared-memory limit), lin_scan_block (one block: one sequence, one output tile)
+ *   shared-memory limit), lin_scan_supports (host: whether a d fits, else why),
+ *   lin_scan_block (one block: one sequence, one output tile)
  *   lin_scratch_floats   fp32 scratch of one layer's forward/backward (q~, k~, v, dn, out, dg)
  *   LinLayer, lin_layer_init   one layer's call: shape, prescale, scan shape, views of the scratch
  *   LinOps, lin_forward_seq, lin_backward_seq   the layer's sequence of those steps (host code)
@@ -38,6 +39,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu_shared.h"
@@ -93,6 +95,16 @@ static inline int lin_scan_choose(int d, size_t smem_limit, LinScanShape *s) {
             }
         }
     }
+    return 0;
+}
+
+/* Host: 1 if head size d has a scan shape within smem_limit bytes per block; else 0 with the
+ * reason (the smallest shape's need). */
+static inline int lin_scan_supports(int d, size_t smem_limit, char *why, size_t cap) {
+    LinScanShape s;
+    if (d >= 1 && lin_scan_choose(d, smem_limit, &s)) return 1;
+    snprintf(why, cap, "head size %d: the linear-attention scan needs %zu bytes of shared memory per block; this "
+             "GPU allows %zu", d, lin_scan_smem_floats(d, 8, d < 8 ? d : 8) * sizeof(float), smem_limit);
     return 0;
 }
 

@@ -680,10 +680,7 @@ static void lin_merge_host(void *, const LinLayer *L, uint16_t *dst, size_t ld_,
 static const LinOps HOST_LIN_OPS = {lin_split_host, lin_scan_host, lin_dout_host, lin_merge_host};
 
 int linear_attention_supported(int d, const GpuCtx *ctx, char *why, size_t cap) {
-    LinScanShape s;
-    if (d >= 1 && lin_scan_choose(d, ctx->smem_optin, &s)) return 1;
-    snprintf(why, cap, "head size %d does not fit the scan's shared memory", d);
-    return 0;
+    return lin_scan_supports(d, ctx->smem_optin, why, cap);
 }
 
 void linear_attention_forward(floatX *out, float *scratch, const floatX *qkv, int B, int T, int h, int d, int prescale,
