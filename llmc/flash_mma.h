@@ -41,14 +41,18 @@
  * Defines (C and C++):
  *   FMMA_THREADS, FMMA_BQ, FMMA_BK, FMMA_SPLIT_D     block shape; the d above which dK and dV
  *                                    take two kernels
- *   FMMA_STAGES(d)                   tiles in flight per streamed operand: 2 up to
- *                                    FMMA_STAGE2_MAX_D, else 1
+ *   FMMA_STAGES(d)                   buffers per streamed tile: 2 up to FMMA_STAGE2_MAX_D (one
+ *                                    loads while the other is used), else 1
  *   fmma_smem_bytes_kind(kind, d)    shared memory of one block of FMMA_FWD, FMMA_DKDV, FMMA_DQ
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
  * C++ only (templates over the head size D):
  *   fmma_fwd_block<D>, fmma_dkdv_block<D, PARTS>, fmma_dq_block<D>   one thread's part of one block
- *   fmma_load_tile, fmma_k_step, fmma_rows_rows, fmma_pack_a, fmma_p_times, fmma_store_rows
- *                                    their pieces
+ *   fmma_load_tile, fmma_load_kv, fmma_load_qdo, fmma_load_a, fmma_k_step, fmma_rows_rows,
+ *   fmma_pack_a, fmma_p_times, fmma_store_rows, fmma_scale, fmma_dkdv_probs, fmma_dq_dscores,
+ *   fmma_stats_load/store            their pieces
+ *   fmma_mma, fmma_ldsm_x4(_t), fmma_cp_async16/commit/wait, fmma_shfl_xor, fmma_sync
+ *                                    the instructions (inline PTX on the GPU, test/warp_emul on
+ *                                    the CPU)
  * The same source runs on the GPU (llmc/attention_flash_mma.cu) and on the CPU, every thread of
  * a block as its own coroutine with PTX's mma, ldmatrix, shuffle and cp.async semantics
  * (test/warp_emul.h), in
