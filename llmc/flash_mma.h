@@ -126,9 +126,6 @@ static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_opt
     if (why && cap) why[0] = '\0';
     return 1;
 }
-static inline int fmma_supports(int d, int sm, size_t smem_optin, char *why, size_t cap) {
-    return fmma_supports_dir(d, 0, sm, smem_optin, why, cap);
-}
 
 /* ---- the kernels' routines (C++: templates over the head size) ---- */
 #ifdef __cplusplus

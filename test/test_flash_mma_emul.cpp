@@ -389,15 +389,16 @@ static void test_supports(void) {
     char why[256] = "";
     const size_t h200 = 232448, a100 = 166912;
     int ok = 1;
-    for (int d = 16; d <= 256; d += 16) ok &= fmma_supports(d, 90, h200, why, sizeof why) && fmma_supports(d, 80, a100, why, sizeof why);
+    for (int d = 16; d <= 256; d += 16)
+        ok &= fmma_supports_dir(d, 0, 90, h200, why, sizeof why) && fmma_supports_dir(d, 0, 80, a100, why, sizeof why);
     CHECK(ok, "every d = 16 ... 256 runs on SM 9.0 and 8.0 (d 256: %zu bytes of shared memory)", fmma_smem_bytes(256));
     why[0] = 0;
-    CHECK(!fmma_supports(20, 90, h200, why, sizeof why) && strstr(why, "multiple of 16"), "d 20 refused: %s", why);
+    CHECK(!fmma_supports_dir(20, 0, 90, h200, why, sizeof why) && strstr(why, "multiple of 16"), "d 20 refused: %s", why);
     why[0] = 0;
-    CHECK(!fmma_supports(64, 75, h200, why, sizeof why) && strstr(why, "SM 7.5"), "SM 7.5 refused: %s", why);
+    CHECK(!fmma_supports_dir(64, 0, 75, h200, why, sizeof why) && strstr(why, "SM 7.5"), "SM 7.5 refused: %s", why);
     why[0] = 0;
-    CHECK(!fmma_supports(256, 90, 49152, why, sizeof why) && strstr(why, "shared memory"), "d 256 in 48 KiB refused: %s",
-          why);
+    CHECK(!fmma_supports_dir(256, 0, 90, 49152, why, sizeof why) && strstr(why, "shared memory"),
+          "d 256 in 48 KiB refused: %s", why);
     /* Q and two stages of K, V: 5 tiles of 64 x 72 bf16 at d 64 */
     CHECK(fmma_smem_bytes(64) == 5 * 64 * 72 * 2, "d 64: %zu bytes (by hand %d)", fmma_smem_bytes(64), 5 * 64 * 72 * 2);
     /* training: the largest block, dK/dV (d 128: K, V and two stages of Q, dO, lse, D; d 256: one
