@@ -437,8 +437,8 @@ for BENCH_ATTN in mma flash own; do
     [ "$k" = prism ] && extra=(-prism prism/schedules/d12_prism.txt)
     bench "${k}_$BENCH_ATTN" 16 "${extra[@]}"
     read -r kms ktok kmfu <<< "$BENCH"
-    # a path refused by its rules on this GPU (e.g. -attn mma training d 256 below Hopper's shared
-    # memory) is n/a, not a failure: the trainer's one-line error says which layer and why
+    # a path refused by its rules on this GPU (e.g. -attn mma training d 256 with 99 KB of shared
+    # memory per block) is n/a, not a failure: the trainer's one-line error says which layer and why
     if [ "$ktok" = "-" ] && grep -q "^error: -attn $BENCH_ATTN: layer" "$OUTDIR/bench_${k}_${BENCH_ATTN}_B16.log" 2>/dev/null; then
       log "$(printf "    d12 %-13s | n/a: %s" "$k $BENCH_ATTN" "$(grep -m1 "^error: -attn" "$OUTDIR/bench_${k}_${BENCH_ATTN}_B16.log")")"
       continue

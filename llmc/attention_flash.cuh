@@ -15,8 +15,8 @@
  * Status: the block routines are checked on the CPU (test/test_flash_emul.c) and the kernels on an
  * H200 (dev/cuda/attention_flash, test_gpt2cu -attn flash; dev/gpu_check.sh, doc/gpu.md "GPU
  * results"): correct, but slower than the materializing own kernels at every head size, so the
- * trainer uses them only when asked (-attn flash). llmc/flash_mma.h is the register-tile forward
- * meant to replace this one.
+ * trainer uses them only when asked (-attn flash). llmc/flash_mma.h holds the register-tile kernels
+ * meant to replace these.
  */
 #ifndef LLMC_ATTENTION_FLASH_CUH
 #define LLMC_ATTENTION_FLASH_CUH

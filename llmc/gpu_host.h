@@ -124,9 +124,8 @@ static inline int flash_args_init(FlashArgs *a, const uint16_t *qkv, int B, int 
 }
 
 /* The FlashArgs of one call of the register-tile kernels (llmc/flash_mma.h): 64-row tiles, shape
- * and scale; 0 with the reason when they cannot run it (d, SM, shared memory, the backward's
- * the backward's shared memory when training, the grid's 65535 tiles). Shared by llmc/attention_flash_mma.cu and
- * test/host_cuda. */
+ * and scale; 0 with the reason when they cannot run it (d, SM, shared memory, the backward's when
+ * training, the grid's 65535 tiles). Shared by llmc/attention_flash_mma.cu and test/host_cuda. */
 static inline int mma_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T, int h, int d, int training,
                                 const AttnEnv *env, char *why, size_t cap) {
     memset(a, 0, sizeof(*a));

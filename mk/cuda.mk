@@ -209,7 +209,7 @@ gpu_config:
 
 # test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU;
 # test_flash_emul: the flash attention's block routines, run on the CPU;
-# test_flash_mma_emul: the register-tile attention forward, every thread a coroutine with PTX's
+# test_flash_mma_emul: the register-tile attention kernels, every thread a coroutine with PTX's
 # warp instructions (test/warp_emul.cpp)
 TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/test_flash_mma_emul build/gpu_compile_check
 build/test_gpu_emul: dev/cuda/check_common.h

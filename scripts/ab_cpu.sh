@@ -16,8 +16,8 @@
 # Each run: --steps steps of B x T tokens (lr 1e-3, warmup 20, cosine to 0.1, weight decay 0.1:
 # the recipe of `make train`), val loss every --val-every steps on --val-batches windows (-1: the
 # whole val split, 63 windows of 4 x 128), a checkpoint at the end. Then, per seed, the attention
-# distance of the Prism checkpoint against the uniform one on 16 windows of B x T val tokens (64 sequences at the defaults; fewer windows when the
-# val split holds fewer)
+# distance of the Prism checkpoint against the uniform one on 16 windows of B x T val tokens (64
+# sequences at the defaults; fewer windows when the val split holds fewer)
 # (./attn_distance -e prism -e2 uniform: the paper's "flip", claim P7, at this small scale; --attn 0
 # skips it), and the plots. Outputs in --out (default out/ab_cpu): <arm>_seed<S>/ (main.log,
 # model_<steps>.bin), <arm>_seed<S>.log (stdout), summary.md, attn_seed<S>.{txt,csv,json},

@@ -25,7 +25,6 @@
 #include "../llmc/flash_attention.h"
 #include "harness.h"
 
-
 static void *nan_alloc(size_t bytes) {
     void *p = xmalloc(bytes);
     memset(p, 0xff, bytes); /* 0xffff bf16 and 0xffffffff fp32 are NaN */
@@ -67,7 +66,6 @@ static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale)
     free(D);
     return dqkv;
 }
-
 
 static void test_case(int B, int T, int h, int d, int BLK) {
     const size_t A = (size_t)h * d, N = (size_t)B * T, A3 = 3 * A;

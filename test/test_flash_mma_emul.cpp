@@ -1,12 +1,13 @@
 /*
- * test/test_flash_mma_emul.cpp: the register-tile attention forward (llmc/flash_mma.h) executed on
- * the CPU, every thread of every block as its own coroutine with PTX's mma.sync and shuffle
- * semantics (test/warp_emul.h), against the CPU model's attention (dev/cuda/attention_ref.h, the
- * reference of the GPU checks). The CUDA kernel (llmc/attention_flash_mma.cu) runs exactly this
- * routine, so the fragment bookkeeping (which lane holds which score, probability and output
- * element), the causal mask, the online softmax and the rows past T are checked without a GPU.
- * What it cannot check: that the PTX ISA's fragment layouts, which warp_emul.cpp implements from
- * the ISA's text, are the hardware's (dev/cuda/attention_mma does that on a GPU), races, speed.
+ * test/test_flash_mma_emul.cpp: the register-tile attention kernels (llmc/flash_mma.h, forward and
+ * backward) executed on the CPU, every thread of every block as its own coroutine with PTX's
+ * mma.sync, ldmatrix, shuffle and cp.async semantics (test/warp_emul.h), against the CPU model's
+ * attention (dev/cuda/attention_ref.h, the reference of the GPU checks). The CUDA kernels
+ * (llmc/attention_flash_mma.cu) run exactly these routines, so the fragment bookkeeping (which
+ * lane holds which score, probability and output element), the causal mask, the online softmax,
+ * the copy pipeline's phases and the rows past T are checked without a GPU. What it cannot check:
+ * that the PTX ISA's layouts, which warp_emul.cpp implements from the ISA's text, are the
+ * hardware's (dev/cuda/attention_mma does that on a GPU), races the schedule did not reach, speed.
  *
  * Also checks the emulator itself: shuffles, an mma against a plain product with fragments packed
  * by this file's own reading of the layouts, ldmatrix.x4 (plain and .trans) against the ISA's
@@ -15,8 +16,9 @@
  * tracking passes a barrier-separated exchange and stops a read-after-write and a
  * write-after-read without a barrier, and cp.async: copy and zero-fill, a read while the copy is
  * in flight, a read by another warp after the wait but before a barrier, a copy never committed
- * (wait_group 0 leaves it in flight), a thread that returns with one in flight. Every kernel block runs under that tracking
- * (test/flash_mma_emul.h), so a missing barrier ends the test at the first race.
+ * (wait_group 0 leaves it in flight), a thread that returns with one in flight. Every kernel
+ * block runs under that tracking (test/flash_mma_emul.h), so a missing barrier ends the test at
+ * the first race.
  *
  * Shared memory and outputs are NaN before every block: a value read before it is written, or an
  * output never written, fails. Tolerance TOL_FWD = 2^-6 (max |x - ref| / max |ref|), the GPU

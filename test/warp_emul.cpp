@@ -92,12 +92,8 @@ uint32_t g_epoch = 1;
     char who[32];
     if (other >= 0) snprintf(who, sizeof who, "thread %d", other);
     else snprintf(who, sizeof who, "other threads");
-    if (strstr(other_did, "in flight"))
-        fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, to which %s has a cp.async in flight "
-                "(its thread has not waited for it yet; interval %u)\n", tid, what, byte, who, g_epoch);
-    else
-        fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, which %s %s in the same barrier "
-                "interval (%u)\n", tid, what, byte, who, other_did, g_epoch);
+    fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, which %s %s in the same barrier "
+            "interval (%u)\n", tid, what, byte, who, other_did, g_epoch);
     exit(1);
 }
 
@@ -121,7 +117,12 @@ void smem_check(int tid, const void *p, size_t bytes, int write) {
     const size_t off = (size_t)(c - g_smem);
     for (size_t i = off; i < off + bytes; i++) {
         Shadow &s = g_shadow[i];
-        if (s.pending) race(tid, i, write ? "writes" : "reads", s.pending - 1, "has a cp.async in flight to");
+        if (s.pending) {
+            fprintf(stderr, "warp_emul: shared-memory race: thread %d %s byte %zu, to which thread %d has a cp.async "
+                    "in flight (its thread has not waited for it yet; interval %u)\n", tid, write ? "writes" : "reads",
+                    i, s.pending - 1, g_epoch);
+            exit(1);
+        }
         const bool wrote_now = s.w_epoch == g_epoch && s.writer != tid;
         if (write) {
             if (wrote_now) race(tid, i, "writes", s.writer, "wrote");

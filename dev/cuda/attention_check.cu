@@ -6,8 +6,8 @@
  *   attention_flash   the own tiled tensor-core kernels (llmc/attention_flash.cu, -DCHECK_FLASH):
  *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
  *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
- *                     multiples of 16 up to 256 (a backward that does not fit the GPU's shared
- *                     memory, d > 128 below Hopper, is checked and timed forward only)
+ *                     multiples of 16 up to 256 (where the backward does not fit the GPU's shared
+ *                     memory, d 256 with 99 KB per block, checked and timed forward only)
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -41,7 +41,6 @@
 #define PATH_NAME "own"
 #define PATH_HAS_STATS 0
 #endif
-
 
 typedef struct {
     GpuCtx ctx;
@@ -136,8 +135,8 @@ static void check_probabilities(const Bufs *b) {
 }
 #endif
 
-/* Whether the path has a backward for head size d (every path but the register-tile one, above
- * d 128); the reason when not. */
+/* Whether the path has a backward for head size d here (every path but the register-tile one,
+ * whose backward blocks may not fit the shared memory); the reason when not. */
 static int has_backward(const Dev *dv, int d, char *why, size_t cap) {
 #if defined(CHECK_FLASH_MMA)
     return attention_flash_mma_supports(d, 1, &dv->ctx, why, cap);
@@ -194,16 +193,16 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
         snprintf(tag, sizeof(tag), "%s d %3d", PATH_NAME, d);
         not_applicable(tag, "backward dq, dk, dv", why);
     } else {
-    poison(b.dqkv, N * A3 * 2);
-    step(&b, 1);
-    CUDA_CHECK(cudaStreamSynchronize(dv->ctx.stream));
-    CUDA_CHECK(cudaMemcpy(dqkv, b.dqkv, N * A3 * 2, cudaMemcpyDeviceToHost));
-    const char *names[3] = {"dq", "dk", "dv"};
-    for (int w = 0; w < 3; w++) {
-        const double eb = rel_err_bf(dqkv + w * A, A3, rd + w * A, A3, N, A);
-        CHECK(eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
-              names[w], eb, TOL_BWD);
-    }
+        poison(b.dqkv, N * A3 * 2);
+        step(&b, 1);
+        CUDA_CHECK(cudaStreamSynchronize(dv->ctx.stream));
+        CUDA_CHECK(cudaMemcpy(dqkv, b.dqkv, N * A3 * 2, cudaMemcpyDeviceToHost));
+        const char *names[3] = {"dq", "dk", "dv"};
+        for (int w = 0; w < 3; w++) {
+            const double eb = rel_err_bf(dqkv + w * A, A3, rd + w * A, A3, N, A);
+            CHECK(eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
+                  names[w], eb, TOL_BWD);
+        }
     }
     free(qkv); free(dout); free(out); free(dqkv); free(fq); free(fd); free(ro); free(rd); free(rc); free(lse);
     bufs_free(&b);
