@@ -1,12 +1,15 @@
 /*
  * llmc/attention_flash_mma.cu: the kernels of the register-tile attention (interface in
  * llmc/attention_flash_mma.cuh; the routines, their layout and math in llmc/flash_mma.h):
- *   forward  grid (B h, query tiles of 64), the last (longest) tiles first
+ *   forward  grid (B h, query tiles of 128 rows up to d = FMMA_RW2_MAX_D, else 64), the last
+ *            (longest) tiles first
  *   D        D = dO . O per row (flash_delta of llmc/attention_flash.cu, shared with that path)
  *   dK, dV   grid (B h, key tiles of 64), the first (longest) tiles first
- *   dQ       grid (B h, query tiles), the last tiles first
- * 128 threads per block; one kernel per head size (the accumulators are registers: their count is
- * a template parameter). Nothing is summed across blocks: deterministic, no atomics.
+ *   dQ       grid (B h, query tiles as the forward's), the last tiles first
+ * 128 threads per block; one kernel per head size and query tile (the accumulators are registers:
+ * their count is a template parameter). Nothing is summed across blocks: deterministic, no
+ * atomics. The _bq entry points take the query tile (64 or 128 rows) so that dev/cuda times both
+ * side by side; the trainer's calls take fmma_query_tile(d).
  */
 #include <stdint.h>
 
@@ -16,10 +19,10 @@
 #include "gpu_host.h" /* mma_args_init */
 #include "utils.h"
 
-template <int D>
+template <int D, int RW>
 __global__ void __launch_bounds__(FMMA_THREADS) fmma_fwd_kernel(FlashArgs a) {
     extern __shared__ __align__(16) char smem[];
-    fmma_fwd_block<D>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
+    fmma_fwd_block<D, RW>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
 template <int D, int PARTS>
@@ -28,10 +31,10 @@ __global__ void __launch_bounds__(FMMA_THREADS) fmma_dkdv_kernel(FlashArgs a) {
     fmma_dkdv_block<D, PARTS>(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
-template <int D>
+template <int D, int RW>
 __global__ void __launch_bounds__(FMMA_THREADS) fmma_dq_kernel(FlashArgs a) {
     extern __shared__ __align__(16) char smem[];
-    fmma_dq_block<D>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
+    fmma_dq_block<D, RW>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
 int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
@@ -41,14 +44,37 @@ int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *w
 
 /* Shared memory opted in once per kernel instance (static memos: every program that runs this
  * path, the trainer and the dev/cuda check, drives one device per process). */
+/* grid of the forward and dQ kernels: (B h, query tiles of RW 64 rows) */
+template <int RW>
+static dim3 query_grid(const FlashArgs &a) {
+    return dim3((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)(RW * FMMA_BQ)));
+}
+
+template <int D, int RW>
+static void launch_forward_rw(const FlashArgs &a, cudaStream_t stream) {
+    static size_t opted = 0;
+    const size_t bytes = fmma_smem_bytes_bq(FMMA_FWD, D, RW * FMMA_BQ);
+    gpu_allow_smem((const void *)fmma_fwd_kernel<D, RW>, bytes, &opted);
+    fmma_fwd_kernel<D, RW><<<query_grid<RW>(a), FMMA_THREADS, bytes, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int D, int RW>
+static void launch_dq_rw(const FlashArgs &a, cudaStream_t stream) {
+    static size_t opted = 0;
+    const size_t bytes = fmma_smem_bytes_bq(FMMA_DQ, D, RW * FMMA_BQ);
+    gpu_allow_smem((const void *)fmma_dq_kernel<D, RW>, bytes, &opted);
+    fmma_dq_kernel<D, RW><<<query_grid<RW>(a), FMMA_THREADS, bytes, stream>>>(a);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* 128-row query tiles are built only up to FMMA_RW2_MAX_D (above, their registers would spill);
+ * args_of has refused any other request */
 template <int D>
 static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
-    static size_t opted = 0;
-    const size_t bytes = fmma_smem_bytes_kind(FMMA_FWD, D);
-    gpu_allow_smem((const void *)fmma_fwd_kernel<D>, bytes, &opted);
-    const dim3 grid((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)FMMA_BQ));
-    fmma_fwd_kernel<D><<<grid, FMMA_THREADS, bytes, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    if constexpr (D <= FMMA_RW2_MAX_D)
+        if (a.BLK == 2 * FMMA_BQ) return launch_forward_rw<D, 2>(a, stream);
+    launch_forward_rw<D, 1>(a, stream);
 }
 
 template <int D, int PARTS>
@@ -63,34 +89,46 @@ static void launch_dkdv(const FlashArgs &a, dim3 grid, cudaStream_t stream) {
 /* dK and dV in one kernel up to FMMA_SPLIT_D, in two above (flash_mma.h fmma_dkdv_block), then dQ */
 template <int D>
 static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
-    static size_t opted_q = 0;
-    const size_t b_q = fmma_smem_bytes_kind(FMMA_DQ, D);
-    const dim3 grid((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)FMMA_BQ));
+    const dim3 grid = query_grid<1>(a); /* key tiles of 64 */
     if constexpr (D <= FMMA_SPLIT_D) {
         launch_dkdv<D, FMMA_PART_BOTH>(a, grid, stream);
     } else {
         launch_dkdv<D, FMMA_PART_DV>(a, grid, stream);
         launch_dkdv<D, FMMA_PART_DK>(a, grid, stream);
     }
-    gpu_allow_smem((const void *)fmma_dq_kernel<D>, b_q, &opted_q);
-    fmma_dq_kernel<D><<<grid, FMMA_THREADS, b_q, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+    if constexpr (D <= FMMA_RW2_MAX_D)
+        if (a.BLK == 2 * FMMA_BQ) return launch_dq_rw<D, 2>(a, stream);
+    launch_dq_rw<D, 1>(a, stream);
 }
 
-/* gpu_host.h mma_args_init, or a one-line error */
-static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int training, const GpuCtx *ctx) {
+/* gpu_host.h mma_args_init with the query tile bq (0: fmma_query_tile(d)), or a one-line error */
+static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int training, int bq, const GpuCtx *ctx) {
     char why[256];
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
     FlashArgs a;
     if (!mma_args_init(&a, reinterpret_cast<const uint16_t *>(qkv), B, T, h, d, training, &env, why, sizeof(why)))
         llmc_die("register-tile attention: %s", why);
     if ((uintptr_t)qkv % 16 != 0) llmc_die("register-tile attention: qkv is not 16-byte aligned");
+    if (bq != 0 && bq != FMMA_BQ && !(bq == 2 * FMMA_BQ && d <= FMMA_RW2_MAX_D))
+        llmc_die("register-tile attention: query tiles of %d rows at d %d (64, or 128 up to d %d)", bq, d,
+                 FMMA_RW2_MAX_D);
+    if (bq != 0) a.BLK = bq; /* both fit wherever the default does: the default is the larger */
     return a;
 }
 
 void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d,
                                  const GpuCtx *ctx) {
-    FlashArgs a = args_of(qkv, B, T, h, d, 0, ctx);
+    attention_flash_mma_forward_bq(out, lse, qkv, B, T, h, d, 0, ctx);
+}
+
+void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
+                                  const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
+    attention_flash_mma_backward_bq(dqkv, D, dout, qkv, out, lse, B, T, h, d, 0, ctx);
+}
+
+void attention_flash_mma_forward_bq(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d, int bq,
+                                    const GpuCtx *ctx) {
+    FlashArgs a = args_of(qkv, B, T, h, d, 0, bq, ctx);
     if ((uintptr_t)out % 4 != 0) llmc_die("register-tile attention: out is not 4-byte aligned (32-bit stores)");
     a.o = reinterpret_cast<uint16_t *>(out);
     a.lse = lse;
@@ -105,9 +143,10 @@ void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int
     }
 }
 
-void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
-                                  const float *lse, int B, int T, int h, int d, const GpuCtx *ctx) {
-    FlashArgs a = args_of(qkv, B, T, h, d, 1, ctx);
+void attention_flash_mma_backward_bq(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv,
+                                     const floatX *out, const float *lse, int B, int T, int h, int d, int bq,
+                                     const GpuCtx *ctx) {
+    FlashArgs a = args_of(qkv, B, T, h, d, 1, bq, ctx);
     if ((uintptr_t)dout % 16 != 0 || (uintptr_t)out % 16 != 0 || (uintptr_t)dqkv % 4 != 0)
         llmc_die("register-tile attention: dout and out must be 16-byte aligned, dqkv 4-byte");
     a.out = reinterpret_cast<const uint16_t *>(out);

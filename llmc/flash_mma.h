@@ -14,9 +14,14 @@
  * online softmax over key tiles with m (running max) and l (running sum), O = sum e^(S - m) V / l,
  * lse = m + ln l. Exponentials in base 2 with s log2(e) folded into the scores (the same values).
  *
- * One block: 4 warps, 64 query rows (warp w: rows 16 w .. 16 w + 15 of the tile), key tiles of 64
- * up to the diagonal. Lane L holds, for g = L / 4 and t = L % 4, query rows g and g + 8 of its
- * warp's 16, and of each 8-key slice the keys 2t, 2t + 1:
+ * One block: 4 warps and a tile of 64 RW query rows, RW = 1 or 2 (fmma_query_tile): warp w owns
+ * rows 16 RW w .. 16 RW (w + 1) - 1, as RW groups of 16; key tiles of 64 up to the diagonal. With
+ * RW = 2 every K or V operand that ldmatrix brings from shared memory feeds two mma (one per
+ * group) instead of one: half the shared-memory reads per product, which at 16 rows a warp are
+ * by estimate about what the tensor cores consume (an ldmatrix.x4, 512 bytes, takes about 4 cycles
+ * of an SM's 128 bytes per cycle; the two mma it feeds about 3; to be measured), at twice the
+ * score and accumulator registers. Per group, lane L holds, for g = L / 4 and t = L % 4, query
+ * rows g and g + 8 of the group's 16, and of each 8-key slice the keys 2t, 2t + 1:
  *   S (16 x 64, fp32)    s[nt][i], nt = 8-key slice, i: row g (i < 2) or g + 8, key 2t + (i & 1)
  *   P as A operands      pf[kk] of 16 keys: the C layout of two 8-key slices is the A layout of
  *                        one 16-key step (rows g, g + 8; keys 2t.., 8 + 2t..), so the
@@ -43,10 +48,14 @@
  *                                    take two kernels
  *   FMMA_STAGES(d)                   buffers per streamed tile: 2 up to FMMA_STAGE2_MAX_D (one
  *                                    loads while the other is used), else 1
- *   fmma_smem_bytes_kind(kind, d)    shared memory of one block of FMMA_FWD, FMMA_DKDV, FMMA_DQ
+ *   FMMA_RW2_MAX_D, fmma_query_tile(d)   query rows per forward and dQ block: 128 up to that d, else 64
+ *   fmma_smem_bytes_bq(kind, d, bq), fmma_smem_bytes_kind(kind, d)   shared memory of one block of
+ *                                    FMMA_FWD, FMMA_DKDV, FMMA_DQ (query tiles of bq rows; of
+ *                                    fmma_query_tile(d))
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
  * C++ only (templates over the head size D):
- *   fmma_fwd_block<D>, fmma_dkdv_block<D, PARTS>, fmma_dq_block<D>   one thread's part of one block
+ *   fmma_fwd_block<D, RW>, fmma_dkdv_block<D, PARTS>, fmma_dq_block<D, RW>   one thread's part of
+ *                                    one block (RW: 16-row query groups per warp)
  *   fmma_load_tile, fmma_load_kv, fmma_load_qdo, fmma_load_a, fmma_k_step, fmma_rows_rows,
  *   fmma_pack_a, fmma_p_times, fmma_store_rows, fmma_scale, fmma_dkdv_probs, fmma_dq_dscores,
  *   fmma_stats_load/store            their pieces
@@ -93,16 +102,27 @@ enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
 #define FMMA_STAGE2_MAX_D 128
 #define FMMA_STAGES(d) ((d) <= FMMA_STAGE2_MAX_D ? 2 : 1)
 
-/* Shared memory of one block: bf16 tiles of 64 rows x d (rows of d + 8), S = FMMA_STAGES(d) of
- * each streamed one, plus the backward's per-query lse and D (64 fp32 each, per stage).
+/* Query rows per block of the forward and dQ kernels: 128 (RW = 2 groups of 16 rows per warp) up
+ * to this head size, 64 above, where two groups' scores and accumulators (2 x 16 x (64 + d) fp32
+ * per warp) would not fit in registers. The dK/dV kernel keeps 16 keys per warp: its dK and dV
+ * accumulators already take 2 x d / 2 registers per lane. */
+#define FMMA_RW2_MAX_D 64
+static inline LLMC_HD int fmma_query_tile(int d) { return d <= FMMA_RW2_MAX_D ? 2 * FMMA_BQ : FMMA_BQ; }
+
+/* Shared memory of one block: bf16 tiles of 64 rows x d (rows of d + 8; the forward's and dQ's
+ * query tiles bq rows), S = FMMA_STAGES(d) of each streamed one, plus the backward's per-query lse
+ * and D (64 fp32 each, per stage).
  *   forward  Q; S x (K, V)
  *   dK, dV   K, V; S x (Q, dO, lse, D)
  *   dQ       Q, dO; S x (K, V) */
-static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
-    const size_t tile = (size_t)FMMA_BQ * (d + FMMA_PAD) * 2, stages = FMMA_STAGES(d);
-    if (kind == FMMA_FWD) return (1 + 2 * stages) * tile;
+static inline LLMC_HD size_t fmma_smem_bytes_bq(int kind, int d, int bq) {
+    const size_t row = (size_t)(d + FMMA_PAD) * 2, tile = FMMA_BQ * row, stages = FMMA_STAGES(d);
+    if (kind == FMMA_FWD) return bq * row + 2 * stages * tile;
     if (kind == FMMA_DKDV) return (2 + 2 * stages) * tile + stages * 2 * FMMA_BQ * sizeof(float);
-    return (2 + 2 * stages) * tile;
+    return 2 * bq * row + 2 * stages * tile;
+}
+static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
+    return fmma_smem_bytes_bq(kind, d, fmma_query_tile(d));
 }
 static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
 
@@ -117,8 +137,9 @@ static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_opt
         snprintf(why, cap, "mma.sync with bf16 needs SM 8.0 or newer; this GPU is SM %d.%d", sm / 10, sm % 10);
         return 0;
     }
-    /* the dK/dV block is the largest of the three */
-    const size_t need = training ? fmma_smem_bytes_kind(FMMA_DKDV, d) : fmma_smem_bytes(d);
+    /* training: the larger of the dK/dV and dQ blocks (both hold more tiles than the forward's) */
+    const size_t dkdv = fmma_smem_bytes_kind(FMMA_DKDV, d), dq = fmma_smem_bytes_kind(FMMA_DQ, d);
+    const size_t need = training ? (dkdv > dq ? dkdv : dq) : fmma_smem_bytes(d);
     if (need > smem_optin) {
         snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d, need, smem_optin);
         return 0;
@@ -233,15 +254,15 @@ FMMA_FN uint32_t fmma_pack(float lo, float hi) {
     return (uint32_t)f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
 }
 
-/* Starts the copy of rows r0 .. r0 + 63 of a bf16 matrix (row stride ld, d columns from src) into
+/* Starts the copy of rows r0 .. r0 + ROWS - 1 of a bf16 matrix (row stride ld, d columns from src) into
  * a row-major tile dst (rows of d + 8); rows past T become zeros (cp.async reads no byte of them;
  * src itself, row 0 of the sequence, stands as their address). The whole block takes part, each
  * thread 16-byte pieces; they land at the threads' fmma_cp_wait, and a barrier after it makes
  * them visible to every warp. */
-template <int D>
+template <int D, int ROWS = FMMA_BQ>
 FMMA_FN void fmma_load_tile(uint16_t *dst, const uint16_t *src, size_t ld, int r0, int T, int tid) {
-    constexpr int LD = D + FMMA_PAD, CH = D / 8, PER = FMMA_BQ * CH / FMMA_THREADS;
-    static_assert(FMMA_BQ * CH % FMMA_THREADS == 0, "every thread copies the same number of pieces");
+    constexpr int LD = D + FMMA_PAD, CH = D / 8, PER = ROWS * CH / FMMA_THREADS;
+    static_assert(ROWS * CH % FMMA_THREADS == 0, "every thread copies the same number of pieces");
     /* a fixed trip count and unsigned indices: no remainder loop, a division by a constant */
     const uint16_t *base = src + (size_t)r0 * ld;
     FMMA_ROLLED
@@ -252,39 +273,44 @@ FMMA_FN void fmma_load_tile(uint16_t *dst, const uint16_t *src, size_t ld, int r
     }
 }
 
-/* The A operand of k step ks (16 x 16) for the warp's 16 rows of a row-major tile: matrices 0 .. 3
- * are rows 0-7 / 8-15 x columns 0-7, then the same x columns 8-15, so lane L addresses row L % 16,
- * column 8 (L / 16) (the mma's a0 .. a3). */
+/* The A operand of k step ks (16 x 16) for rows r0 .. r0 + 15 of a row-major tile: matrices 0 .. 3
+ * are rows 0-7 / 8-15 x columns 0-7, then the same x columns 8-15, so lane L addresses row
+ * r0 + L % 16, column 8 (L / 16) (the mma's a0 .. a3). */
 template <int D>
-FMMA_FN void fmma_load_a(uint32_t af[4], const uint16_t *X, int warp, int lane, int ks) {
-    fmma_ldsm_x4(af, X + (16 * warp + (lane & 15)) * (D + FMMA_PAD) + 16 * ks + 8 * (lane >> 4));
+FMMA_FN void fmma_load_a(uint32_t af[4], const uint16_t *X, int r0, int lane, int ks) {
+    fmma_ldsm_x4(af, X + (r0 + (lane & 15)) * (D + FMMA_PAD) + 16 * ks + 8 * (lane >> 4));
 }
 
-/* acc (16 x 64, C layout) += A Y^T over k step ks: A a 16 x 16 operand, Y all 64 rows of a
- * row-major tile. One ldmatrix.x4 gives the B operands of two 8-row slices of Y: matrices (slice
- * 2np, columns 0-7), (2np, 8-15), (2np + 1, 0-7), (2np + 1, 8-15), lane L addressing row
- * 16 np + L % 8 + 8 (L / 16), column 8 ((L / 8) % 2). */
-template <int D>
-FMMA_FN void fmma_k_step(float acc[8][4], const uint32_t af[4], const uint16_t *Y, int lane, int ks) {
+/* acc[j] (16 x 64, C layout) += A_j Y^T over k step ks, j < RW: A_j 16 x 16 operands, Y all 64
+ * rows of a row-major tile. One ldmatrix.x4 gives the B operands of two 8-row slices of Y:
+ * matrices (slice 2np, columns 0-7), (2np, 8-15), (2np + 1, 0-7), (2np + 1, 8-15), lane L
+ * addressing row 16 np + L % 8 + 8 (L / 16), column 8 ((L / 8) % 2); each serves all RW groups. */
+template <int D, int RW>
+FMMA_FN void fmma_k_step(float (*acc)[8][4], const uint32_t (*af)[4], const uint16_t *Y, int lane, int ks) {
     const uint16_t *yb = Y + ((lane & 7) + 8 * (lane >> 4)) * (D + FMMA_PAD) + 16 * ks + 8 * ((lane >> 3) & 1);
     FMMA_UNROLL
     for (int np = 0; np < 4; np++) {
         uint32_t bf[4];
         fmma_ldsm_x4(bf, yb + 16 * np * (D + FMMA_PAD));
-        fmma_mma(acc[2 * np], af, bf);
-        fmma_mma(acc[2 * np + 1], af, bf + 2);
+        FMMA_UNROLL
+        for (int j = 0; j < RW; j++) {
+            fmma_mma(acc[j][2 * np], af[j], bf);
+            fmma_mma(acc[j][2 * np + 1], af[j], bf + 2);
+        }
     }
 }
 
-/* acc (16 x 64, C layout) += X Y^T over d: X the warp's 16 rows of a row-major tile, Y all 64 rows
- * of another (S = Q K^T, S^T = K Q^T, dP = dO V^T, dP^T = V dO^T). */
-template <int D>
-FMMA_FN void fmma_rows_rows(float acc[8][4], const uint16_t *X, const uint16_t *Y, int warp, int lane) {
+/* acc[j] (16 x 64, C layout) += X_j Y^T over d: X_j the warp's row group j (rows 16 (RW warp + j)
+ * ..) of a row-major tile, Y all 64 rows of another (S = Q K^T, S^T = K Q^T, dP = dO V^T,
+ * dP^T = V dO^T). */
+template <int D, int RW>
+FMMA_FN void fmma_rows_rows(float (*acc)[8][4], const uint16_t *X, const uint16_t *Y, int warp, int lane) {
     FMMA_UNROLL
     for (int ks = 0; ks < D / 16; ks++) {
-        uint32_t af[4];
-        fmma_load_a<D>(af, X, warp, lane, ks);
-        fmma_k_step<D>(acc, af, Y, lane, ks);
+        uint32_t af[RW][4];
+        FMMA_UNROLL
+        for (int j = 0; j < RW; j++) fmma_load_a<D>(af[j], X, 16 * (RW * warp + j), lane, ks);
+        fmma_k_step<D, RW>(acc, af, Y, lane, ks);
     }
 }
 
@@ -298,14 +324,14 @@ FMMA_FN void fmma_pack_a(uint32_t pf[4][4], const float p[8][4]) {
     }
 }
 
-/* acc (16 x d) += P Z over 64: P packed A operands (fmma_pack_a), Z a row-major tile (64 rows x d)
- * (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K). The B operand wants two consecutive rows of
- * one column of Z in a register: ldmatrix.trans of matrices (rows 16 kk + 0-7, columns 16 ndp +
- * 0-7), (16 kk + 8-15, the same), (16 kk + 0-7, 16 ndp + 8-15), (16 kk + 8-15, those), lane L
- * addressing row 16 kk + L % 16, column 16 ndp + 8 (L / 16): the operands of slices 2 ndp and
- * 2 ndp + 1. */
-template <int D>
-FMMA_FN void fmma_p_times(float acc[D / 8][4], const uint32_t pf[4][4], const uint16_t *Z, int lane) {
+/* acc[j] (16 x d) += P_j Z over 64, j < RW: P_j packed A operands (fmma_pack_a), Z a row-major
+ * tile (64 rows x d) (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K). The B operand wants two
+ * consecutive rows of one column of Z in a register: ldmatrix.trans of matrices (rows 16 kk +
+ * 0-7, columns 16 ndp + 0-7), (16 kk + 8-15, the same), (16 kk + 0-7, 16 ndp + 8-15), (16 kk +
+ * 8-15, those), lane L addressing row 16 kk + L % 16, column 16 ndp + 8 (L / 16): the operands of
+ * slices 2 ndp and 2 ndp + 1, for every group. */
+template <int D, int RW>
+FMMA_FN void fmma_p_times(float (*acc)[D / 8][4], const uint32_t (*pf)[4][4], const uint16_t *Z, int lane) {
     const uint16_t *zb = Z + (lane & 15) * (D + FMMA_PAD) + 8 * (lane >> 4);
     FMMA_UNROLL
     for (int ndp = 0; ndp < D / 16; ndp++) {
@@ -313,8 +339,11 @@ FMMA_FN void fmma_p_times(float acc[D / 8][4], const uint32_t pf[4][4], const ui
         for (int kk = 0; kk < 4; kk++) {
             uint32_t bf[4];
             fmma_ldsm_x4_t(bf, zb + 16 * kk * (D + FMMA_PAD) + 16 * ndp);
-            fmma_mma(acc[2 * ndp], pf[kk], bf);
-            fmma_mma(acc[2 * ndp + 1], pf[kk], bf + 2);
+            FMMA_UNROLL
+            for (int j = 0; j < RW; j++) {
+                fmma_mma(acc[j][2 * ndp], pf[j][kk], bf);
+                fmma_mma(acc[j][2 * ndp + 1], pf[j][kk], bf + 2);
+            }
         }
     }
 }
@@ -386,110 +415,134 @@ FMMA_FN void fmma_scale(float s[8][4], float mul, int k0, int row0, int t) {
 }
 
 /*
- * Forward: one thread's part of block (bh = b h + head, query tile qt). The output a->o (B, T, A)
- * and a->lse (B, h, T) rows of the tile's queries < T are written once each; nothing else is.
- * Phases: Q and key tile 0 are started before the loop. Each step waits for its tile, then a
- * barrier makes it visible and ends every warp's reads of the previous tile, so (two stages) the
- * next tile can start into that buffer at once, or (one stage) after a second barrier at the end
- * of the step. Up to d 128 each warp keeps its Q operands in registers after the first step.
+ * Forward: one thread's part of block (bh = b h + head, query tile qt of FMMA_BQ RW rows). The
+ * output a->o (B, T, A) and a->lse (B, h, T) rows of the tile's queries < T are written once each;
+ * nothing else is. Phases: Q and key tile 0 are started before the loop. Each step waits for its
+ * tile, then a barrier makes it visible and ends every warp's reads of the previous tile, so (two
+ * stages) the next tile can start into that buffer at once, or (one stage) after a second barrier
+ * at the end of the step. Up to 128 columns of Q per warp (d RW <= 128) each warp keeps its Q
+ * operands in registers after the first step.
+ * A warp computes on a key tile only if some of its rows see a key there: with RW = 2 the tile's
+ * last key tile lies past the first two warps' rows. Its rows start at a multiple of 16 RW, which
+ * divides 64, so a warp that computes on a tile has its first row at or after the tile's first key:
+ * every row sees a key of every tile it computes on, and its running max stays finite.
  */
-template <int D>
+template <int D, int RW>
 FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int tid) {
-    constexpr int ND = D / 8, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
-    constexpr bool QREG = D <= 128;
+    constexpr int ND = D / 8, BQ = RW * FMMA_BQ, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
+    constexpr bool QREG = D * RW <= 128;
+    static_assert(FMMA_BK % (16 * RW) == 0, "a warp's rows never straddle a key tile's first key");
     uint16_t *Qs = reinterpret_cast<uint16_t *>(smem);
-    uint16_t *KV = Qs + TILE; /* stage s: K at KV + 2 s TILE, V after it */
+    uint16_t *KV = Qs + BQ * (D + FMMA_PAD); /* stage s: K at KV + 2 s TILE, V after it */
     const FmmaView v = fmma_view<D>(a, bh, tid);
     const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
-    const int q0 = qt * FMMA_BQ;
-    const int row0 = q0 + 16 * warp + v.g; /* this lane's query rows: row0 and row0 + 8 */
+    const int q0 = qt * BQ, w0 = q0 + 16 * RW * warp; /* the warp's first query row */
+    const int row0 = w0 + v.g; /* this lane's query rows: row0 + 16 j and row0 + 16 j + 8, j < RW */
+    /* key tiles up to the one holding the tile's last query row before T */
+    const int nkt = ((q0 + BQ < T ? q0 + BQ : T) - 1) / FMMA_BK + 1;
 
-    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, T, tid);
+    fmma_load_tile<D, BQ>(Qs, v.q, v.ld_qkv, q0, T, tid);
     fmma_load_kv<D>(KV, v, 0, tid);
     const float sl2 = a->scale * 1.4426950408889634f; /* s log2(e) */
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    float o[ND][4];
+    float m[RW][2], l[RW][2], o[RW][ND][4];
     FMMA_UNROLL
-    for (int nd = 0; nd < ND; nd++)
-        FMMA_UNROLL
-        for (int i = 0; i < 4; i++) o[nd][i] = 0.0f;
-    uint32_t qf[QREG ? D / 16 : 1][4];
-
-    for (int kt = 0; kt <= qt; kt++) {
-        const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
-        fmma_cp_wait();
-        fmma_sync(); /* tile kt is visible; every warp is done with tile kt - 1 */
-        if (STAGES == 2 && kt < qt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
-        const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
-
-        float s[8][4];
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
-            FMMA_UNROLL
-            for (int i = 0; i < 4; i++) s[nt][i] = 0.0f;
-        if constexpr (QREG) { /* S = Q K^T, the warp's 16 rows x 64 keys */
-            if (kt == 0)
-                FMMA_UNROLL
-                for (int ks = 0; ks < D / 16; ks++) fmma_load_a<D>(qf[ks], Qs, warp, lane, ks);
-            FMMA_UNROLL
-            for (int ks = 0; ks < D / 16; ks++) fmma_k_step<D>(s, qf[ks], Ks, lane, ks);
-        } else {
-            fmma_rows_rows<D>(s, Qs, Ks, warp, lane);
-        }
-
-        /* scale (base 2), the causal mask (only the diagonal tile has keys after a query: keys
-         * past T are there too), row max over the quad */
-        if (kt == qt) fmma_scale<true>(s, sl2, k0, row0, t);
-        else fmma_scale<false>(s, sl2, k0, row0, t);
-        float mx[2] = {-INFINITY, -INFINITY};
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
-            FMMA_UNROLL
-            for (int i = 0; i < 4; i++) mx[i >> 1] = fmaxf(mx[i >> 1], s[nt][i]);
-        float alpha[2];
-        FMMA_UNROLL
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], fmma_shfl_xor(mx[r], 1));
-            mx[r] = fmaxf(mx[r], fmma_shfl_xor(mx[r], 2));
-            /* every row sees key 0 in tile 0, so the new max is finite */
-            const float mn = fmaxf(m[r], mx[r]);
-            alpha[r] = exp2f(m[r] - mn); /* 0 on the first tile (m = -inf) */
-            m[r] = mn;
-            l[r] *= alpha[r];
-        }
-
-        /* P = e^(S - m); l += the lane's row sums; O = alpha O + P V */
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
-            FMMA_UNROLL
-            for (int i = 0; i < 4; i++) {
-                s[nt][i] = exp2f(s[nt][i] - m[i >> 1]);
-                l[i >> 1] += s[nt][i];
-            }
-        uint32_t pf[4][4];
-        fmma_pack_a(pf, s);
+    for (int j = 0; j < RW; j++) {
+        m[j][0] = m[j][1] = -INFINITY;
+        l[j][0] = l[j][1] = 0.0f;
         FMMA_UNROLL
         for (int nd = 0; nd < ND; nd++)
             FMMA_UNROLL
-            for (int i = 0; i < 4; i++) o[nd][i] *= alpha[i >> 1];
-        fmma_p_times<D>(o, pf, Vs, lane);
+            for (int i = 0; i < 4; i++) o[j][nd][i] = 0.0f;
+    }
+    uint32_t qf[QREG ? D / 16 : 1][RW][4];
 
-        if (STAGES == 1 && kt < qt) {
+    for (int kt = 0; kt < nkt; kt++) {
+        const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
+        fmma_cp_wait();
+        fmma_sync(); /* tile kt is visible; every warp is done with tile kt - 1 */
+        if (STAGES == 2 && kt + 1 < nkt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
+        const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
+
+        if (k0 < w0 + 16 * RW && w0 < T) { /* some row of the warp's, before T, sees a key here */
+            float s[RW][8][4];
+            FMMA_UNROLL
+            for (int j = 0; j < RW; j++)
+                FMMA_UNROLL
+                for (int nt = 0; nt < 8; nt++)
+                    FMMA_UNROLL
+                    for (int i = 0; i < 4; i++) s[j][nt][i] = 0.0f;
+            if constexpr (QREG) { /* S = Q K^T, the warp's 16 RW rows x 64 keys */
+                if (kt == 0)
+                    FMMA_UNROLL
+                    for (int ks = 0; ks < D / 16; ks++)
+                        FMMA_UNROLL
+                        for (int j = 0; j < RW; j++) fmma_load_a<D>(qf[ks][j], Qs, 16 * (RW * warp + j), lane, ks);
+                FMMA_UNROLL
+                for (int ks = 0; ks < D / 16; ks++) fmma_k_step<D, RW>(s, qf[ks], Ks, lane, ks);
+            } else {
+                fmma_rows_rows<D, RW>(s, Qs, Ks, warp, lane);
+            }
+
+            /* scale (base 2), the causal mask (only where a key of the tile may be after the
+             * warp's first row: keys past T are there too), row max over the quad */
+            const bool diag = k0 + FMMA_BK - 1 > w0;
+            uint32_t pf[RW][4][4];
+            FMMA_UNROLL
+            for (int j = 0; j < RW; j++) {
+                if (diag) fmma_scale<true>(s[j], sl2, k0, row0 + 16 * j, t);
+                else fmma_scale<false>(s[j], sl2, k0, row0 + 16 * j, t);
+                float mx[2] = {-INFINITY, -INFINITY};
+                FMMA_UNROLL
+                for (int nt = 0; nt < 8; nt++)
+                    FMMA_UNROLL
+                    for (int i = 0; i < 4; i++) mx[i >> 1] = fmaxf(mx[i >> 1], s[j][nt][i]);
+                float alpha[2];
+                FMMA_UNROLL
+                for (int r = 0; r < 2; r++) {
+                    mx[r] = fmaxf(mx[r], fmma_shfl_xor(mx[r], 1));
+                    mx[r] = fmaxf(mx[r], fmma_shfl_xor(mx[r], 2));
+                    const float mn = fmaxf(m[j][r], mx[r]); /* finite: the row sees a key here */
+                    alpha[r] = exp2f(m[j][r] - mn);         /* 0 on the first tile (m = -inf) */
+                    m[j][r] = mn;
+                    l[j][r] *= alpha[r];
+                }
+                /* P = e^(S - m); l += the lane's row sums; O = alpha O, then + P V below */
+                FMMA_UNROLL
+                for (int nt = 0; nt < 8; nt++)
+                    FMMA_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        s[j][nt][i] = exp2f(s[j][nt][i] - m[j][i >> 1]);
+                        l[j][i >> 1] += s[j][nt][i];
+                    }
+                fmma_pack_a(pf[j], s[j]);
+                FMMA_UNROLL
+                for (int nd = 0; nd < ND; nd++)
+                    FMMA_UNROLL
+                    for (int i = 0; i < 4; i++) o[j][nd][i] *= alpha[i >> 1];
+            }
+            fmma_p_times<D, RW>(o, pf, Vs, lane);
+        }
+
+        if (STAGES == 1 && kt + 1 < nkt) {
             fmma_sync(); /* every warp is done with the only stage */
             fmma_load_kv<D>(KV, v, k0 + FMMA_BK, tid);
         }
     }
 
     FMMA_UNROLL
-    for (int r = 0; r < 2; r++) {
-        l[r] += fmma_shfl_xor(l[r], 1);
-        l[r] += fmma_shfl_xor(l[r], 2);
-    }
-    fmma_store_rows<D>(a->o + v.off_a, (size_t)A, o, row0, T, 1.0f / l[0], 1.0f / l[1], t);
-    FMMA_UNROLL
-    for (int r = 0; r < 2; r++) {
-        const int q = row0 + 8 * r;
-        if (q < T && t == 0) a->lse[(size_t)bh * T + q] = (m[r] + log2f(l[r])) * 0.6931471805599453f;
+    for (int j = 0; j < RW; j++) {
+        FMMA_UNROLL
+        for (int r = 0; r < 2; r++) {
+            l[j][r] += fmma_shfl_xor(l[j][r], 1);
+            l[j][r] += fmma_shfl_xor(l[j][r], 2);
+        }
+        const int rj = row0 + 16 * j;
+        fmma_store_rows<D>(a->o + v.off_a, (size_t)A, o[j], rj, T, 1.0f / l[j][0], 1.0f / l[j][1], t);
+        FMMA_UNROLL
+        for (int r = 0; r < 2; r++) {
+            const int q = rj + 8 * r;
+            if (q < T && t == 0) a->lse[(size_t)bh * T + q] = (m[j][r] + log2f(l[j][r])) * 0.6931471805599453f;
+        }
     }
 }
 
@@ -608,18 +661,18 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         for (int nt = 0; nt < 8; nt++)
             FMMA_UNROLL
             for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
-        fmma_rows_rows<D>(p, Ks, Qs, warp, lane);                     /* S^T = K Q^T */
-        if constexpr (DK) fmma_rows_rows<D>(dp, Vs, Os, warp, lane); /* dP^T = V dO^T */
+        fmma_rows_rows<D, 1>(&p, Ks, Qs, warp, lane);                     /* S^T = K Q^T */
+        if constexpr (DK) fmma_rows_rows<D, 1>(&dp, Vs, Os, warp, lane); /* dP^T = V dO^T */
         if (qt == kt) fmma_dkdv_probs<DK, true>(p, dp, lse2, Dq, sl2, q0, key0, t);
         else fmma_dkdv_probs<DK, false>(p, dp, lse2, Dq, sl2, q0, key0, t);
         uint32_t pf[4][4];
         if constexpr (DV) {
             fmma_pack_a(pf, p);
-            fmma_p_times<D>(dv, pf, Os, lane); /* dV += P^T dO */
+            fmma_p_times<D, 1>(&dv, &pf, Os, lane); /* dV += P^T dO */
         }
         if constexpr (DK) {
             fmma_pack_a(pf, dp);
-            fmma_p_times<D>(dk, pf, Qs, lane); /* dK += dS^T Q */
+            fmma_p_times<D, 1>(&dk, &pf, Qs, lane); /* dK += dS^T Q */
         }
 
         if (STAGES == 2 && next) { /* the other stage: last read before this step's barrier */
@@ -638,10 +691,12 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
 }
 
 /*
- * dQ: block (bh, query tile qt); warp w owns the tile's queries 16 w .. 16 w + 15 and holds S, P,
- * dP, dS (16 x 64) and dQ (16 x d) in registers over the key tiles 0 .. qt. Q and dO are started
- * with key tile 0; the key tiles (K, V) stream through the stages with the forward's phases.
- * Writes the tile's rows of dQ (queries < T) once each.
+ * dQ: block (bh, query tile qt of FMMA_BQ RW rows); warp w owns the tile's queries 16 RW w ..
+ * 16 RW (w + 1) - 1 (RW groups of 16, as the forward) and holds each group's S, P, dP, dS
+ * (16 x 64) and dQ (16 x d) in registers over the key tiles up to the diagonal; a warp skips the
+ * key tiles none of its rows sees (the forward's rule). Q and dO are started with key tile 0; the
+ * key tiles (K, V) stream through the stages with the forward's phases. Writes the tile's rows of
+ * dQ (queries < T) once each.
  */
 /* dS = P (dP - D) into dp, P = e^(S - lse) (S in p), for the lane's rows row0, row0 + 8 and keys
  * k0 + 8 nt + 2t + (i & 1); MASK: P = 0 for a key after the query. */
@@ -658,60 +713,76 @@ FMMA_FN void fmma_dq_dscores(const float p[8][4], float dp[8][4], const float ls
         }
 }
 
-template <int D>
+template <int D, int RW>
 FMMA_FN void fmma_dq_block(const FlashArgs *a, int qt, int bh, char *smem, int tid) {
-    constexpr int ND = D / 8, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
-    uint16_t *Qs = reinterpret_cast<uint16_t *>(smem), *Os = Qs + TILE;
-    uint16_t *KV = Os + TILE; /* stage s: K at KV + 2 s TILE, V after it */
+    constexpr int ND = D / 8, BQ = RW * FMMA_BQ, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
+    static_assert(FMMA_BK % (16 * RW) == 0, "a warp's rows never straddle a key tile's first key");
+    uint16_t *Qs = reinterpret_cast<uint16_t *>(smem), *Os = Qs + BQ * (D + FMMA_PAD);
+    uint16_t *KV = Os + BQ * (D + FMMA_PAD); /* stage s: K at KV + 2 s TILE, V after it */
     const FmmaView v = fmma_view<D>(a, bh, tid);
     const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
-    const int q0 = qt * FMMA_BQ, row0 = q0 + 16 * warp + v.g;
+    const int q0 = qt * BQ, w0 = q0 + 16 * RW * warp, row0 = w0 + v.g;
+    const int nkt = ((q0 + BQ < T ? q0 + BQ : T) - 1) / FMMA_BK + 1;
     const float sl2 = a->scale * 1.4426950408889634f;
-    float lse2[2], Dr[2];
+    float lse2[RW][2], Dr[RW][2];
     FMMA_UNROLL
-    for (int r = 0; r < 2; r++) {
-        const int q = row0 + 8 * r;
-        lse2[r] = q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f;
-        Dr[r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
-    }
-
-    fmma_load_tile<D>(Qs, v.q, v.ld_qkv, q0, T, tid);
-    fmma_load_tile<D>(Os, v.dout, (size_t)A, q0, T, tid);
-    fmma_load_kv<D>(KV, v, 0, tid);
-    float dq[ND][4];
-    FMMA_UNROLL
-    for (int nd = 0; nd < ND; nd++)
+    for (int j = 0; j < RW; j++)
         FMMA_UNROLL
-        for (int i = 0; i < 4; i++) dq[nd][i] = 0.0f;
+        for (int r = 0; r < 2; r++) {
+            const int q = row0 + 16 * j + 8 * r;
+            lse2[j][r] = q < T ? a->lse[(size_t)bh * T + q] * 1.4426950408889634f : 0.0f;
+            Dr[j][r] = q < T ? a->D[(size_t)bh * T + q] : 0.0f;
+        }
 
-    for (int kt = 0; kt <= qt; kt++) {
+    fmma_load_tile<D, BQ>(Qs, v.q, v.ld_qkv, q0, T, tid);
+    fmma_load_tile<D, BQ>(Os, v.dout, (size_t)A, q0, T, tid);
+    fmma_load_kv<D>(KV, v, 0, tid);
+    float dq[RW][ND][4];
+    FMMA_UNROLL
+    for (int j = 0; j < RW; j++)
+        FMMA_UNROLL
+        for (int nd = 0; nd < ND; nd++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) dq[j][nd][i] = 0.0f;
+
+    for (int kt = 0; kt < nkt; kt++) {
         const int k0 = kt * FMMA_BK, cur = STAGES == 2 ? (kt & 1) : 0;
         fmma_cp_wait();
         fmma_sync(); /* key tile kt is visible; every warp is done with tile kt - 1 */
-        if (STAGES == 2 && kt < qt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
+        if (STAGES == 2 && kt + 1 < nkt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
         const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
-        float p[8][4], dp[8][4];
-        FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
+        if (k0 < w0 + 16 * RW && w0 < T) {
+            float p[RW][8][4], dp[RW][8][4];
             FMMA_UNROLL
-            for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
-        fmma_rows_rows<D>(p, Qs, Ks, warp, lane);  /* S = Q K^T */
-        fmma_rows_rows<D>(dp, Os, Vs, warp, lane); /* dP = dO V^T */
-        /* dS = P (dP - D), P = e^(S - lse): masked in the diagonal tile only (the tiles before
-         * it hold no key after a query; rows past T are not stored) */
-        if (kt == qt) fmma_dq_dscores<true>(p, dp, lse2, Dr, sl2, k0, row0, t);
-        else fmma_dq_dscores<false>(p, dp, lse2, Dr, sl2, k0, row0, t);
-        uint32_t pf[4][4];
-        fmma_pack_a(pf, dp);
-        fmma_p_times<D>(dq, pf, Ks, lane); /* dQ += dS K */
+            for (int j = 0; j < RW; j++)
+                FMMA_UNROLL
+                for (int nt = 0; nt < 8; nt++)
+                    FMMA_UNROLL
+                    for (int i = 0; i < 4; i++) p[j][nt][i] = dp[j][nt][i] = 0.0f;
+            fmma_rows_rows<D, RW>(p, Qs, Ks, warp, lane);  /* S = Q K^T */
+            fmma_rows_rows<D, RW>(dp, Os, Vs, warp, lane); /* dP = dO V^T */
+            /* dS = P (dP - D), P = e^(S - lse): masked only where a key of the tile may be after
+             * the warp's first row (rows past T are not stored) */
+            const bool diag = k0 + FMMA_BK - 1 > w0;
+            uint32_t pf[RW][4][4];
+            FMMA_UNROLL
+            for (int j = 0; j < RW; j++) {
+                if (diag) fmma_dq_dscores<true>(p[j], dp[j], lse2[j], Dr[j], sl2, k0, row0 + 16 * j, t);
+                else fmma_dq_dscores<false>(p[j], dp[j], lse2[j], Dr[j], sl2, k0, row0 + 16 * j, t);
+                fmma_pack_a(pf[j], dp[j]);
+            }
+            fmma_p_times<D, RW>(dq, pf, Ks, lane); /* dQ += dS K */
+        }
 
-        if (STAGES == 1 && kt < qt) {
+        if (STAGES == 1 && kt + 1 < nkt) {
             fmma_sync(); /* every warp is done with the only stage */
             fmma_load_kv<D>(KV, v, k0 + FMMA_BK, tid);
         }
     }
-    fmma_store_rows<D>(a->dqkv + v.off_qkv, v.ld_qkv, dq, row0, T, a->scale, a->scale, t);
+    FMMA_UNROLL
+    for (int j = 0; j < RW; j++)
+        fmma_store_rows<D>(a->dqkv + v.off_qkv, v.ld_qkv, dq[j], row0 + 16 * j, T, a->scale, a->scale, t);
 }
 
 #endif /* __cplusplus */

@@ -46,6 +46,21 @@ static void *nan_alloc(size_t bytes) {
 
 static void emulate_forward(const FlashArgs *a) { fmma_emulate(a, FMMA_FWD); }
 
+/* The inputs, shape, query tile rows bq and scale 1/sqrt(d) of one call; no outputs set. */
+static FlashArgs args_of(const uint16_t *qkv, const uint16_t *dout, int B, int T, int h, int d, int bq) {
+    FlashArgs a;
+    memset(&a, 0, sizeof(a));
+    a.qkv = qkv;
+    a.dout = dout;
+    a.B = B;
+    a.T = T;
+    a.h = h;
+    a.d = d;
+    a.BLK = bq;
+    a.scale = 1.0f / sqrtf((float)d);
+    return a;
+}
+
 /* The backward into a fresh NaN-filled dqkv (caller frees): D = dO . O per row, then the dK/dV
  * and dQ kernels. out: the forward output D is taken from; scale: the backward's 1/sqrt(d). */
 static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale) {
@@ -63,7 +78,9 @@ static uint16_t *emulate_backward(FlashArgs a, const uint16_t *out, float scale)
 }
 
 
-static void test_case(int B, int T, int h, int d) {
+/* One shape with the forward's and dQ's query tiles of bq rows (64 or 128: the kernels take
+ * either at any d, though the GPU build has 128 only up to FMMA_RW2_MAX_D). */
+static void test_case(int B, int T, int h, int d, int bq) {
     const size_t A = (size_t)h * d, N = (size_t)B * T, A3 = 3 * A;
     uint16_t *qkv = (uint16_t *)xmalloc(N * A3 * 2), *dout = (uint16_t *)xmalloc(N * A * 2);
     fill_random_bf16(qkv, N * A3, 700 + d + T);
@@ -73,15 +90,7 @@ static void test_case(int B, int T, int h, int d) {
     float *rc = (float *)xmalloc(N * A * 4), *rd = (float *)xmalloc(N * A3 * 4);
     ref_attention(ro, rl, rd, fq, fd, B, T, h, d);
 
-    FlashArgs a;
-    memset(&a, 0, sizeof(a));
-    a.qkv = qkv;
-    a.dout = dout;
-    a.B = B;
-    a.T = T;
-    a.h = h;
-    a.d = d;
-    a.scale = 1.0f / sqrtf((float)d);
+    FlashArgs a = args_of(qkv, dout, B, T, h, d, bq);
     uint16_t *out = (uint16_t *)nan_alloc(N * A * 2);
     float *lse = (float *)nan_alloc((size_t)B * h * T * 4);
     a.o = out;
@@ -90,7 +99,7 @@ static void test_case(int B, int T, int h, int d) {
     emulate_forward(&a);
     const long long ops = warp_emul_count() - n0;
     char tag[96];
-    snprintf(tag, sizeof(tag), "d %3d (B %d T %3d h %d)", d, B, T, h);
+    snprintf(tag, sizeof(tag), "d %3d (B %d T %3d h %d, query tiles %3d)", d, B, T, h, bq);
     const double ef = rel_err_bf(out, A, ro, A, N, A), el = rel_err_f(lse, rl, (size_t)B * h * T);
     CHECK(ef <= TOL_FWD && el <= TOL_FWD && ops > 0,
           "%s forward: out rel error %.2e, lse %.2e (<= %.2e); %lld warp instructions and barriers", tag, ef, el,
@@ -129,6 +138,50 @@ static void test_case(int B, int T, int h, int d) {
         }
     }
     free(qkv); free(dout); free(fq); free(fd); free(ro); free(rl); free(rc); free(rd); free(out); free(lse);
+}
+
+/* The work of the forward and dQ kernels, counted by the emulator at d 64, T 320 (2.5 tiles of 128
+ * rows, 5 of 64), for both query tiles: the mma count must be the causal minimum, every 16-row
+ * group times the key tiles up to its rows (r / 64 + 1 for the group at row r), times the group's
+ * mma per key tile (forward: S = Q K^T d / 2 and P V d / 2; dQ: S, dP = dO V^T and dS K, d / 2
+ * each), so no warp computes a tile none of its rows sees; and with 128-row tiles each ldmatrix
+ * must feed about twice as many mma (its B operands serve both of a warp's row groups). */
+static void test_work(void) {
+    const int B = 1, T = 320, h = 1, d = 64;
+    const size_t A = (size_t)h * d, N = (size_t)B * T;
+    uint16_t *qkv = (uint16_t *)xmalloc(N * 3 * A * 2), *dout = (uint16_t *)xmalloc(N * A * 2);
+    fill_random_bf16(qkv, N * 3 * A, 901);
+    fill_random_bf16(dout, N * A, 902);
+    uint16_t *out = (uint16_t *)nan_alloc(N * A * 2), *dqkv = (uint16_t *)nan_alloc(N * 3 * A * 2);
+    float *lse = (float *)nan_alloc((size_t)B * h * T * 4), *D = (float *)nan_alloc((size_t)B * h * T * 4);
+    long long pairs = 0; /* (16-row group, key tile) pairs the causal mask leaves */
+    for (int r = 0; r < T; r += 16) pairs += r / 64 + 1;
+    double ratio[2][2] = {{0, 0}, {0, 0}}; /* [query tile 64, 128][forward, dQ]: ldmatrix per mma */
+    for (int two = 0; two < 2; two++) {
+        FlashArgs a = args_of(qkv, dout, B, T, h, d, two ? 2 * FMMA_BQ : FMMA_BQ);
+        a.o = out;
+        a.lse = lse;
+        a.out = out;
+        a.dqkv = dqkv;
+        a.D = D;
+        for (int kind = FMMA_FWD; kind <= FMMA_DQ; kind += FMMA_DQ - FMMA_FWD) {
+            if (kind == FMMA_DQ)
+                for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
+            const WarpEmulCounts c0 = warp_emul_counts();
+            fmma_emulate(&a, kind);
+            const WarpEmulCounts c1 = warp_emul_counts();
+            const long long mma = c1.mma - c0.mma, ldsm = c1.ldmatrix - c0.ldmatrix;
+            const long long want = pairs * (kind == FMMA_FWD ? d : 3 * d / 2);
+            ratio[two][kind == FMMA_DQ] = (double)ldsm / (double)mma;
+            CHECK(mma == want, "work, %s, query tiles %3d: %lld mma (the causal minimum: %lld), %lld ldmatrix.x4, "
+                  "%.3f per mma, %lld barriers", kind == FMMA_FWD ? "forward" : "dQ", a.BLK, mma, want, ldsm,
+                  ratio[two][kind == FMMA_DQ], c1.barriers - c0.barriers);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        CHECK(ratio[1][k] <= 0.6 * ratio[0][k], "work, %s: ldmatrix.x4 per mma %.3f with 128-row query tiles, %.3f "
+              "with 64 (ratio %.2f <= 0.6)", k ? "dQ" : "forward", ratio[1][k], ratio[0][k], ratio[1][k] / ratio[0][k]);
+    free(qkv); free(dout); free(out); free(dqkv); free(lse); free(D);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -401,8 +454,10 @@ static void test_supports(void) {
     why[0] = 0;
     CHECK(!fmma_supports_dir(256, 0, 90, 49152, why, sizeof why) && strstr(why, "shared memory"),
           "d 256 in 48 KiB refused: %s", why);
-    /* Q and two stages of K, V: 5 tiles of 64 x 72 bf16 at d 64 */
-    CHECK(fmma_smem_bytes(64) == 5 * 64 * 72 * 2, "d 64: %zu bytes (by hand %d)", fmma_smem_bytes(64), 5 * 64 * 72 * 2);
+    /* Q (128 rows) and two stages of K, V (64 rows) of 72 bf16 at d 64; at d 80 Q has 64 rows */
+    CHECK(fmma_smem_bytes(64) == (128 + 4 * 64) * 72 * 2 && fmma_smem_bytes(80) == 5 * 64 * 88 * 2,
+          "d 64: %zu bytes (by hand %d), d 80: %zu (%d)", fmma_smem_bytes(64), (128 + 4 * 64) * 72 * 2,
+          fmma_smem_bytes(80), 5 * 64 * 88 * 2);
     /* training: the largest block, dK/dV (d 128: K, V and two stages of Q, dO, lse, D; d 256: one
      * stage), fits an A100's 166912 bytes at every d */
     ok = 1;
@@ -420,11 +475,17 @@ static void test_supports(void) {
 int main(void) {
     test_emulator();
     test_supports();
-    const int ds[] = {16, 32, 48, 64, 80, 128, 256};
-    for (int d : ds) test_case(1, 130, 1, d);
-    const int Ts[] = {1, 33, 64, 65, 100, 127};
-    for (int T : Ts) test_case(2, T, 2, 64);
-    test_case(1, 200, 3, 32);
-    test_case(2, 70, 2, 192); /* dK and dV in two kernels */
+    test_work();
+    /* every shape with both query tiles: the default (fmma_query_tile) and the other */
+    const int bqs[] = {2 * FMMA_BQ, FMMA_BQ};
+    for (int bq : bqs) {
+        const int ds[] = {16, 32, 48, 64, 80, 128, 256};
+        for (int d : ds) test_case(1, 130, 1, d, bq);
+        /* T around the tiles' edges: 64 and 128 rows, a 128-row tile whose second half is past T */
+        const int Ts[] = {1, 33, 64, 65, 100, 127, 128, 129, 192, 200};
+        for (int T : Ts) test_case(2, T, 2, 64, bq);
+        test_case(1, 200, 3, 32, bq);
+        test_case(2, 70, 2, 192, bq); /* dK and dV in two kernels */
+    }
     return test_finish();
 }

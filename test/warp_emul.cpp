@@ -69,6 +69,7 @@ struct Block {
 
 Block g_block;
 long long g_count = 0;
+WarpEmulCounts g_counts; /* per kind: warp instructions, block barriers */
 std::vector<std::vector<AsyncCopy>> g_async; /* per thread: its copies in flight, oldest first */
 
 /* Race tracking over the registered shared memory: per byte, the barrier interval (epoch) and
@@ -268,9 +269,9 @@ int resolve_warp(int w) {
     if (op == OP_NONE || op == OP_SYNCTHREADS) return 0; /* the barrier is block-wide: resolved below */
     for (int L = 0; L < 32; L++)
         if (l[L].state != WAITING) return 0;
-    if (op == OP_MMA) do_mma(l);
-    else if (op == OP_LDSM || op == OP_LDSM_T) do_ldsm(l, 32 * w, op == OP_LDSM_T);
-    else do_shfl(l);
+    if (op == OP_MMA) do_mma(l), g_counts.mma++;
+    else if (op == OP_LDSM || op == OP_LDSM_T) do_ldsm(l, 32 * w, op == OP_LDSM_T), g_counts.ldmatrix++;
+    else do_shfl(l), g_counts.shfl++;
     for (int L = 0; L < 32; L++) l[L].state = RUNNABLE;
     g_count++;
     return 1;
@@ -351,6 +352,7 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
         if (at_barrier == nthreads) {
             for (int i = 0; i < nthreads; i++) b.lane[i].state = RUNNABLE;
             g_count++;
+            g_counts.barriers++;
             g_epoch++; /* accesses before the barrier are ordered before those after it */
             continue;
         }
@@ -379,6 +381,7 @@ void warp_emul_mma_bf16_16816(float c[4], const uint32_t a[4], const uint32_t b[
 }
 
 long long warp_emul_count(void) { return g_count; }
+WarpEmulCounts warp_emul_counts(void) { return g_counts; }
 
 void warp_emul_shared(void *base, size_t bytes) {
     g_smem = (char *)base;

@@ -34,6 +34,8 @@
  *   warp_emul_cp_async_wait_all()        cp.async.wait_group 0: the committed copies land now
  *   warp_emul_count()                    warp instructions carried out so far (a test can check
  *                                        that a routine used them)
+ *   warp_emul_counts()                   the same by kind (mma, ldmatrix, shuffles, barriers): the
+ *                                        work of a kernel, counted exactly (its speed is the GPU's)
  *   warp_emul_shared(base, bytes)        the shared memory of the next blocks, for race tracking
  *   warp_emul_smem_access(p, bytes, w)   called by the routine's memory accessors for every load
  *                                        (w 0) and store (w 1); accesses outside the registered
@@ -64,6 +66,9 @@ extern "C" {
 #define WARP_EMUL_MAX_THREADS 1024
 
 typedef void (*WarpEmulFn)(int tid, void *arg);
+typedef struct {
+    long long mma, ldmatrix, shfl, barriers; /* warp instructions (per warp, not per lane); barriers */
+} WarpEmulCounts;
 
 void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg);
 void warp_emul_syncthreads(void);
@@ -74,6 +79,7 @@ void warp_emul_cp_async16(void *dst, const void *src, int src_bytes);
 void warp_emul_cp_async_commit(void);
 void warp_emul_cp_async_wait_all(void);
 long long warp_emul_count(void);
+WarpEmulCounts warp_emul_counts(void);
 void warp_emul_shared(void *base, size_t bytes);
 void warp_emul_smem_access(const void *p, size_t bytes, int write);
 

@@ -7,7 +7,9 @@
  *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
  *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
  *                     multiples of 16 up to 256 (where the backward does not fit the GPU's shared
- *                     memory, d 256 with 99 KB per block, checked and timed forward only)
+ *                     memory, d 256 with 99 KB per block, checked and timed forward only); where
+ *                     their forward and dQ take 128-row query tiles (d <= 64) also with 64-row
+ *                     ones, checked and timed as path "mma_q64", so one run compares the two
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -52,15 +54,19 @@ typedef struct {
 /* Device buffers of one shape. */
 typedef struct {
     Dev *dv;
+    const char *name; /* the path's name in the output lines */
     int B, T, h, d;
+    int bq; /* register-tile kernels: query tile rows, 0 for their default */
     size_t A, N;
     floatX *qkv, *out, *dout, *dqkv, *att, *datt, *scratch;
     float *stats, *D;
 } Bufs;
 
-static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d) {
+static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d, int bq) {
     memset(b, 0, sizeof(*b));
     b->dv = dv;
+    b->bq = bq;
+    b->name = bq ? "mma_q64" : PATH_NAME;
     b->B = B;
     b->T = T;
     b->h = h;
@@ -101,8 +107,10 @@ static void step(void *arg, int backward) {
     else attention_flash_backward(b->dqkv, b->D, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
 #elif defined(CHECK_FLASH_MMA)
     const GpuCtx *ctx = &b->dv->ctx;
-    if (!backward) attention_flash_mma_forward(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, ctx);
-    else attention_flash_mma_backward(b->dqkv, b->D, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, ctx);
+    if (!backward) attention_flash_mma_forward_bq(b->out, b->stats, b->qkv, b->B, b->T, b->h, b->d, b->bq, ctx);
+    else
+        attention_flash_mma_backward_bq(b->dqkv, b->D, b->dout, b->qkv, b->out, b->stats, b->B, b->T, b->h, b->d, b->bq,
+                                        ctx);
 #else
     const GpuCtx *ctx = &b->dv->ctx;
     if (!backward) attention_own_forward(b->out, b->att, b->scratch, b->qkv, b->B, b->T, b->h, b->d, ctx);
@@ -146,9 +154,11 @@ static int has_backward(const Dev *dv, int d, char *why, size_t cap) {
 #endif
 }
 
-static void check_case(Dev *dv, int B, int T, int h, int d) {
+/* bq: the register-tile kernels' query tile rows (0: their default; other paths 0) */
+static void check_case(Dev *dv, int B, int T, int h, int d, int bq) {
     Bufs b;
-    bufs_alloc(&b, dv, B, T, h, d);
+    bufs_alloc(&b, dv, B, T, h, d, bq);
+    const char *name = b.name;
     const size_t N = b.N, A = b.A, A3 = 3 * A;
     uint16_t *qkv = (uint16_t *)xmalloc(N * A3 * 2), *dout = (uint16_t *)xmalloc(N * A * 2);
     uint16_t *out = (uint16_t *)xmalloc(N * A * 2), *dqkv = (uint16_t *)xmalloc(N * A3 * 2);
@@ -168,20 +178,20 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
     CUDA_CHECK(cudaStreamSynchronize(dv->ctx.stream));
     CUDA_CHECK(cudaMemcpy(out, b.out, N * A * 2, cudaMemcpyDeviceToHost));
     const double ef = rel_err_bf(out, A, ro, A, N, A);
-    CHECK(ef <= TOL_FWD, "%s d %3d (B %d T %d h %d) forward: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
+    CHECK(ef <= TOL_FWD, "%s d %3d (B %d T %d h %d) forward: rel error %.2e <= %.2e (inf: poisoned left)", name, d,
           B, T, h, ef, TOL_FWD);
     ref_attention_one_ahead(rc, ro, fq, B, T, h, d);
     const double c1 = rel_err_bf(out, A, rc, A, N, A);
     ref_attention(rc, NULL, NULL, fq, NULL, B, T, 2 * h, d / 2);
     const double c2 = rel_err_bf(out, A, rc, A, N, A);
     CHECK(c1 > TOL_FWD && c2 > TOL_FWD,
-          "%s d %3d controls: vs a mask one key ahead %.2e, vs %d heads of %d %.2e (both > tol)", PATH_NAME, d, c1,
+          "%s d %3d controls: vs a mask one key ahead %.2e, vs %d heads of %d %.2e (both > tol)", name, d, c1,
           2 * h, d / 2, c2);
 #if PATH_HAS_STATS
     float *st = (float *)xmalloc((size_t)B * h * T * 4);
     CUDA_CHECK(cudaMemcpy(st, b.stats, (size_t)B * h * T * 4, cudaMemcpyDeviceToHost));
     const double es = rel_err_f(st, lse, (size_t)B * h * T);
-    CHECK(es <= TOL_FWD, "%s d %3d stats (logsumexp): rel error %.2e", PATH_NAME, d, es);
+    CHECK(es <= TOL_FWD, "%s d %3d stats (logsumexp): rel error %.2e", name, d, es);
     free(st);
 #else
     check_probabilities(&b);
@@ -190,7 +200,7 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
     char why[256];
     if (!has_backward(dv, d, why, sizeof(why))) {
         char tag[64];
-        snprintf(tag, sizeof(tag), "%s d %3d", PATH_NAME, d);
+        snprintf(tag, sizeof(tag), "%s d %3d", name, d);
         not_applicable(tag, "backward dq, dk, dv", why);
     } else {
         poison(b.dqkv, N * A3 * 2);
@@ -200,7 +210,7 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
         const char *names[3] = {"dq", "dk", "dv"};
         for (int w = 0; w < 3; w++) {
             const double eb = rel_err_bf(dqkv + w * A, A3, rd + w * A, A3, N, A);
-            CHECK(eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e (inf: poisoned left)", PATH_NAME, d,
+            CHECK(eb <= TOL_BWD, "%s d %3d backward %s: rel error %.2e <= %.2e (inf: poisoned left)", name, d,
                   names[w], eb, TOL_BWD);
         }
     }
@@ -209,10 +219,10 @@ static void check_case(Dev *dv, int B, int T, int h, int d) {
 }
 
 /* Mean milliseconds of forward and backward at the benchmark shape (random inputs). */
-static void time_case(Dev *dv, int B, int T, int C, int d) {
+static void time_case(Dev *dv, int B, int T, int C, int d, int bq) {
     const int h = C / d > 0 ? C / d : 1;
     Bufs b;
-    bufs_alloc(&b, dv, B, T, h, d);
+    bufs_alloc(&b, dv, B, T, h, d, bq);
     upload_random_bf16(b.qkv, b.N * 3 * b.A, 7);
     upload_random_bf16(b.dout, b.N * b.A, 8);
     float ms_f = 0, ms_b = 0;
@@ -220,7 +230,7 @@ static void time_case(Dev *dv, int B, int T, int C, int d) {
     time_steps(step, &b, dv->ctx.stream, 2, 10, &ms_f, has_backward(dv, d, why, sizeof(why)) ? &ms_b : NULL);
     /* causal attention FLOPs: 4 B h T^2 d forward (half of the square), twice that backward */
     const double flops = 2.0 * B * h * (double)T * T * d;
-    print_time(PATH_NAME, d, B, T, h, ms_f, ms_b, flops, 2.0 * flops);
+    print_time(b.name, d, B, T, h, ms_f, ms_b, flops, 2.0 * flops);
     bufs_free(&b);
 }
 
@@ -258,8 +268,14 @@ int main(int argc, char **argv) {
             printf("n/a  %s d %3d: %s\n", PATH_NAME, d, why);
             continue;
         }
-        check_case(&dv, a.B, a.T, a.h, d);
-        if (a.timing) time_case(&dv, a.tB, a.tT, a.tC, d);
+        check_case(&dv, a.B, a.T, a.h, d, 0);
+        if (a.timing) time_case(&dv, a.tB, a.tT, a.tC, d, 0);
+#if defined(CHECK_FLASH_MMA)
+        if (fmma_query_tile(d) != FMMA_BQ) { /* the 64-row query tiles too, side by side */
+            check_case(&dv, a.B, a.T, a.h, d, FMMA_BQ);
+            if (a.timing) time_case(&dv, a.tB, a.tT, a.tC, d, FMMA_BQ);
+        }
+#endif
     }
 #ifdef CHECK_CUDNN
     cudnn_att_destroy(dv.cudnn);
