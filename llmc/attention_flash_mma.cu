@@ -42,13 +42,14 @@ int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *w
     return mma_path_supports(&env, d, training, why, cap);
 }
 
-/* Shared memory opted in once per kernel instance (static memos: every program that runs this
- * path, the trainer and the dev/cuda check, drives one device per process). */
 /* grid of the forward and dQ kernels: (B h, query tiles of RW 64 rows) */
 template <int RW>
 static dim3 query_grid(const FlashArgs &a) {
     return dim3((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)(RW * FMMA_BQ)));
 }
+
+/* Shared memory opted in once per kernel instance (static memos: every program that runs this
+ * path, the trainer and the dev/cuda check, drives one device per process). */
 
 template <int D, int RW>
 static void launch_forward_rw(const FlashArgs &a, cudaStream_t stream) {

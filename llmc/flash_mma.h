@@ -29,7 +29,8 @@
  *   O (16 x d, fp32)     o[nd][i], nd = 8-column slice of the head
  * Row max and sum over a row's 64 keys: the lane's own 16 values, then the 4 lanes of its quad
  * (shuffles with xor 1 and 2). The sum l stays per lane and is reduced once at the end.
- * Shared memory: every tile row-major (64 rows x d), rows padded by 8 elements. Fragments come
+ * Shared memory: every tile row-major (64 rows x d; the forward's and dQ's Q and dO 64 RW rows),
+ * rows padded by 8 elements. Fragments come
  * from it by ldmatrix.x4: four 8 x 8 matrices, each row (16 bytes) addressed by one lane, so one
  * instruction gives a 16 x 16 A operand or the B operands of two 8-column slices. A padded row is
  * (d + 8) / 2 = 4 (mod 8) 32-bit words long, so the 8 rows of one matrix fall on 32 different

@@ -458,8 +458,9 @@ static void test_supports(void) {
     CHECK(fmma_smem_bytes(64) == (128 + 4 * 64) * 72 * 2 && fmma_smem_bytes(80) == 5 * 64 * 88 * 2,
           "d 64: %zu bytes (by hand %d), d 80: %zu (%d)", fmma_smem_bytes(64), (128 + 4 * 64) * 72 * 2,
           fmma_smem_bytes(80), 5 * 64 * 88 * 2);
-    /* training: the largest block, dK/dV (d 128: K, V and two stages of Q, dO, lse, D; d 256: one
-     * stage), fits an A100's 166912 bytes at every d */
+    /* training: the larger of the dK/dV block (d 128: K, V and two stages of Q, dO, lse, D; d 256:
+     * one stage) and the dQ block (the larger at d <= 64: Q and dO of 128 rows) fits an A100's
+     * 166912 bytes at every d */
     ok = 1;
     for (int d = 16; d <= 256; d += 16)
         ok &= fmma_supports_dir(d, 1, 90, h200, why, sizeof why) && fmma_supports_dir(d, 1, 80, a100, why, sizeof why);
@@ -470,6 +471,18 @@ static void test_supports(void) {
     why[0] = 0;
     CHECK(!fmma_supports_dir(256, 1, 80, 131072, why, sizeof why) && strstr(why, "shared memory"),
           "training d 256 in 128 KiB refused: %s", why);
+    /* an SM 8.6 GPU's 101376 bytes: training up to d 112 (d 128's two stages take 105472 bytes)
+     * and at d 144-176 (one stage), forward at every d (d 256: exactly 101376) */
+    const size_t sm86 = 101376;
+    char list[128] = "";
+    ok = 1;
+    for (int d = 16; d <= 256; d += 16) {
+        const int train = fmma_supports_dir(d, 1, 86, sm86, why, sizeof why);
+        ok &= fmma_supports_dir(d, 0, 86, sm86, why, sizeof why);
+        ok &= train == (d <= 112 || (d >= 144 && d <= 176));
+        if (train) snprintf(list + strlen(list), sizeof(list) - strlen(list), " %d", d);
+    }
+    CHECK(ok, "SM 8.6 (101376 bytes): forward at every d, training at d%s", list);
 }
 
 int main(void) {

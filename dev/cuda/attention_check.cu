@@ -7,7 +7,8 @@
  *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
  *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
  *                     multiples of 16 up to 256 (where the backward does not fit the GPU's shared
- *                     memory, d 256 with 99 KB per block, checked and timed forward only); where
+ *                     memory, e.g. d 128 and d >= 192 with 99 KB per block, checked and timed
+ *                     forward only); where
  *                     their forward and dQ take 128-row query tiles (d <= 64) also with 64-row
  *                     ones, checked and timed as path "mma_q64", so one run compares the two
  *
