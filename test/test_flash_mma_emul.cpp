@@ -20,6 +20,10 @@
  * block runs under that tracking (test/flash_mma_emul.h), so a missing barrier ends the test at
  * the first race.
  *
+ * It also counts the kernels' work with the emulator: the mma of the forward and dQ must be the
+ * causal minimum, the 128-row query tiles must halve the ldmatrix per mma, and no ldmatrix may
+ * have a shared-memory bank conflict.
+ *
  * Shared memory and outputs are NaN before every block: a value read before it is written, or an
  * output never written, fails. Tolerance TOL_FWD = 2^-6 (max |x - ref| / max |ref|), the GPU
  * checks'; the control (the mask one key ahead) must exceed it.
@@ -184,6 +188,42 @@ static void test_work(void) {
     free(qkv); free(dout); free(out); free(dqkv); free(lse); free(D);
 }
 
+/* Shared-memory bank conflicts of every kernel's ldmatrix, counted by the emulator: with rows
+ * padded to d + 8 elements (4 mod 8 words) the 8 rows of each 8 x 8 matrix must fall on 32
+ * different banks, one wavefront per matrix, at every d, with both query tiles. */
+static void test_banks(void) {
+    const int B = 1, T = 130, h = 1;
+    const int ds[] = {16, 32, 48, 64, 80, 128, 192, 256};
+    for (int d : ds) {
+        const size_t A = (size_t)h * d, N = (size_t)B * T;
+        uint16_t *qkv = (uint16_t *)xmalloc(N * 3 * A * 2), *dout = (uint16_t *)xmalloc(N * A * 2);
+        fill_random_bf16(qkv, N * 3 * A, 903);
+        fill_random_bf16(dout, N * A, 904);
+        uint16_t *out = (uint16_t *)nan_alloc(N * A * 2), *dqkv = (uint16_t *)nan_alloc(N * 3 * A * 2);
+        float *lse = (float *)nan_alloc((size_t)B * h * T * 4), *D = (float *)nan_alloc((size_t)B * h * T * 4);
+        long long ldsm = 0, wf = 0;
+        const int bqs[] = {FMMA_BQ, 2 * FMMA_BQ};
+        for (int bq : bqs) {
+            FlashArgs a = args_of(qkv, dout, B, T, h, d, bq);
+            a.o = out;
+            a.lse = lse;
+            a.out = out;
+            a.dqkv = dqkv;
+            a.D = D;
+            const WarpEmulCounts c0 = warp_emul_counts();
+            fmma_emulate(&a, FMMA_FWD);
+            for (size_t r = 0; r < (size_t)B * h * T; r++) flash_delta_row(&a, r);
+            fmma_emulate_backward(&a);
+            const WarpEmulCounts c1 = warp_emul_counts();
+            ldsm += c1.ldmatrix - c0.ldmatrix;
+            wf += c1.ldmatrix_wavefronts - c0.ldmatrix_wavefronts;
+        }
+        CHECK(ldsm > 0 && wf == 4 * ldsm, "banks, d %3d: %lld ldmatrix.x4 in the forward and backward (both query "
+              "tiles), %lld wavefronts (no conflict: %lld)", d, ldsm, wf, 4 * ldsm);
+        free(qkv); free(dout); free(out); free(dqkv); free(lse); free(D);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The emulator */
 static float g_shfl_out[32][2];
@@ -251,6 +291,13 @@ static void ldsm_thread(int tid, void *p) {
     const uint16_t *row = g_tile + (tid & 15) * 40 + 8 * (tid >> 4);
     fmma_ldsm_x4(g_ld[tid][0], row);
     fmma_ldsm_x4_t(g_ld[tid][1], row);
+}
+/* the same tile read with a row stride of 32 elements (64 bytes, 16 words): rows r and r + 2 of a
+ * matrix fall on the same banks, so each matrix takes 4 wavefronts instead of 1 */
+static void ldsm_conflict_thread(int tid, void *p) {
+    (void)p;
+    uint32_t d[4];
+    fmma_ldsm_x4(d, g_tile + (tid & 15) * 32 + 8 * (tid >> 4));
 }
 static void ldsm_misaligned_thread(int tid, void *p) {
     (void)p;
@@ -393,7 +440,13 @@ static void test_emulator(void) {
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 40; c++) g_tile[r * 40 + c] = (uint16_t)(r * 64 + c);
     warp_emul_shared(g_tile, sizeof g_tile);
+    const long long wf0 = warp_emul_counts().ldmatrix_wavefronts;
     warp_emul_block(32, ldsm_thread, NULL);
+    const long long wf1 = warp_emul_counts().ldmatrix_wavefronts;
+    warp_emul_block(32, ldsm_conflict_thread, NULL);
+    const long long wf2 = warp_emul_counts().ldmatrix_wavefronts;
+    CHECK(wf1 - wf0 == 8 && wf2 - wf1 == 16, "ldmatrix bank count: rows 80 bytes apart %lld wavefronts for two x4 "
+          "(no conflict: 8), rows 64 bytes apart %lld for one (4-way: 16)", wf1 - wf0, wf2 - wf1);
     int ok_plain = 1, ok_trans = 1;
     for (int L = 0; L < 32; L++) {
         const int g = L >> 2, t = L & 3;
@@ -489,6 +542,7 @@ int main(void) {
     test_emulator();
     test_supports();
     test_work();
+    test_banks();
     /* every shape with both query tiles: the default (fmma_query_tile) and the other */
     const int bqs[] = {2 * FMMA_BQ, FMMA_BQ};
     for (int bq : bqs) {

@@ -69,7 +69,7 @@ struct Block {
 
 Block g_block;
 long long g_count = 0;
-WarpEmulCounts g_counts; /* per kind: warp instructions, block barriers */
+WarpEmulCounts g_counts; /* per kind: warp instructions, block barriers, ldmatrix wavefronts */
 std::vector<std::vector<AsyncCopy>> g_async; /* per thread: its copies in flight, oldest first */
 
 /* Race tracking over the registered shared memory: per byte, the barrier interval (epoch) and
@@ -213,6 +213,28 @@ void do_shfl(Lane *w) {
  * matrix i (16 bytes, 16-byte aligned; the read is that lane's); lane L = 4 g + t receives in
  * register i the elements (g, 2t) and (g, 2t + 1) of matrix i, low half first, or with .trans
  * (2t, g) and (2t + 1, g): the matrix read column-major. */
+/* Shared-memory wavefronts of one ldmatrix.x4 (registered shared memory only): per 8 x 8 matrix,
+ * 8 rows of 16 bytes, the most distinct 4-byte words that one of the 32 banks (word offset mod 32)
+ * must serve. 1 per matrix when its rows fall on different banks; a row given twice is one. */
+int ldsm_wavefronts(const Lane *w) {
+    int total = 0;
+    for (int i = 0; i < 4; i++) {
+        int words[32] = {0};
+        for (int r = 0; r < 8; r++) {
+            const char *row = w[8 * i + r].row;
+            bool again = false;
+            for (int q = 0; q < r; q++) again |= w[8 * i + q].row == row;
+            if (again) continue;
+            const size_t word = (size_t)(row - g_smem) / 4;
+            for (int k = 0; k < 4; k++) words[(word + (size_t)k) % 32]++;
+        }
+        int most = 0;
+        for (int b = 0; b < 32; b++) most = words[b] > most ? words[b] : most;
+        total += most;
+    }
+    return total;
+}
+
 void do_ldsm(Lane *w, int tid0, bool trans) {
     uint16_t m[4][8][8];
     for (int i = 0; i < 4; i++)
@@ -227,6 +249,7 @@ void do_ldsm(Lane *w, int tid0, bool trans) {
             smem_check(tid0 + 8 * i + r, row, 16, 0);
             memcpy(m[i][r], row, 16);
         }
+    if (g_smem != nullptr) g_counts.ldmatrix_wavefronts += ldsm_wavefronts(w);
     for (int L = 0; L < 32; L++) {
         const int g = L >> 2, t = L & 3;
         for (int i = 0; i < 4; i++) {

@@ -34,8 +34,11 @@
  *   warp_emul_cp_async_wait_all()        cp.async.wait_group 0: the committed copies land now
  *   warp_emul_count()                    warp instructions carried out so far (a test can check
  *                                        that a routine used them)
- *   warp_emul_counts()                   the same by kind (mma, ldmatrix, shuffles, barriers): the
- *                                        work of a kernel, counted exactly (its speed is the GPU's)
+ *   warp_emul_counts()                   the same by kind (mma, ldmatrix, shuffles, barriers), and
+ *                                        the shared-memory wavefronts of the ldmatrix (per 8 x 8
+ *                                        matrix the most words one of the 32 banks serves: 4 per
+ *                                        x4 without bank conflicts): the work of a kernel,
+ *                                        counted exactly (its speed is the GPU's)
  *   warp_emul_shared(base, bytes)        the shared memory of the next blocks, for race tracking
  *   warp_emul_smem_access(p, bytes, w)   called by the routine's memory accessors for every load
  *                                        (w 0) and store (w 1); accesses outside the registered
@@ -68,6 +71,7 @@ extern "C" {
 typedef void (*WarpEmulFn)(int tid, void *arg);
 typedef struct {
     long long mma, ldmatrix, shfl, barriers; /* warp instructions (per warp, not per lane); barriers */
+    long long ldmatrix_wavefronts;           /* of the ldmatrix in registered shared memory */
 } WarpEmulCounts;
 
 void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg);
