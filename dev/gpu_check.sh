@@ -24,7 +24,7 @@
 #      -ge 2, and a model with sharp attention (--qk_scale 10) on auto, own, flash and mma; the same checks
 #      run on the CPU through test/host_cuda (make test), so a failure here is the GPU's own
 #   5. dev/cuda checks with timings: attention (own, cuDNN, flash, and the register-tile kernels
-#      mma, at d <= 64 also with 64-row query tiles: mma_q64), the S-D fold and the linear
+#      mma, at d <= 64 also with 64-row block tiles: mma_64), the S-D fold and the linear
 #      attention, head sizes 8 ... 256, 12, 20; mma / cuDNN at d 64 forward and backward apart
 #   6. throughput: d12 uniform vs d12 Prism, B = 16, 64 (GPU_CHECK_BATCHES), T = 1024, random
 #      tokens, 6 steps: ms per step and MFU averaged over steps 3-6, tokens/s (llm.c's EMA), the
@@ -301,8 +301,8 @@ mma64=$(awk '/^TIME path mma d 64 /{print $13 + $15}' "$OUTDIR/attention_mma.log
 if [ -n "$mma64" ] && [ -n "$cud64" ]; then
   log "register-tile (mma) / cuDNN time at d = 64 (fwd + bwd): $(awk -v a="$mma64" -v b="$cud64" 'BEGIN{printf "%.2f", a / b}') (target <= 2 once the trainer uses it)"
 fi
-# where the time goes: forward and backward apart, and the query tiles of 128 rows (the default
-# at d 64) against 64 (path mma_q64), both measured in this run
+# where the time goes: forward and backward apart, and the block tiles of 128 rows (two 16-row
+# groups per warp, the default at d 64) against 64 (path mma_64), both measured in this run
 mmaf=$(awk '/^TIME path mma d 64 /{print $13}' "$OUTDIR/attention_mma.log" 2>/dev/null)
 mmab=$(awk '/^TIME path mma d 64 /{print $15}' "$OUTDIR/attention_mma.log" 2>/dev/null)
 cudf=$(awk '/^TIME path cudnn d 64 /{print $13}' "$OUTDIR/attention_cudnn.log" 2>/dev/null)
@@ -310,10 +310,10 @@ cudb=$(awk '/^TIME path cudnn d 64 /{print $15}' "$OUTDIR/attention_cudnn.log" 2
 if [ -n "$mmaf" ] && [ -n "$cudf" ]; then
   log "register-tile (mma) / cuDNN at d = 64: forward $(awk -v a="$mmaf" -v b="$cudf" 'BEGIN{printf "%.2f", a / b}'), backward $(awk -v a="$mmab" -v b="$cudb" 'BEGIN{printf "%.2f", b > 0 ? a / b : 0}')"
 fi
-q64f=$(awk '/^TIME path mma_q64 d 64 /{print $13}' "$OUTDIR/attention_mma.log" 2>/dev/null)
-q64b=$(awk '/^TIME path mma_q64 d 64 /{print $15}' "$OUTDIR/attention_mma.log" 2>/dev/null)
+q64f=$(awk '/^TIME path mma_64 d 64 /{print $13}' "$OUTDIR/attention_mma.log" 2>/dev/null)
+q64b=$(awk '/^TIME path mma_64 d 64 /{print $15}' "$OUTDIR/attention_mma.log" 2>/dev/null)
 if [ -n "$mmaf" ] && [ -n "$q64f" ]; then
-  log "register-tile query tiles of 128 / 64 rows at d = 64 (time): forward $(awk -v a="$mmaf" -v b="$q64f" 'BEGIN{printf "%.2f", a / b}'), backward $(awk -v a="$mmab" -v b="$q64b" 'BEGIN{printf "%.2f", b > 0 ? a / b : 0}') (below 1: the 128-row default is faster)"
+  log "register-tile block tiles of 128 / 64 rows at d = 64 (time): forward $(awk -v a="$mmaf" -v b="$q64f" 'BEGIN{printf "%.2f", a / b}'), backward $(awk -v a="$mmab" -v b="$q64b" 'BEGIN{printf "%.2f", b > 0 ? a / b : 0}') (below 1: the 128-row default is faster)"
 fi
 if [ -n "$mma64" ] && [ -n "$fla64" ]; then
   log "register-tile (mma) / flash time at d = 64 (fwd + bwd): $(awk -v a="$mma64" -v b="$fla64" 'BEGIN{printf "%.2f", a / b}')"

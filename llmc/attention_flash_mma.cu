@@ -1,15 +1,15 @@
 /*
  * llmc/attention_flash_mma.cu: the kernels of the register-tile attention (interface in
  * llmc/attention_flash_mma.cuh; the routines, their layout and math in llmc/flash_mma.h):
- *   forward  grid (B h, query tiles of 128 rows up to d = FMMA_RW2_MAX_D, else 64), the last
- *            (longest) tiles first
+ *   forward  grid (B h, query tiles of BLK rows), the last (longest) tiles first
  *   D        D = dO . O per row (flash_delta of llmc/attention_flash.cu, shared with that path)
- *   dK, dV   grid (B h, key tiles of 64), the first (longest) tiles first
- *   dQ       grid (B h, query tiles as the forward's), the last tiles first
- * 128 threads per block; one kernel per head size and query tile (the accumulators are registers:
- * their count is a template parameter). Nothing is summed across blocks: deterministic, no
- * atomics. The _bq entry points take the query tile (64 or 128 rows) so that dev/cuda times both
- * side by side; the trainer's calls take fmma_query_tile(d).
+ *   dK, dV   grid (B h, key tiles of BLK rows), the first (longest) tiles first
+ *   dQ       grid (B h, query tiles of BLK rows), the last tiles first
+ * BLK = 128 (two 16-row groups per warp) up to d = FMMA_RW2_MAX_D, else 64. 128 threads per
+ * block; one kernel per head size and tile (the accumulators are registers: their count is a
+ * template parameter). Nothing is summed across blocks: deterministic, no atomics. The _bq entry
+ * points take the tile (64 or 128 rows) so that dev/cuda times both side by side; the trainer's
+ * calls take fmma_block_rows(d).
  */
 #include <stdint.h>
 
@@ -25,10 +25,10 @@ __global__ void __launch_bounds__(FMMA_THREADS) fmma_fwd_kernel(FlashArgs a) {
     fmma_fwd_block<D, RW>(&a, (int)(gridDim.y - 1 - blockIdx.y), (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
-template <int D, int PARTS>
+template <int D, int PARTS, int RW>
 __global__ void __launch_bounds__(FMMA_THREADS) fmma_dkdv_kernel(FlashArgs a) {
     extern __shared__ __align__(16) char smem[];
-    fmma_dkdv_block<D, PARTS>(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x);
+    fmma_dkdv_block<D, PARTS, RW>(&a, (int)blockIdx.y, (int)blockIdx.x, smem, (int)threadIdx.x);
 }
 
 template <int D, int RW>
@@ -42,7 +42,7 @@ int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *w
     return mma_path_supports(&env, d, training, why, cap);
 }
 
-/* grid of the forward and dQ kernels: (B h, query tiles of RW 64 rows) */
+/* grid of every kernel: (B h, tiles of RW 64 rows: queries, or keys for dK/dV) */
 template <int RW>
 static dim3 query_grid(const FlashArgs &a) {
     return dim3((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)(RW * FMMA_BQ)));
@@ -69,7 +69,7 @@ static void launch_dq_rw(const FlashArgs &a, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH();
 }
 
-/* 128-row query tiles are built only up to FMMA_RW2_MAX_D (above, their registers would spill);
+/* 128-row tiles are built only up to FMMA_RW2_MAX_D (above, their registers would spill);
  * args_of has refused any other request */
 template <int D>
 static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
@@ -78,31 +78,34 @@ static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
     launch_forward_rw<D, 1>(a, stream);
 }
 
-template <int D, int PARTS>
-static void launch_dkdv(const FlashArgs &a, dim3 grid, cudaStream_t stream) {
+template <int D, int PARTS, int RW>
+static void launch_dkdv(const FlashArgs &a, cudaStream_t stream) {
     static size_t opted = 0;
-    const size_t bytes = fmma_smem_bytes_kind(FMMA_DKDV, D);
-    gpu_allow_smem((const void *)fmma_dkdv_kernel<D, PARTS>, bytes, &opted);
-    fmma_dkdv_kernel<D, PARTS><<<grid, FMMA_THREADS, bytes, stream>>>(a);
+    const size_t bytes = fmma_smem_bytes_bq(FMMA_DKDV, D, RW * FMMA_BQ);
+    gpu_allow_smem((const void *)fmma_dkdv_kernel<D, PARTS, RW>, bytes, &opted);
+    fmma_dkdv_kernel<D, PARTS, RW><<<query_grid<RW>(a), FMMA_THREADS, bytes, stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }
 
 /* dK and dV in one kernel up to FMMA_SPLIT_D, in two above (flash_mma.h fmma_dkdv_block), then dQ */
 template <int D>
 static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
-    const dim3 grid = query_grid<1>(a); /* key tiles of 64 */
-    if constexpr (D <= FMMA_SPLIT_D) {
-        launch_dkdv<D, FMMA_PART_BOTH>(a, grid, stream);
-    } else {
-        launch_dkdv<D, FMMA_PART_DV>(a, grid, stream);
-        launch_dkdv<D, FMMA_PART_DK>(a, grid, stream);
+    if constexpr (D <= FMMA_RW2_MAX_D) {
+        if (a.BLK == 2 * FMMA_BQ) {
+            launch_dkdv<D, FMMA_PART_BOTH, 2>(a, stream);
+            return launch_dq_rw<D, 2>(a, stream);
+        }
     }
-    if constexpr (D <= FMMA_RW2_MAX_D)
-        if (a.BLK == 2 * FMMA_BQ) return launch_dq_rw<D, 2>(a, stream);
+    if constexpr (D <= FMMA_SPLIT_D) {
+        launch_dkdv<D, FMMA_PART_BOTH, 1>(a, stream);
+    } else {
+        launch_dkdv<D, FMMA_PART_DV, 1>(a, stream);
+        launch_dkdv<D, FMMA_PART_DK, 1>(a, stream);
+    }
     launch_dq_rw<D, 1>(a, stream);
 }
 
-/* gpu_host.h mma_args_init with the query tile bq (0: fmma_query_tile(d)), or a one-line error */
+/* gpu_host.h mma_args_init with the block tile bq (0: fmma_block_rows(d)), or a one-line error */
 static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int training, int bq, const GpuCtx *ctx) {
     char why[256];
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
@@ -111,7 +114,7 @@ static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int trai
         llmc_die("register-tile attention: %s", why);
     if ((uintptr_t)qkv % 16 != 0) llmc_die("register-tile attention: qkv is not 16-byte aligned");
     if (bq != 0 && bq != FMMA_BQ && !(bq == 2 * FMMA_BQ && d <= FMMA_RW2_MAX_D))
-        llmc_die("register-tile attention: query tiles of %d rows at d %d (64, or 128 up to d %d)", bq, d,
+        llmc_die("register-tile attention: tiles of %d rows at d %d (64, or 128 up to d %d)", bq, d,
                  FMMA_RW2_MAX_D);
     if (bq != 0) a.BLK = bq; /* both fit wherever the default does: the default is the larger */
     return a;

@@ -33,8 +33,8 @@ void attention_flash_mma_forward(floatX *out, float *lse, const floatX *qkv, int
 void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, const floatX *qkv, const floatX *out,
                                   const float *lse, int B, int T, int h, int d, const GpuCtx *ctx);
 
-/* The same with the forward's and dQ's query tiles chosen: bq = 64, or 128 up to d =
- * FMMA_RW2_MAX_D (0: fmma_query_tile(d), what the calls above use); another bq dies with one line.
+/* The same with the blocks' tiles (queries; dK/dV: keys) chosen: bq = 64, or 128 up to d =
+ * FMMA_RW2_MAX_D (0: fmma_block_rows(d), what the calls above use); another bq dies with one line.
  * For dev/cuda/attention_mma, which times both. */
 void attention_flash_mma_forward_bq(floatX *out, float *lse, const floatX *qkv, int B, int T, int h, int d, int bq,
                                     const GpuCtx *ctx);

@@ -14,7 +14,7 @@
  * online softmax over key tiles with m (running max) and l (running sum), O = sum e^(S - m) V / l,
  * lse = m + ln l. Exponentials in base 2 with s log2(e) folded into the scores (the same values).
  *
- * One block: 4 warps and a tile of 64 RW query rows, RW = 1 or 2 (fmma_query_tile): warp w owns
+ * One block: 4 warps and a tile of 64 RW query rows, RW = 1 or 2 (fmma_block_rows): warp w owns
  * rows 16 RW w .. 16 RW (w + 1) - 1, as RW groups of 16; key tiles of 64 up to the diagonal. With
  * RW = 2 every K or V operand that ldmatrix brings from shared memory feeds two mma (one per
  * group) instead of one: half the shared-memory reads per product, which at 16 rows a warp are
@@ -49,13 +49,14 @@
  *                                    take two kernels
  *   FMMA_STAGES(d)                   buffers per streamed tile: 2 up to FMMA_STAGE2_MAX_D (one
  *                                    loads while the other is used), else 1
- *   FMMA_RW2_MAX_D, fmma_query_tile(d)   query rows per forward and dQ block: 128 up to that d, else 64
+ *   FMMA_RW2_MAX_D, fmma_block_rows(d)   rows of a block's tile (queries; dK/dV: keys): 128 up to
+ *                                    that d, else 64
  *   fmma_smem_bytes_bq(kind, d, bq), fmma_smem_bytes_kind(kind, d)   shared memory of one block of
- *                                    FMMA_FWD, FMMA_DKDV, FMMA_DQ (query tiles of bq rows; of
- *                                    fmma_query_tile(d))
+ *                                    FMMA_FWD, FMMA_DKDV, FMMA_DQ (its own tile bq rows; of
+ *                                    fmma_block_rows(d))
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
  * C++ only (templates over the head size D):
- *   fmma_fwd_block<D, RW>, fmma_dkdv_block<D, PARTS>, fmma_dq_block<D, RW>   one thread's part of
+ *   fmma_fwd_block<D, RW>, fmma_dkdv_block<D, PARTS, RW>, fmma_dq_block<D, RW>   one thread's part of
  *                                    one block (RW: 16-row query groups per warp)
  *   fmma_load_tile, fmma_load_kv, fmma_load_qdo, fmma_load_a, fmma_k_step, fmma_rows_rows,
  *   fmma_pack_a, fmma_p_times, fmma_store_rows, fmma_scale, fmma_dkdv_probs, fmma_dq_dscores,
@@ -103,27 +104,27 @@ enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
 #define FMMA_STAGE2_MAX_D 128
 #define FMMA_STAGES(d) ((d) <= FMMA_STAGE2_MAX_D ? 2 : 1)
 
-/* Query rows per block of the forward and dQ kernels: 128 (RW = 2 groups of 16 rows per warp) up
- * to this head size, 64 above, where two groups' scores and accumulators (2 x 16 x (64 + d) fp32
- * per warp) would not fit in registers. The dK/dV kernel keeps 16 keys per warp: its dK and dV
- * accumulators already take 2 x d / 2 registers per lane. */
+/* Rows of the tile a block owns (queries in the forward and dQ, keys in dK/dV): 128 (RW = 2
+ * groups of 16 rows per warp) up to this head size, 64 above, where two groups' scores and
+ * accumulators (forward 2 x 16 x (64 + d) fp32 per warp, dQ 2 x 16 x (2 x 64 + d), dK/dV
+ * 2 x 16 x (2 x 32 + 2 d)) would not fit in registers. */
 #define FMMA_RW2_MAX_D 64
-static inline LLMC_HD int fmma_query_tile(int d) { return d <= FMMA_RW2_MAX_D ? 2 * FMMA_BQ : FMMA_BQ; }
+static inline LLMC_HD int fmma_block_rows(int d) { return d <= FMMA_RW2_MAX_D ? 2 * FMMA_BQ : FMMA_BQ; }
 
-/* Shared memory of one block: bf16 tiles of 64 rows x d (rows of d + 8; the forward's and dQ's
- * query tiles bq rows), S = FMMA_STAGES(d) of each streamed one, plus the backward's per-query lse
- * and D (64 fp32 each, per stage).
+/* Shared memory of one block: bf16 tiles of 64 rows x d (rows of d + 8; the block's own tiles, Q
+ * and dO or K and V, bq rows), S = FMMA_STAGES(d) of each streamed one, plus the backward's
+ * per-query lse and D (64 fp32 each, per stage).
  *   forward  Q; S x (K, V)
  *   dK, dV   K, V; S x (Q, dO, lse, D)
  *   dQ       Q, dO; S x (K, V) */
 static inline LLMC_HD size_t fmma_smem_bytes_bq(int kind, int d, int bq) {
     const size_t row = (size_t)(d + FMMA_PAD) * 2, tile = FMMA_BQ * row, stages = FMMA_STAGES(d);
     if (kind == FMMA_FWD) return bq * row + 2 * stages * tile;
-    if (kind == FMMA_DKDV) return (2 + 2 * stages) * tile + stages * 2 * FMMA_BQ * sizeof(float);
+    if (kind == FMMA_DKDV) return 2 * bq * row + 2 * stages * tile + stages * 2 * FMMA_BQ * sizeof(float);
     return 2 * bq * row + 2 * stages * tile;
 }
 static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
-    return fmma_smem_bytes_bq(kind, d, fmma_query_tile(d));
+    return fmma_smem_bytes_bq(kind, d, fmma_block_rows(d));
 }
 static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
 
@@ -282,15 +283,16 @@ FMMA_FN void fmma_load_a(uint32_t af[4], const uint16_t *X, int r0, int lane, in
     fmma_ldsm_x4(af, X + (r0 + (lane & 15)) * (D + FMMA_PAD) + 16 * ks + 8 * (lane >> 4));
 }
 
-/* acc[j] (16 x 64, C layout) += A_j Y^T over k step ks, j < RW: A_j 16 x 16 operands, Y all 64
- * rows of a row-major tile. One ldmatrix.x4 gives the B operands of two 8-row slices of Y:
- * matrices (slice 2np, columns 0-7), (2np, 8-15), (2np + 1, 0-7), (2np + 1, 8-15), lane L
- * addressing row 16 np + L % 8 + 8 (L / 16), column 8 ((L / 8) % 2); each serves all RW groups. */
-template <int D, int RW>
-FMMA_FN void fmma_k_step(float (*acc)[8][4], const uint32_t (*af)[4], const uint16_t *Y, int lane, int ks) {
+/* acc[j] (16 x N, C layout) += A_j Y^T over k step ks, j < RW: A_j 16 x 16 operands, Y N rows
+ * (64, or 32 in the two-group dK/dV) of a row-major tile. One ldmatrix.x4 gives the B operands of
+ * two 8-row slices of Y: matrices (slice 2np, columns 0-7), (2np, 8-15), (2np + 1, 0-7), (2np + 1,
+ * 8-15), lane L addressing row 16 np + L % 8 + 8 (L / 16), column 8 ((L / 8) % 2); each serves
+ * all RW groups. */
+template <int D, int RW, int N = 64>
+FMMA_FN void fmma_k_step(float (*acc)[N / 8][4], const uint32_t (*af)[4], const uint16_t *Y, int lane, int ks) {
     const uint16_t *yb = Y + ((lane & 7) + 8 * (lane >> 4)) * (D + FMMA_PAD) + 16 * ks + 8 * ((lane >> 3) & 1);
     FMMA_UNROLL
-    for (int np = 0; np < 4; np++) {
+    for (int np = 0; np < N / 16; np++) {
         uint32_t bf[4];
         fmma_ldsm_x4(bf, yb + 16 * np * (D + FMMA_PAD));
         FMMA_UNROLL
@@ -301,43 +303,45 @@ FMMA_FN void fmma_k_step(float (*acc)[8][4], const uint32_t (*af)[4], const uint
     }
 }
 
-/* acc[j] (16 x 64, C layout) += X_j Y^T over d: X_j the warp's row group j (rows 16 (RW warp + j)
- * ..) of a row-major tile, Y all 64 rows of another (S = Q K^T, S^T = K Q^T, dP = dO V^T,
+/* acc[j] (16 x N, C layout) += X_j Y^T over d: X_j the warp's row group j (rows 16 (RW warp + j)
+ * ..) of a row-major tile, Y N rows of another (S = Q K^T, S^T = K Q^T, dP = dO V^T,
  * dP^T = V dO^T). */
-template <int D, int RW>
-FMMA_FN void fmma_rows_rows(float (*acc)[8][4], const uint16_t *X, const uint16_t *Y, int warp, int lane) {
+template <int D, int RW, int N = 64>
+FMMA_FN void fmma_rows_rows(float (*acc)[N / 8][4], const uint16_t *X, const uint16_t *Y, int warp, int lane) {
     FMMA_UNROLL
     for (int ks = 0; ks < D / 16; ks++) {
         uint32_t af[RW][4];
         FMMA_UNROLL
         for (int j = 0; j < RW; j++) fmma_load_a<D>(af[j], X, 16 * (RW * warp + j), lane, ks);
-        fmma_k_step<D, RW>(acc, af, Y, lane, ks);
+        fmma_k_step<D, RW, N>(acc, af, Y, lane, ks);
     }
 }
 
-/* The C layout of a 16 x 64 fp32 tile packed to bf16 as the A operands of four 16-deep k steps:
+/* The C layout of a 16 x N fp32 tile packed to bf16 as the A operands of N / 16 16-deep k steps:
  * slices 2kk and 2kk + 1 give step kk (rows g, g + 8 x columns 2t.., 8 + 2t..). */
-FMMA_FN void fmma_pack_a(uint32_t pf[4][4], const float p[8][4]) {
+template <int N = 64>
+FMMA_FN void fmma_pack_a(uint32_t pf[N / 16][4], const float p[N / 8][4]) {
     FMMA_UNROLL
-    for (int nt = 0; nt < 8; nt++) {
+    for (int nt = 0; nt < N / 8; nt++) {
         pf[nt >> 1][2 * (nt & 1)] = fmma_pack(p[nt][0], p[nt][1]);
         pf[nt >> 1][2 * (nt & 1) + 1] = fmma_pack(p[nt][2], p[nt][3]);
     }
 }
 
-/* acc[j] (16 x d) += P_j Z over 64, j < RW: P_j packed A operands (fmma_pack_a), Z a row-major
- * tile (64 rows x d) (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K). The B operand wants two
+/* acc[j] (16 x d) += P_j Z over N, j < RW: P_j packed A operands (fmma_pack_a), Z N rows of a
+ * row-major tile (N rows x d; N = 64, or 32 in the two-group dK/dV) (O += P V, dV += P^T dO,
+ * dK += dS^T Q, dQ += dS K). The B operand wants two
  * consecutive rows of one column of Z in a register: ldmatrix.trans of matrices (rows 16 kk +
  * 0-7, columns 16 ndp + 0-7), (16 kk + 8-15, the same), (16 kk + 0-7, 16 ndp + 8-15), (16 kk +
  * 8-15, those), lane L addressing row 16 kk + L % 16, column 16 ndp + 8 (L / 16): the operands of
  * slices 2 ndp and 2 ndp + 1, for every group. */
-template <int D, int RW>
-FMMA_FN void fmma_p_times(float (*acc)[D / 8][4], const uint32_t (*pf)[4][4], const uint16_t *Z, int lane) {
+template <int D, int RW, int N = 64>
+FMMA_FN void fmma_p_times(float (*acc)[D / 8][4], const uint32_t (*pf)[N / 16][4], const uint16_t *Z, int lane) {
     const uint16_t *zb = Z + (lane & 15) * (D + FMMA_PAD) + 8 * (lane >> 4);
     FMMA_UNROLL
     for (int ndp = 0; ndp < D / 16; ndp++) {
         FMMA_UNROLL
-        for (int kk = 0; kk < 4; kk++) {
+        for (int kk = 0; kk < N / 16; kk++) {
             uint32_t bf[4];
             fmma_ldsm_x4_t(bf, zb + 16 * kk * (D + FMMA_PAD) + 16 * ndp);
             FMMA_UNROLL
@@ -464,6 +468,11 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         if (STAGES == 2 && kt + 1 < nkt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
         const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
+        if (QREG && kt == 0) /* every warp: the loads are the block's in order (a warp past T loads zeros) */
+            FMMA_UNROLL
+            for (int ks = 0; ks < D / 16; ks++)
+                FMMA_UNROLL
+                for (int j = 0; j < RW; j++) fmma_load_a<D>(qf[ks][j], Qs, 16 * (RW * warp + j), lane, ks);
         if (k0 < w0 + 16 * RW && w0 < T) { /* some row of the warp's, before T, sees a key here */
             float s[RW][8][4];
             FMMA_UNROLL
@@ -473,11 +482,6 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
                     FMMA_UNROLL
                     for (int i = 0; i < 4; i++) s[j][nt][i] = 0.0f;
             if constexpr (QREG) { /* S = Q K^T, the warp's 16 RW rows x 64 keys */
-                if (kt == 0)
-                    FMMA_UNROLL
-                    for (int ks = 0; ks < D / 16; ks++)
-                        FMMA_UNROLL
-                        for (int j = 0; j < RW; j++) fmma_load_a<D>(qf[ks][j], Qs, 16 * (RW * warp + j), lane, ks);
                 FMMA_UNROLL
                 for (int ks = 0; ks < D / 16; ks++) fmma_k_step<D, RW>(s, qf[ks], Ks, lane, ks);
             } else {
@@ -552,9 +556,12 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
  * from Q, K and the forward's lse; dP = dO V^T; dS = P (dP - D); dV = P^T dO; dK = s dS^T Q;
  * dQ = s dS K (flash_attention.h). P and dS are rounded to bf16 for their products.
  *
- * dK, dV: block (bh, key tile kt); warp w owns keys 16 w .. 16 w + 15 of the tile and holds the
- * transposed tiles S^T, P^T, dP^T, dS^T (its 16 keys x 64 queries) and dK, dV (16 x d) in
- * registers, over the query tiles kt .. last (those that see the tile's keys). Each query tile's
+ * dK, dV: block (bh, key tile kt of 64 RW keys); warp w owns keys 16 RW w .. 16 RW (w + 1) - 1
+ * of the tile (RW groups of 16, as the forward's queries) and holds the transposed tiles S^T, P^T,
+ * dP^T, dS^T (each group's 16 keys x 64 / RW queries: a query tile is RW sub-steps, so that two
+ * groups' scores fit in registers beside their dK and dV) and dK, dV (16 x d per group) in
+ * registers, over the query tiles from the one holding the tile's first key to the last (those
+ * that see the tile's keys); a warp skips the sub-steps whose queries are all before its keys. Each query tile's
  * Q and dO (cp.async) and its lse and D (fmma_stats_load/store) go to a stage buffer, with the
  * forward's phases: wait, barrier, start the next tile into the other stage (or, one stage, after
  * a second barrier). Writes the tile's rows of dK and dV (keys < T) once each.
@@ -600,15 +607,16 @@ FMMA_FN void fmma_load_qdo(uint16_t *Qs, const FmmaView &v, int q0, int tid) {
 }
 
 /* P^T = e^(S^T - lse) (S^T in p, base 2), and with DK dS^T = P^T (dP^T - D) (dP^T in dp), for
- * the lane's keys key0, key0 + 8 and queries q0 + 8 nt + 2t + (i & 1). MASK (the diagonal tile):
- * P = 0 for a query before the key; a query tile after the diagonal sees every key of the tile.
+ * the lane's keys key0, key0 + 8 and queries q0 + 8 nt + 2t + (i & 1) (nt < N / 8; lse2 and Dq
+ * from query q0 on). MASK (the diagonal): P = 0 for a query before the key; a query tile after
+ * the diagonal sees every key of the tile.
  * Query rows past T (the last tile) need no mask: they were loaded as zeros with lse = D = 0, so
  * P = 1 there, but dO = 0 and dP - D = 0: they add nothing to dV or dK. */
-template <bool DK, bool MASK>
-FMMA_FN void fmma_dkdv_probs(float p[8][4], float dp[8][4], const float *lse2, const float *Dq, float sl2, int q0,
-                             int key0, int t) {
+template <bool DK, bool MASK, int N = 64>
+FMMA_FN void fmma_dkdv_probs(float p[N / 8][4], float dp[N / 8][4], const float *lse2, const float *Dq, float sl2,
+                             int q0, int key0, int t) {
     FMMA_UNROLL
-    for (int nt = 0; nt < 8; nt++)
+    for (int nt = 0; nt < N / 8; nt++)
         FMMA_UNROLL
         for (int i = 0; i < 4; i++) {
             const int ql = 8 * nt + 2 * t + (i & 1), q = q0 + ql, key = key0 + 8 * (i >> 1);
@@ -618,34 +626,41 @@ FMMA_FN void fmma_dkdv_probs(float p[8][4], float dp[8][4], const float *lse2, c
         }
 }
 
-template <int D, int PARTS>
+template <int D, int PARTS, int RW>
 FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int tid) {
-    constexpr int ND = D / 8, TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
+    /* N: the queries of one sub-step; a query tile takes RW of them (with two key groups the
+     * scores of 32 queries fit in registers beside dK and dV, those of 64 would not) */
+    constexpr int ND = D / 8, BKEY = RW * FMMA_BK, N = FMMA_BQ / RW;
+    constexpr int TILE = FMMA_BQ * (D + FMMA_PAD), STAGES = FMMA_STAGES(D);
     constexpr bool DV = (PARTS & FMMA_PART_DV) != 0, DK = (PARTS & FMMA_PART_DK) != 0;
-    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem), *Vs = Ks + TILE;
-    uint16_t *QO = Vs + TILE; /* stage s: Q at QO + 2 s TILE, dO after it */
+    uint16_t *Ks = reinterpret_cast<uint16_t *>(smem), *Vs = Ks + BKEY * (D + FMMA_PAD);
+    uint16_t *QO = Vs + BKEY * (D + FMMA_PAD); /* stage s: Q at QO + 2 s TILE, dO after it */
     float *stat = reinterpret_cast<float *>(QO + 2 * STAGES * TILE); /* stage s: lse2, D at + 2 s 64 */
     const FmmaView v = fmma_view<D>(a, bh, tid);
     const int T = v.T, A = v.A, warp = v.warp, lane = v.lane, t = v.t;
-    const int k0 = kt * FMMA_BK, key0 = k0 + 16 * warp + v.g; /* this lane's keys: key0, key0 + 8 */
-    const int nqt = (T + FMMA_BQ - 1) / FMMA_BQ;
+    const int k0 = kt * BKEY, w0 = k0 + 16 * RW * warp; /* the block's and the warp's first key */
+    const int key0 = w0 + v.g; /* this lane's keys: key0 + 16 j and key0 + 16 j + 8, j < RW */
+    /* query tiles from the one holding the block's first key (the ones before see none of them) */
+    const int qt0 = k0 / FMMA_BQ, nqt = (T + FMMA_BQ - 1) / FMMA_BQ;
     const float sl2 = a->scale * 1.4426950408889634f;
 
-    fmma_load_tile<D>(Ks, v.q + A, v.ld_qkv, k0, T, tid);
-    if constexpr (DK) fmma_load_tile<D>(Vs, v.q + 2 * A, v.ld_qkv, k0, T, tid); /* for dP^T */
-    fmma_load_qdo<D>(QO, v, k0, tid);
-    fmma_stats_store<DK>(stat, stat + FMMA_BQ, fmma_stats_load<DK>(a, v, bh, k0, tid), tid);
-    float dk[DK ? ND : 1][4], dv[DV ? ND : 1][4]; /* an unused one shrinks to a dummy */
+    fmma_load_tile<D, BKEY>(Ks, v.q + A, v.ld_qkv, k0, T, tid);
+    if constexpr (DK) fmma_load_tile<D, BKEY>(Vs, v.q + 2 * A, v.ld_qkv, k0, T, tid); /* for dP^T */
+    fmma_load_qdo<D>(QO, v, qt0 * FMMA_BQ, tid);
+    fmma_stats_store<DK>(stat, stat + FMMA_BQ, fmma_stats_load<DK>(a, v, bh, qt0 * FMMA_BQ, tid), tid);
+    float dk[RW][DK ? ND : 1][4], dv[RW][DV ? ND : 1][4]; /* an unused one shrinks to a dummy */
     FMMA_UNROLL
-    for (int nd = 0; nd < ND; nd++)
+    for (int j = 0; j < RW; j++)
         FMMA_UNROLL
-        for (int i = 0; i < 4; i++) {
-            if constexpr (DK) dk[nd][i] = 0.0f;
-            if constexpr (DV) dv[nd][i] = 0.0f;
-        }
+        for (int nd = 0; nd < ND; nd++)
+            FMMA_UNROLL
+            for (int i = 0; i < 4; i++) {
+                if constexpr (DK) dk[j][nd][i] = 0.0f;
+                if constexpr (DV) dv[j][nd][i] = 0.0f;
+            }
 
-    for (int qt = kt; qt < nqt; qt++) {
-        const int q0 = qt * FMMA_BQ, cur = STAGES == 2 ? ((qt - kt) & 1) : 0;
+    for (int qt = qt0; qt < nqt; qt++) {
+        const int q0 = qt * FMMA_BQ, cur = STAGES == 2 ? ((qt - qt0) & 1) : 0;
         fmma_cp_wait();
         fmma_sync(); /* query tile qt is visible; every warp is done with the previous one */
         const bool next = qt + 1 < nqt;
@@ -657,23 +672,42 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         const uint16_t *Qs = QO + 2 * TILE * cur, *Os = Qs + TILE;
         const float *lse2 = stat + 2 * FMMA_BQ * cur, *Dq = lse2 + FMMA_BQ;
 
-        float p[8][4], dp[8][4];
         FMMA_UNROLL
-        for (int nt = 0; nt < 8; nt++)
+        for (int h = 0; h < RW; h++) { /* sub-step h: queries qh .. qh + N - 1 */
+            const int qh = q0 + N * h;
+            /* the warp works on them if one is at or after one of its keys (below T): the last
+             * query at or after the first key; the mask is needed where one is before one of its
+             * keys: the first query before the last key. With one group every warp sees every
+             * query tile from the diagonal on, and the diagonal is the first: written so, the test
+             * and the mask cost 18 registers less (168, 3 blocks per SM at d 64) */
+            if (RW > 1 && !(qh + N > w0 && w0 < T)) continue;
+            const bool diag = RW == 1 ? qt == qt0 : qh < w0 + 16 * RW - 1;
+            const uint16_t *Qh = Qs + N * h * (D + FMMA_PAD), *Oh = Os + N * h * (D + FMMA_PAD);
+            float p[RW][N / 8][4], dp[RW][N / 8][4];
             FMMA_UNROLL
-            for (int i = 0; i < 4; i++) p[nt][i] = dp[nt][i] = 0.0f;
-        fmma_rows_rows<D, 1>(&p, Ks, Qs, warp, lane);                     /* S^T = K Q^T */
-        if constexpr (DK) fmma_rows_rows<D, 1>(&dp, Vs, Os, warp, lane); /* dP^T = V dO^T */
-        if (qt == kt) fmma_dkdv_probs<DK, true>(p, dp, lse2, Dq, sl2, q0, key0, t);
-        else fmma_dkdv_probs<DK, false>(p, dp, lse2, Dq, sl2, q0, key0, t);
-        uint32_t pf[4][4];
-        if constexpr (DV) {
-            fmma_pack_a(pf, p);
-            fmma_p_times<D, 1>(&dv, &pf, Os, lane); /* dV += P^T dO */
-        }
-        if constexpr (DK) {
-            fmma_pack_a(pf, dp);
-            fmma_p_times<D, 1>(&dk, &pf, Qs, lane); /* dK += dS^T Q */
+            for (int j = 0; j < RW; j++)
+                FMMA_UNROLL
+                for (int nt = 0; nt < N / 8; nt++)
+                    FMMA_UNROLL
+                    for (int i = 0; i < 4; i++) p[j][nt][i] = dp[j][nt][i] = 0.0f;
+            fmma_rows_rows<D, RW, N>(p, Ks, Qh, warp, lane);                     /* S^T = K Q^T */
+            if constexpr (DK) fmma_rows_rows<D, RW, N>(dp, Vs, Oh, warp, lane); /* dP^T = V dO^T */
+            FMMA_UNROLL
+            for (int j = 0; j < RW; j++) {
+                if (diag) fmma_dkdv_probs<DK, true, N>(p[j], dp[j], lse2 + N * h, Dq + N * h, sl2, qh, key0 + 16 * j, t);
+                else fmma_dkdv_probs<DK, false, N>(p[j], dp[j], lse2 + N * h, Dq + N * h, sl2, qh, key0 + 16 * j, t);
+            }
+            uint32_t pf[RW][N / 16][4];
+            if constexpr (DV) {
+                FMMA_UNROLL
+                for (int j = 0; j < RW; j++) fmma_pack_a<N>(pf[j], p[j]);
+                fmma_p_times<D, RW, N>(dv, pf, Oh, lane); /* dV += P^T dO */
+            }
+            if constexpr (DK) {
+                FMMA_UNROLL
+                for (int j = 0; j < RW; j++) fmma_pack_a<N>(pf[j], dp[j]);
+                fmma_p_times<D, RW, N>(dk, pf, Qh, lane); /* dK += dS^T Q */
+            }
         }
 
         if (STAGES == 2 && next) { /* the other stage: last read before this step's barrier */
@@ -687,8 +721,11 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
         }
     }
     uint16_t *dk_base = a->dqkv + v.off_qkv + (size_t)A;
-    if constexpr (DK) fmma_store_rows<D>(dk_base, v.ld_qkv, dk, key0, T, a->scale, a->scale, t);
-    if constexpr (DV) fmma_store_rows<D>(dk_base + A, v.ld_qkv, dv, key0, T, 1.0f, 1.0f, t);
+    FMMA_UNROLL
+    for (int j = 0; j < RW; j++) {
+        if constexpr (DK) fmma_store_rows<D>(dk_base, v.ld_qkv, dk[j], key0 + 16 * j, T, a->scale, a->scale, t);
+        if constexpr (DV) fmma_store_rows<D>(dk_base + A, v.ld_qkv, dv[j], key0 + 16 * j, T, 1.0f, 1.0f, t);
+    }
 }
 
 /*

@@ -123,8 +123,8 @@ static inline int flash_args_init(FlashArgs *a, const uint16_t *qkv, int B, int 
     return a->BLK;
 }
 
-/* The FlashArgs of one call of the register-tile kernels (llmc/flash_mma.h): the forward's and dQ's
- * query tile rows (BLK = fmma_query_tile(d)), shape and scale; 0 with the reason when they cannot
+/* The FlashArgs of one call of the register-tile kernels (llmc/flash_mma.h): the rows of a block's
+ * tile (BLK = fmma_block_rows(d)), shape and scale; 0 with the reason when they cannot
  * run it (d, SM, shared memory, the backward's when training, the grid's 65535 tiles of 64 rows).
  * Shared by llmc/attention_flash_mma.cu and test/host_cuda. */
 static inline int mma_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T, int h, int d, int training,
@@ -140,7 +140,7 @@ static inline int mma_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T,
     a->T = T;
     a->h = h;
     a->d = d;
-    a->BLK = fmma_query_tile(d);
+    a->BLK = fmma_block_rows(d);
     a->scale = 1.0f / sqrtf((float)d);
     return 1;
 }

@@ -7,8 +7,8 @@
  * Defines:
  *   fmma_emulate(a, kind)          one kernel (FMMA_FWD, FMMA_DKDV, FMMA_DQ, and above
  *                                  FMMA_SPLIT_D FMMA_EMUL_DK: then DKDV is dV, EMUL_DK dK) over
- *                                  its whole grid; the forward's and dQ's query tiles have
- *                                  a->BLK rows (64 or 128, at any d: the GPU build has 128 only
+ *                                  its whole grid; every block's own tile (queries; dK/dV:
+ *                                  keys) has a->BLK rows (64 or 128, at any d: the GPU build has 128 only
  *                                  up to FMMA_RW2_MAX_D);
  *                                  shared memory is NaN before every block and checked for races
  *                                  between barriers (warp_emul_shared)
@@ -38,15 +38,15 @@ static inline void fmma_emul_run_thread(int tid, void *p) {
     const FmmaBlockArgs *ba = (const FmmaBlockArgs *)p;
     if (KIND == FMMA_FWD) fmma_fwd_block<D, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
     else if (KIND == FMMA_DQ) fmma_dq_block<D, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else if constexpr (D <= FMMA_SPLIT_D) fmma_dkdv_block<D, FMMA_PART_BOTH>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D, FMMA_PART_DV>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else fmma_dkdv_block<D, FMMA_PART_DK>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if constexpr (D <= FMMA_SPLIT_D) fmma_dkdv_block<D, FMMA_PART_BOTH, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if (KIND == FMMA_DKDV) fmma_dkdv_block<D, FMMA_PART_DV, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else fmma_dkdv_block<D, FMMA_PART_DK, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
 }
 
 /* kind FMMA_EMUL_DK: the second dK/dV kernel above FMMA_SPLIT_D (dK; FMMA_DKDV is then dV) */
 enum { FMMA_EMUL_DK = 3 };
 
-/* the per-thread entry of one kernel of head size d, the forward's and dQ's query tiles bq rows
+/* the per-thread entry of one kernel of head size d, the blocks' own tiles bq rows
  * (NULL for a d or bq the kernels do not take) */
 static inline WarpEmulFn fmma_emul_thread_fn(int d, int kind, int bq) {
     if (bq != FMMA_BQ && bq != 2 * FMMA_BQ) return NULL;
@@ -54,7 +54,8 @@ static inline WarpEmulFn fmma_emul_thread_fn(int d, int kind, int bq) {
 #define FMMA_CASE(D) \
     case D: return kind == FMMA_FWD ? (two ? fmma_emul_run_thread<D, FMMA_FWD, 2> : fmma_emul_run_thread<D, FMMA_FWD, 1>) \
                  : kind == FMMA_DQ ? (two ? fmma_emul_run_thread<D, FMMA_DQ, 2> : fmma_emul_run_thread<D, FMMA_DQ, 1>) \
-                 : kind == FMMA_DKDV ? fmma_emul_run_thread<D, FMMA_DKDV, 1> : fmma_emul_run_thread<D, FMMA_EMUL_DK, 1>;
+                 : kind == FMMA_DKDV ? (two ? fmma_emul_run_thread<D, FMMA_DKDV, 2> : fmma_emul_run_thread<D, FMMA_DKDV, 1>) \
+                 : (two ? fmma_emul_run_thread<D, FMMA_EMUL_DK, 2> : fmma_emul_run_thread<D, FMMA_EMUL_DK, 1>);
     switch (d) {
         FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
         FMMA_CASE(128) FMMA_CASE(144) FMMA_CASE(160) FMMA_CASE(176) FMMA_CASE(192) FMMA_CASE(208)
@@ -67,11 +68,11 @@ static inline WarpEmulFn fmma_emul_thread_fn(int d, int kind, int bq) {
 /* Every block of one kernel's grid (B h sequence-heads x tiles) in its launch order: the longest
  * blocks first (forward and dQ: the last query tiles; dK, dV: the first key tiles). */
 static inline void fmma_emulate(const FlashArgs *a, int kind) {
-    const int rows = kind == FMMA_FWD || kind == FMMA_DQ ? a->BLK : FMMA_BQ, nt = (a->T + rows - 1) / rows;
+    const int nt = (a->T + a->BLK - 1) / a->BLK;
     const size_t bytes = fmma_smem_bytes_bq(kind == FMMA_EMUL_DK ? FMMA_DKDV : kind, a->d, a->BLK);
     WarpEmulFn fn = fmma_emul_thread_fn(a->d, kind, a->BLK);
     if (fn == NULL) {
-        fprintf(stderr, "fmma_emulate: head size %d, query tile %d has no kernel of kind %d\n", a->d, a->BLK, kind);
+        fprintf(stderr, "fmma_emulate: head size %d, tiles of %d rows: no kernel of kind %d\n", a->d, a->BLK, kind);
         exit(1);
     }
     char *smem = (char *)xmalloc(bytes);

@@ -231,19 +231,20 @@ static void test_mma_paths(void) {
          memcmp(pm.stats_off, pf.stats_off, sizeof(pm.stats_off)) == 0;
     CHECK(ok, "mma layers: the same buffers as flash layers (stats, D scratch of B x max h_l x T)");
     /* the shared memory the kernels ask for, by hand (tiles of 64 x (d + 8) bf16, two stages up to
-     * d 128; the forward's and dQ's query tiles 128 rows up to d 64): forward at d 64 Q (128 rows)
-     * and 2 x (K, V); dQ at d 64 Q, dO (128 rows) and 2 x (K, V); dK/dV at d 128 K, V and 2 x (Q,
-     * dO, lse and D of 64 fp32); dQ at d 128 Q, dO (64 rows) and 2 x (K, V); dK/dV at d 256, one
-     * stage */
+     * d 128; a block's own tiles 128 rows up to d 64): forward at d 64 Q (128 rows) and 2 x (K, V);
+     * dQ at d 64 Q, dO (128 rows) and 2 x (K, V); dK/dV at d 64 K, V (128 rows) and 2 x (Q, dO,
+     * lse and D of 64 fp32); dK/dV at d 128 K, V and 2 x (Q, dO, lse, D); dQ at d 128 Q, dO (64
+     * rows) and 2 x (K, V); dK/dV at d 256, one stage */
     ok = fmma_smem_bytes_kind(FMMA_FWD, 64) == (128 + 4 * 64) * 72 * 2 &&
          fmma_smem_bytes_kind(FMMA_DQ, 64) == (2 * 128 + 4 * 64) * 72 * 2 &&
+         fmma_smem_bytes_kind(FMMA_DKDV, 64) == (2 * 128 + 4 * 64) * 72 * 2 + 2 * 2 * 64 * 4 &&
          fmma_smem_bytes_kind(FMMA_DKDV, 128) == 6 * 64 * 136 * 2 + 2 * 2 * 64 * 4 &&
          fmma_smem_bytes_kind(FMMA_DQ, 128) == 6 * 64 * 136 * 2 &&
          fmma_smem_bytes_kind(FMMA_DKDV, 256) == 4 * 64 * 264 * 2 + 2 * 64 * 4 &&
          fmma_smem_bytes_bq(FMMA_FWD, 64, 64) == 5 * 64 * 72 * 2;
-    CHECK(ok, "register-tile shared memory: forward d 64 %zu, dQ d 64 %zu, dK/dV d 128 %zu, dQ d 128 %zu bytes",
-          fmma_smem_bytes_kind(FMMA_FWD, 64), fmma_smem_bytes_kind(FMMA_DQ, 64), fmma_smem_bytes_kind(FMMA_DKDV, 128),
-          fmma_smem_bytes_kind(FMMA_DQ, 128));
+    CHECK(ok, "register-tile shared memory: forward d 64 %zu, dQ d 64 %zu, dK/dV d 64 %zu, dK/dV d 128 %zu, dQ d 128 "
+          "%zu bytes", fmma_smem_bytes_kind(FMMA_FWD, 64), fmma_smem_bytes_kind(FMMA_DQ, 64),
+          fmma_smem_bytes_kind(FMMA_DKDV, 64), fmma_smem_bytes_kind(FMMA_DKDV, 128), fmma_smem_bytes_kind(FMMA_DQ, 128));
     /* one call's arguments: the query tile rows (128 up to d 64, else 64), the shape, the scale;
      * the grid's 65535-tile limit; the backward's d limit */
     FlashArgs fa;
@@ -251,7 +252,7 @@ static void test_mma_paths(void) {
     ok = mma_args_init(&fa, &qkv, 2, 1024, 6, 64, 1, &h200, err, sizeof(err)) && fa.BLK == 128 && fa.B == 2 &&
          fa.T == 1024 && fa.h == 6 && fa.d == 64 && fa.qkv == &qkv && fa.scale == 0.125f && fa.o == NULL;
     ok = ok && mma_args_init(&fa, &qkv, 2, 1024, 6, 80, 1, &h200, err, sizeof(err)) && fa.BLK == 64;
-    CHECK(ok, "mma_args_init: d 64 on an H200: 128-row query tiles (d 80: 64), scale 1/8, the shape, no outputs set");
+    CHECK(ok, "mma_args_init: d 64 on an H200: 128-row tiles (d 80: 64), scale 1/8, the shape, no outputs set");
     char err2[512];
     ok = !mma_args_init(&fa, &qkv, 1, 64 * 65535 + 1, 1, 64, 1, &h200, err, sizeof(err)) && strstr(err, "65535") &&
          mma_args_init(&fa, &qkv, 1, 64 * 65535, 1, 64, 1, &h200, err2, sizeof(err2));

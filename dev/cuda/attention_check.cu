@@ -8,9 +8,9 @@
  *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
  *                     multiples of 16 up to 256 (where the backward does not fit the GPU's shared
  *                     memory, e.g. d 128 and d >= 192 with 99 KB per block, checked and timed
- *                     forward only); where
- *                     their forward and dQ take 128-row query tiles (d <= 64) also with 64-row
- *                     ones, checked and timed as path "mma_q64", so one run compares the two
+ *                     forward only); where their blocks take 128-row tiles (d <= 64: two 16-row
+ *                     groups per warp) also with 64-row ones, checked and timed as path
+ *                     "mma_64", so one run compares the two
  *
  *   ./attention_own [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -57,7 +57,7 @@ typedef struct {
     Dev *dv;
     const char *name; /* the path's name in the output lines */
     int B, T, h, d;
-    int bq; /* register-tile kernels: query tile rows, 0 for their default */
+    int bq; /* register-tile kernels: block tile rows, 0 for their default */
     size_t A, N;
     floatX *qkv, *out, *dout, *dqkv, *att, *datt, *scratch;
     float *stats, *D;
@@ -67,7 +67,7 @@ static void bufs_alloc(Bufs *b, Dev *dv, int B, int T, int h, int d, int bq) {
     memset(b, 0, sizeof(*b));
     b->dv = dv;
     b->bq = bq;
-    b->name = bq ? "mma_q64" : PATH_NAME;
+    b->name = bq ? "mma_64" : PATH_NAME;
     b->B = B;
     b->T = T;
     b->h = h;
@@ -155,7 +155,7 @@ static int has_backward(const Dev *dv, int d, char *why, size_t cap) {
 #endif
 }
 
-/* bq: the register-tile kernels' query tile rows (0: their default; other paths 0) */
+/* bq: the register-tile kernels' block tile rows (0: their default; other paths 0) */
 static void check_case(Dev *dv, int B, int T, int h, int d, int bq) {
     Bufs b;
     bufs_alloc(&b, dv, B, T, h, d, bq);
@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
         check_case(&dv, a.B, a.T, a.h, d, 0);
         if (a.timing) time_case(&dv, a.tB, a.tT, a.tC, d, 0);
 #if defined(CHECK_FLASH_MMA)
-        if (fmma_query_tile(d) != FMMA_BQ) { /* the 64-row query tiles too, side by side */
+        if (fmma_block_rows(d) != FMMA_BQ) { /* the 64-row tiles too, side by side */
             check_case(&dv, a.B, a.T, a.h, d, FMMA_BQ);
             if (a.timing) time_case(&dv, a.tB, a.tT, a.tC, d, FMMA_BQ);
         }
