@@ -29,8 +29,8 @@
  *   O (16 x d, fp32)     o[nd][i], nd = 8-column slice of the head
  * Row max and sum over a row's 64 keys: the lane's own 16 values, then the 4 lanes of its quad
  * (shuffles with xor 1 and 2). The sum l stays per lane and is reduced once at the end.
- * Shared memory: every tile row-major (64 rows x d; the forward's and dQ's Q and dO 64 RW rows),
- * rows padded by 8 elements. Fragments come
+ * Shared memory: every tile row-major (64 rows x d; a block's own tiles, Q and dO or dK/dV's K
+ * and V, 64 RW rows), rows padded by 8 elements. Fragments come
  * from it by ldmatrix.x4: four 8 x 8 matrices, each row (16 bytes) addressed by one lane, so one
  * instruction gives a 16 x 16 A operand or the B operands of two 8-column slices. A padded row is
  * (d + 8) / 2 = 4 (mod 8) 32-bit words long, so the 8 rows of one matrix fall on 32 different
@@ -57,7 +57,7 @@
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
  * C++ only (templates over the head size D):
  *   fmma_fwd_block<D, RW>, fmma_dkdv_block<D, PARTS, RW>, fmma_dq_block<D, RW>   one thread's part of
- *                                    one block (RW: 16-row query groups per warp)
+ *                                    one block (RW: groups of 16 rows per warp: queries; dK/dV keys)
  *   fmma_load_tile, fmma_load_kv, fmma_load_qdo, fmma_load_a, fmma_k_step, fmma_rows_rows,
  *   fmma_pack_a, fmma_p_times, fmma_store_rows, fmma_scale, fmma_dkdv_probs, fmma_dq_dscores,
  *   fmma_stats_load/store            their pieces
@@ -677,9 +677,10 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
             const int qh = q0 + N * h;
             /* the warp works on them if one is at or after one of its keys (below T): the last
              * query at or after the first key; the mask is needed where one is before one of its
-             * keys: the first query before the last key. With one group every warp sees every
-             * query tile from the diagonal on, and the diagonal is the first: written so, the test
-             * and the mask cost 18 registers less (168, 3 blocks per SM at d 64) */
+             * keys: the first query before the last key. With one group every warp with keys
+             * before T sees every query tile from the diagonal on, and the diagonal is the first
+             * (a warp whose keys are all past T computes rows it does not store): written so, the
+             * test and the mask cost 18 registers less (168, 3 blocks per SM at d 64) */
             if (RW > 1 && !(qh + N > w0 && w0 < T)) continue;
             const bool diag = RW == 1 ? qt == qt0 : qh < w0 + 16 * RW - 1;
             const uint16_t *Qh = Qs + N * h * (D + FMMA_PAD), *Oh = Os + N * h * (D + FMMA_PAD);
