@@ -42,30 +42,17 @@ int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *w
     return mma_path_supports(&env, d, training, why, cap);
 }
 
-/* grid of every kernel: (B h, tiles of RW 64 rows: queries, or keys for dK/dV) */
-template <int RW>
-static dim3 query_grid(const FlashArgs &a) {
-    return dim3((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)(RW * FMMA_BQ)));
-}
-
-/* Shared memory opted in once per kernel instance (static memos: every program that runs this
- * path, the trainer and the dev/cuda check, drives one device per process). */
-
-template <int D, int RW>
-static void launch_forward_rw(const FlashArgs &a, cudaStream_t stream) {
+/* One launch of kernel K (a forward, dK/dV or dQ instance) of `kind` with RW groups per warp:
+ * grid (B h, tiles of RW 64 rows: queries, or keys for dK/dV), its shared memory opted in once
+ * per instance (a static memo: every program that runs this path, the trainer and the dev/cuda
+ * check, drives one device per process). */
+template <void (*K)(FlashArgs), int D, int RW>
+static void launch(const FlashArgs &a, int kind, cudaStream_t stream) {
     static size_t opted = 0;
-    const size_t bytes = fmma_smem_bytes_bq(FMMA_FWD, D, RW * FMMA_BQ);
-    gpu_allow_smem((const void *)fmma_fwd_kernel<D, RW>, bytes, &opted);
-    fmma_fwd_kernel<D, RW><<<query_grid<RW>(a), FMMA_THREADS, bytes, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
-}
-
-template <int D, int RW>
-static void launch_dq_rw(const FlashArgs &a, cudaStream_t stream) {
-    static size_t opted = 0;
-    const size_t bytes = fmma_smem_bytes_bq(FMMA_DQ, D, RW * FMMA_BQ);
-    gpu_allow_smem((const void *)fmma_dq_kernel<D, RW>, bytes, &opted);
-    fmma_dq_kernel<D, RW><<<query_grid<RW>(a), FMMA_THREADS, bytes, stream>>>(a);
+    const size_t bytes = fmma_smem_bytes_bq(kind, D, RW * FMMA_BQ);
+    gpu_allow_smem((const void *)K, bytes, &opted);
+    const dim3 grid((unsigned)(a.B * a.h), (unsigned)ceil_div((size_t)a.T, (size_t)(RW * FMMA_BQ)));
+    K<<<grid, FMMA_THREADS, bytes, stream>>>(a);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -74,17 +61,8 @@ static void launch_dq_rw(const FlashArgs &a, cudaStream_t stream) {
 template <int D>
 static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
     if constexpr (D <= FMMA_RW2_MAX_D)
-        if (a.BLK == 2 * FMMA_BQ) return launch_forward_rw<D, 2>(a, stream);
-    launch_forward_rw<D, 1>(a, stream);
-}
-
-template <int D, int PARTS, int RW>
-static void launch_dkdv(const FlashArgs &a, cudaStream_t stream) {
-    static size_t opted = 0;
-    const size_t bytes = fmma_smem_bytes_bq(FMMA_DKDV, D, RW * FMMA_BQ);
-    gpu_allow_smem((const void *)fmma_dkdv_kernel<D, PARTS, RW>, bytes, &opted);
-    fmma_dkdv_kernel<D, PARTS, RW><<<query_grid<RW>(a), FMMA_THREADS, bytes, stream>>>(a);
-    CUDA_CHECK_LAUNCH();
+        if (a.BLK == 2 * FMMA_BQ) return launch<fmma_fwd_kernel<D, 2>, D, 2>(a, FMMA_FWD, stream);
+    launch<fmma_fwd_kernel<D, 1>, D, 1>(a, FMMA_FWD, stream);
 }
 
 /* dK and dV in one kernel up to FMMA_SPLIT_D, in two above (flash_mma.h fmma_dkdv_block), then dQ */
@@ -92,17 +70,17 @@ template <int D>
 static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
     if constexpr (D <= FMMA_RW2_MAX_D) {
         if (a.BLK == 2 * FMMA_BQ) {
-            launch_dkdv<D, FMMA_PART_BOTH, 2>(a, stream);
-            return launch_dq_rw<D, 2>(a, stream);
+            launch<fmma_dkdv_kernel<D, FMMA_PART_BOTH, 2>, D, 2>(a, FMMA_DKDV, stream);
+            return launch<fmma_dq_kernel<D, 2>, D, 2>(a, FMMA_DQ, stream);
         }
     }
     if constexpr (D <= FMMA_SPLIT_D) {
-        launch_dkdv<D, FMMA_PART_BOTH, 1>(a, stream);
+        launch<fmma_dkdv_kernel<D, FMMA_PART_BOTH, 1>, D, 1>(a, FMMA_DKDV, stream);
     } else {
-        launch_dkdv<D, FMMA_PART_DV, 1>(a, stream);
-        launch_dkdv<D, FMMA_PART_DK, 1>(a, stream);
+        launch<fmma_dkdv_kernel<D, FMMA_PART_DV, 1>, D, 1>(a, FMMA_DKDV, stream);
+        launch<fmma_dkdv_kernel<D, FMMA_PART_DK, 1>, D, 1>(a, FMMA_DKDV, stream);
     }
-    launch_dq_rw<D, 1>(a, stream);
+    launch<fmma_dq_kernel<D, 1>, D, 1>(a, FMMA_DQ, stream);
 }
 
 /* gpu_host.h mma_args_init with the block tile bq (0: fmma_block_rows(d)), or a one-line error */

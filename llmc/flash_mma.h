@@ -30,12 +30,12 @@
  * Row max and sum over a row's 64 keys: the lane's own 16 values, then the 4 lanes of its quad
  * (shuffles with xor 1 and 2). The sum l stays per lane and is reduced once at the end.
  * Shared memory: every tile row-major (64 rows x d; a block's own tiles, Q and dO or dK/dV's K
- * and V, 64 RW rows), rows padded by 8 elements. Fragments come
- * from it by ldmatrix.x4: four 8 x 8 matrices, each row (16 bytes) addressed by one lane, so one
- * instruction gives a 16 x 16 A operand or the B operands of two 8-column slices. A padded row is
- * (d + 8) / 2 = 4 (mod 8) 32-bit words long, so the 8 rows of one matrix fall on 32 different
- * banks. The B operand of P V needs two consecutive keys of one column of V in a register:
- * ldmatrix.trans reads the row-major V tile column-major, so no tile is ever stored transposed.
+ * and V, 64 RW rows), rows padded by 8 elements. Fragments come from it by ldmatrix.x4: four
+ * 8 x 8 matrices, each row (16 bytes) addressed by one lane, so one instruction gives a 16 x 16 A
+ * operand or the B operands of two 8-column slices. A padded row is (d + 8) / 2 = 4 (mod 8)
+ * 32-bit words long, so the 8 rows of one matrix fall on 32 different banks. The B operand of
+ * P V needs two consecutive keys of one column of V in a register: ldmatrix.trans reads the
+ * row-major V tile column-major, so no tile is ever stored transposed.
  * Tiles go from global to shared memory by cp.async (16 bytes a thread, zeros for rows past T,
  * whose outputs are not written), and up to d = FMMA_STAGE2_MAX_D in two stages: the next key (or
  * query) tile is in flight while the warps compute on the current one.
@@ -256,9 +256,9 @@ FMMA_FN uint32_t fmma_pack(float lo, float hi) {
     return (uint32_t)f32_to_bf16(lo) | ((uint32_t)f32_to_bf16(hi) << 16);
 }
 
-/* Starts the copy of rows r0 .. r0 + ROWS - 1 of a bf16 matrix (row stride ld, d columns from src) into
- * a row-major tile dst (rows of d + 8); rows past T become zeros (cp.async reads no byte of them;
- * src itself, row 0 of the sequence, stands as their address). The whole block takes part, each
+/* Starts the copy of rows r0 .. r0 + ROWS - 1 of a bf16 matrix (row stride ld, d columns from
+ * src) into a row-major tile dst (rows of d + 8); rows past T become zeros (cp.async reads no byte
+ * of them; src itself, row 0 of the sequence, stands as their address). The whole block takes part, each
  * thread 16-byte pieces; they land at the threads' fmma_cp_wait, and a barrier after it makes
  * them visible to every warp. */
 template <int D, int ROWS = FMMA_BQ>
@@ -330,11 +330,11 @@ FMMA_FN void fmma_pack_a(uint32_t pf[N / 16][4], const float p[N / 8][4]) {
 
 /* acc[j] (16 x d) += P_j Z over N, j < RW: P_j packed A operands (fmma_pack_a), Z N rows of a
  * row-major tile (N rows x d; N = 64, or 32 in the two-group dK/dV) (O += P V, dV += P^T dO,
- * dK += dS^T Q, dQ += dS K). The B operand wants two
- * consecutive rows of one column of Z in a register: ldmatrix.trans of matrices (rows 16 kk +
- * 0-7, columns 16 ndp + 0-7), (16 kk + 8-15, the same), (16 kk + 0-7, 16 ndp + 8-15), (16 kk +
- * 8-15, those), lane L addressing row 16 kk + L % 16, column 16 ndp + 8 (L / 16): the operands of
- * slices 2 ndp and 2 ndp + 1, for every group. */
+ * dK += dS^T Q, dQ += dS K). The B operand wants two consecutive rows of one column of Z in a
+ * register: ldmatrix.trans of matrices (rows 16 kk + 0-7, columns 16 ndp + 0-7), (16 kk + 8-15,
+ * the same), (16 kk + 0-7, 16 ndp + 8-15), (16 kk + 8-15, those), lane L addressing row
+ * 16 kk + L % 16, column 16 ndp + 8 (L / 16): the operands of slices 2 ndp and 2 ndp + 1, for
+ * every group. */
 template <int D, int RW, int N = 64>
 FMMA_FN void fmma_p_times(float (*acc)[D / 8][4], const uint32_t (*pf)[N / 16][4], const uint16_t *Z, int lane) {
     const uint16_t *zb = Z + (lane & 15) * (D + FMMA_PAD) + 8 * (lane >> 4);
@@ -468,11 +468,14 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
         if (STAGES == 2 && kt + 1 < nkt) fmma_load_kv<D>(KV + 2 * TILE * (cur ^ 1), v, k0 + FMMA_BK, tid);
         const uint16_t *Ks = KV + 2 * TILE * cur, *Vs = Ks + TILE;
 
-        if (QREG && kt == 0) /* every warp: the loads are the block's in order (a warp past T loads zeros) */
-            FMMA_UNROLL
-            for (int ks = 0; ks < D / 16; ks++)
+        /* Q's operands, by every warp (one past T loads zeros): inside the skip below, the branch
+         * costs the d 80 forward a register spill */
+        if constexpr (QREG)
+            if (kt == 0)
                 FMMA_UNROLL
-                for (int j = 0; j < RW; j++) fmma_load_a<D>(qf[ks][j], Qs, 16 * (RW * warp + j), lane, ks);
+                for (int ks = 0; ks < D / 16; ks++)
+                    FMMA_UNROLL
+                    for (int j = 0; j < RW; j++) fmma_load_a<D>(qf[ks][j], Qs, 16 * (RW * warp + j), lane, ks);
         if (k0 < w0 + 16 * RW && w0 < T) { /* some row of the warp's, before T, sees a key here */
             float s[RW][8][4];
             FMMA_UNROLL
@@ -693,10 +696,11 @@ FMMA_FN void fmma_dkdv_block(const FlashArgs *a, int kt, int bh, char *smem, int
                     for (int i = 0; i < 4; i++) p[j][nt][i] = dp[j][nt][i] = 0.0f;
             fmma_rows_rows<D, RW, N>(p, Ks, Qh, warp, lane);                     /* S^T = K Q^T */
             if constexpr (DK) fmma_rows_rows<D, RW, N>(dp, Vs, Oh, warp, lane); /* dP^T = V dO^T */
+            const float *lse_h = lse2 + N * h, *D_h = Dq + N * h;
             FMMA_UNROLL
             for (int j = 0; j < RW; j++) {
-                if (diag) fmma_dkdv_probs<DK, true, N>(p[j], dp[j], lse2 + N * h, Dq + N * h, sl2, qh, key0 + 16 * j, t);
-                else fmma_dkdv_probs<DK, false, N>(p[j], dp[j], lse2 + N * h, Dq + N * h, sl2, qh, key0 + 16 * j, t);
+                if (diag) fmma_dkdv_probs<DK, true, N>(p[j], dp[j], lse_h, D_h, sl2, qh, key0 + 16 * j, t);
+                else fmma_dkdv_probs<DK, false, N>(p[j], dp[j], lse_h, D_h, sl2, qh, key0 + 16 * j, t);
             }
             uint32_t pf[RW][N / 16][4];
             if constexpr (DV) {

@@ -8,8 +8,8 @@
  *   fmma_emulate(a, kind)          one kernel (FMMA_FWD, FMMA_DKDV, FMMA_DQ, and above
  *                                  FMMA_SPLIT_D FMMA_EMUL_DK: then DKDV is dV, EMUL_DK dK) over
  *                                  its whole grid; every block's own tile (queries; dK/dV:
- *                                  keys) has a->BLK rows (64 or 128, at any d: the GPU build has 128 only
- *                                  up to FMMA_RW2_MAX_D);
+ *                                  keys) has a->BLK rows (64 or 128, at any d: the GPU build
+ *                                  has 128 only up to FMMA_RW2_MAX_D);
  *                                  shared memory is NaN before every block and checked for races
  *                                  between barriers (warp_emul_shared)
  *   fmma_emul_thread_fn(d, kind, bq)   the per-thread entry of one kernel, NULL for another d or bq
@@ -38,7 +38,8 @@ static inline void fmma_emul_run_thread(int tid, void *p) {
     const FmmaBlockArgs *ba = (const FmmaBlockArgs *)p;
     if (KIND == FMMA_FWD) fmma_fwd_block<D, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
     else if (KIND == FMMA_DQ) fmma_dq_block<D, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
-    else if constexpr (D <= FMMA_SPLIT_D) fmma_dkdv_block<D, FMMA_PART_BOTH, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
+    else if constexpr (D <= FMMA_SPLIT_D)
+        fmma_dkdv_block<D, FMMA_PART_BOTH, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
     else if (KIND == FMMA_DKDV) fmma_dkdv_block<D, FMMA_PART_DV, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
     else fmma_dkdv_block<D, FMMA_PART_DK, RW>(ba->a, ba->tile, ba->bh, ba->smem, tid);
 }
@@ -46,16 +47,22 @@ static inline void fmma_emul_run_thread(int tid, void *p) {
 /* kind FMMA_EMUL_DK: the second dK/dV kernel above FMMA_SPLIT_D (dK; FMMA_DKDV is then dV) */
 enum { FMMA_EMUL_DK = 3 };
 
+/* the per-thread entry of kernel `kind` for head size D and RW groups per warp */
+template <int D, int RW>
+static inline WarpEmulFn fmma_emul_kind_fn(int kind) {
+    if (kind == FMMA_FWD) return fmma_emul_run_thread<D, FMMA_FWD, RW>;
+    if (kind == FMMA_DQ) return fmma_emul_run_thread<D, FMMA_DQ, RW>;
+    if (kind == FMMA_DKDV) return fmma_emul_run_thread<D, FMMA_DKDV, RW>;
+    return fmma_emul_run_thread<D, FMMA_EMUL_DK, RW>;
+}
+
 /* the per-thread entry of one kernel of head size d, the blocks' own tiles bq rows
  * (NULL for a d or bq the kernels do not take) */
 static inline WarpEmulFn fmma_emul_thread_fn(int d, int kind, int bq) {
     if (bq != FMMA_BQ && bq != 2 * FMMA_BQ) return NULL;
     const bool two = bq == 2 * FMMA_BQ;
 #define FMMA_CASE(D) \
-    case D: return kind == FMMA_FWD ? (two ? fmma_emul_run_thread<D, FMMA_FWD, 2> : fmma_emul_run_thread<D, FMMA_FWD, 1>) \
-                 : kind == FMMA_DQ ? (two ? fmma_emul_run_thread<D, FMMA_DQ, 2> : fmma_emul_run_thread<D, FMMA_DQ, 1>) \
-                 : kind == FMMA_DKDV ? (two ? fmma_emul_run_thread<D, FMMA_DKDV, 2> : fmma_emul_run_thread<D, FMMA_DKDV, 1>) \
-                 : (two ? fmma_emul_run_thread<D, FMMA_EMUL_DK, 2> : fmma_emul_run_thread<D, FMMA_EMUL_DK, 1>);
+    case D: return two ? fmma_emul_kind_fn<D, 2>(kind) : fmma_emul_kind_fn<D, 1>(kind);
     switch (d) {
         FMMA_CASE(16) FMMA_CASE(32) FMMA_CASE(48) FMMA_CASE(64) FMMA_CASE(80) FMMA_CASE(96) FMMA_CASE(112)
         FMMA_CASE(128) FMMA_CASE(144) FMMA_CASE(160) FMMA_CASE(176) FMMA_CASE(192) FMMA_CASE(208)
