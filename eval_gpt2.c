@@ -7,14 +7,14 @@
  *   ./eval_gpt2 --help
  *
  * Reads the eval files the dev/data/<task>.py writers produce (llmc/evalloader.h: llm.c's
- * version-1 HellaSwag file, or our version 2), runs the fp32 CPU model (llmc/gpt2_cpu.h) on
+ * version-1 HellaSwag file, or our version 2), runs the fp32 CPU model (llmc/cpu/gpt2_cpu.h) on
  * batches of whole examples, and prints per task the examples scored, acc, acc_norm where the
  * task has per-option completions, and for greedy tasks (LAMBADA) the perplexity of the
  * continuation. -json writes the same numbers; -scores writes every option's loss, one per line.
  * The flags, the loop and the report are llmc/eval_cli.h, shared with the GPU program
  * eval_gpt2.cu; this file is the CPU back end.
  *
- * Scoring is llm.c's completion style (FORMATS.md 6): an option's loss is the cross-entropy of its
+ * Scoring is llm.c's completion style (doc/formats.md 6): an option's loss is the cross-entropy of its
  * completion tokens given its context; acc_norm = argmin of the mean (llm.c's HellaSwag number),
  * acc = argmin of the sum.
  */
@@ -26,12 +26,13 @@
 #include <omp.h>
 #endif
 
-#include "llmc/cpu_eval.h"
+#include "llmc/cpu/cpu_eval.h"
 #include "llmc/eval_cli.h"
-#include "llmc/gpt2_cpu.h"
+#include "llmc/cpu/gpt2_cpu.h"
 #include "llmc/utils.h"
+#include "kinds/registry_cpu.h"
 
-/* The CPU back end: the fp32 model and the evaluator's forward over it (llmc/cpu_eval.h). */
+/* The CPU back end: the fp32 model and the evaluator's forward over it (llmc/cpu/cpu_eval.h). */
 typedef struct {
     GPT2 model;
     GPT2Eval eval;

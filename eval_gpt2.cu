@@ -5,7 +5,7 @@
  *   ./eval_gpt2cu -e model.bin -tasks all -b 32
  *
  * The same program as eval_gpt2 (llmc/eval_cli.h: flags, tasks, table, JSON, -scores) on the GPU
- * model of the trainer (llmc/gpt2_gpu.cu): bf16 weights and activations, every layer's attention
+ * model of the trainer (llmc/gpu/gpt2_gpu.cu): bf16 weights and activations, every layer's attention
  * path chosen as train_gpt2cu's -attn auto, except that cuDNN only has to serve the forward (the
  * model is built forward-only: gpt2gpu_choose_paths(..., 0, ...)), each batch padded to the allocated (B, T)
  * so one set of cuDNN graphs serves the whole run (gpt2gpu_eval_forward). Scores agree with the fp32
@@ -15,13 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "llmc/cuda_common.cuh"
-#include "llmc/cudnn_att.h"
+#include "llmc/cuda/cuda_common.cuh"
+#include "llmc/attention/cudnn.h"
 #include "llmc/eval_cli.h"
-#include "llmc/gpt2_gpu.cuh"
-#include "llmc/gpu_host.h"
-#include "llmc/multi_gpu.h"
+#include "llmc/gpu/gpt2_gpu.cuh"
+#include "llmc/attention/paths.h"
+#include "llmc/cuda/multi_gpu.h"
 #include "llmc/utils.h"
+#include "kinds/registry.h"
 
 /* The GPU back end: everything the model needs on the device, and the callback's outputs. */
 typedef struct {
@@ -42,7 +43,7 @@ static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     gpu_ctx_init(&g->ctx, 0);
     g->cudnn = gpt2gpu_choose_paths(&c, "auto", 0, B, em->T, &g->ctx, g->path); /* forward-only support */
     attn_print_paths(&c, g->path, stdout);
-    GPT2GPUOptions opt = {0, 0, 0, 0, 1}; /* forward only: no gradients or optimizer state */
+    GPT2GPUOptions opt = {0, 0, 0, 1}; /* forward only: no gradients or optimizer state */
     gpt2gpu_init(&g->model, &c, B, em->T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
     gpt2gpu_set_params(&g->model, params);
     free(params);

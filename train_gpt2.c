@@ -6,7 +6,7 @@
  *
  * Same flags, files and log lines as llm.c's train_gpt2cu (llmc/args.h): a uniform model's
  * checkpoints load in llm.c and back, and main.log plots with llm.c's tools. The model is
- * llmc/gpt2_cpu.h; this file is the training loop: set-up, evaluation, sampling, checkpoints and
+ * llmc/cpu/gpt2_cpu.h; this file is the training loop: set-up, evaluation, sampling, checkpoints and
  * resume, and the optimizer step.
  */
 #include <math.h>
@@ -23,15 +23,16 @@
 #include "llmc/config.h"
 #include "llmc/dataloader.h"
 #include "llmc/evalloader.h"
-#include "llmc/gpt2_cpu.h"
+#include "llmc/cpu/gpt2_cpu.h"
 #include "llmc/logger.h"
 #include "llmc/model_init.h"
 #include "llmc/state.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_evals.h"
 #include "llmc/train_setup.h"
-#include "llmc/cpu_eval.h"
-#include "prism/schedule.h"
+#include "llmc/cpu/cpu_eval.h"
+#include "kinds/registry_cpu.h"
+#include "prism/rules.h"
 
 /* Everything one training run owns. */
 typedef struct {
@@ -42,7 +43,7 @@ typedef struct {
     Tokenizer tokenizer;
     Logger logger;
     TrainEvals evals;   /* -h 1: the zero-shot evals run at every val step (-ht) */
-    GPT2Eval eval;      /* their forward (llmc/cpu_eval.h) */
+    GPT2Eval eval;      /* their forward (llmc/cpu/cpu_eval.h) */
     uint64_t sample_rng;
 } Run;
 
@@ -61,7 +62,8 @@ static int build_model(Run *r) {
     const int is_file = !config_is_descriptor_like(init_path);
     GPT2Config c;
     char err[2048];
-    if (!model_config_from_args(a, r->given, init_path, is_file, resume_step >= 0, &c, err, sizeof(err))) {
+    if (!model_config_from_args(a, r->given, init_path, is_file, resume_step >= 0, prism_rules_check, &c, err,
+                                sizeof(err))) {
         llmc_die("%s", err);
     }
     if (is_file) {
@@ -83,7 +85,8 @@ static void resume_state(Run *r, int resume_step) {
     const size_t n = r->model.layout.total;
     r->model.m = (float *)xcalloc(n, sizeof(float));
     r->model.v = (float *)xcalloc(n, sizeof(float));
-    const TrainState expect = train_state_at(&t->train_loader, 1, 0, 0, resume_step, 0, 0);
+    const TrainState expect = train_state_at(&t->train_loader, run_shape(1, 0, 0), resume_step,
+                                             rounding_rng(ROUNDING_RNG_SEED, ROUNDING_RNG_SEED));
     TrainState got;
     state_read(path, &got, r->model.m, r->model.v, NULL, n, &t->train_loader, &expect);
     printf("resumed from step %d (%s)\n", resume_step, path);
@@ -106,7 +109,7 @@ static void setup(Run *r) {
     train_loop_setup(t, a, 0, 1, c->vocab_size, resume_step); /* one process: rank 0 of 1 */
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     if (a->hellaswag) {
-        /* llm.c's -h 1 (FORMATS.md 6), scored with the training B and T, plus the -ht tasks */
+        /* llm.c's -h 1 (doc/formats.md 6), scored with the training B and T, plus the -ht tasks */
         train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1);
         gpt2_eval_init(&r->eval, &r->model, a->B, a->T);
     }
@@ -167,7 +170,7 @@ static void save_checkpoint(Run *r, int step) {
     checkpoint_write_fp32(path, &r->model.config, r->model.params);
     ckpt_state_path(path, sizeof(path), a->out_dir, step, 0);
     const DataLoader *dl = &r->loop.train_loader;
-    const TrainState s = train_state_at(dl, 1, 0, 0, step, 13371337ull, 13371337ull);
+    const TrainState s = train_state_at(dl, run_shape(1, 0, 0), step, rounding_rng(ROUNDING_RNG_SEED, ROUNDING_RNG_SEED));
     state_write(path, &s, r->model.m, r->model.v, NULL, r->model.layout.total, dl);
     train_checkpoint_done(a, step, 1);
 }
@@ -191,7 +194,8 @@ static StepResult train_step(Run *r, int step) {
     }
     const StepResult res = train_step_judge(t, a, step, (float)(loss_sum / t->grad_accum), gpt2_grad_norm(m));
     if (!res.skipped) {
-        gpt2_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, a->sd_decay_s, res.clip_scale, step + 1);
+        const AdamWHyper h = adamw_gpt2(res.lr, a->weight_decay, a->sd_decay_s);
+        gpt2_update(m, &h, res.clip_scale, step + 1);
     }
     return res;
 }

@@ -9,7 +9,7 @@
  *
  * The same flags, files, step line and main.log as llm.c's train_gpt2cu (llmc/args.h; -attn
  * picks the attention path), and the same training loop as the CPU trainer train_gpt2.c, which it
- * mirrors function by function. The model is llmc/gpt2_gpu.cu; this file is the run: set-up,
+ * mirrors function by function. The model is llmc/gpu/gpt2_gpu.cu; this file is the run: set-up,
  * evaluation, sampling, HellaSwag, checkpoints and resume, the optimizer step and its report.
  * Checkpoints: bf16 v5 (llm.c) for uniform models, v105 with the layer table and the model flags
  * otherwise (S-D, linear and -ln 0 models too); the CPU trainer and train_gpt2.py read both.
@@ -26,16 +26,18 @@
 #include "llmc/dataloader.h"
 #include "llmc/train_evals.h"
 #include "llmc/evalloader.h"
-#include "llmc/gpt2_gpu.cuh"
-#include "llmc/gpu_host.h"
+#include "llmc/gpu/gpt2_gpu.cuh"
+#include "llmc/attention/paths.h"
+#include "llmc/gpu/act_plan.h"
+#include "llmc/cuda/mfu.h"
 #include "llmc/model_init.h" /* model options, layer table and the torch-identical init */
-#include "llmc/linear_attention.cuh"
 #include "llmc/logger.h"
-#include "llmc/multi_gpu.h"
+#include "llmc/cuda/multi_gpu.h"
 #include "llmc/state.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_setup.h"
-#include "prism/schedule.h"
+#include "kinds/registry.h"
+#include "prism/rules.h"
 
 /* Everything one training run owns. */
 typedef struct {
@@ -67,7 +69,7 @@ static float *load_or_init(Run *r, const char *init_path, int resuming, GPT2Conf
     const TrainArgs *a = &r->args;
     const int is_file = !config_is_descriptor_like(init_path);
     char err[8192];
-    if (!model_config_from_args(a, r->given, init_path, is_file, resuming, c, err, sizeof(err))) llmc_die("%s", err);
+    if (!model_config_from_args(a, r->given, init_path, is_file, resuming, prism_rules_check, c, err, sizeof(err))) llmc_die("%s", err);
     if (is_file) {
         int is_bf16 = 0;
         float *p = checkpoint_load_fp32(init_path, c, &is_bf16);
@@ -100,7 +102,7 @@ static void print_device(const Run *r) {
     printf("processes: %d (this is rank %d on local GPU %d)\n", r->mg.nproc, r->mg.rank, r->mg.local_device);
 }
 
-/* -h 1 (llm.c's in-training HellaSwag, FORMATS.md 6, plus the -ht tasks): scored with the
+/* -h 1 (llm.c's in-training HellaSwag, doc/formats.md 6, plus the -ht tasks): scored with the
  * training B and T. */
 static void evals_setup(Run *r) {
     const TrainArgs *a = &r->args;
@@ -132,8 +134,8 @@ static void resume_state(Run *r, int resume_step) {
     const size_t n = m->shard.shard_total;
     float *mm = (float *)xmalloc(n * sizeof(float)), *vv = (float *)xmalloc(n * sizeof(float));
     float *master = a->master_weights ? (float *)xmalloc(n * sizeof(float)) : NULL;
-    const TrainState expect = train_state_at(&r->loop.train_loader, r->mg.nproc, r->mg.rank, a->master_weights,
-                                             resume_step, 0, 0);
+    const RunShape shape = run_shape(r->mg.nproc, r->mg.rank, a->master_weights);
+    const TrainState expect = train_state_at(&r->loop.train_loader, shape, resume_step, rounding_rng(0, 0));
     TrainState got;
     state_read(path, &got, mm, vv, master, n, &r->loop.train_loader, &expect);
     gpt2gpu_set_opt_state(m, mm, vv, master);
@@ -173,7 +175,6 @@ static void setup(Run *r, int *argc, char ***argv) {
     opt.recompute = a->recompute;
     opt.gelu_fusion = a->gelu_fusion;
     opt.master_weights = a->master_weights;
-    opt.decay_sd_skew = a->sd_decay_s;
     opt.inference = 0;
     gpt2gpu_init(&r->model, &c, a->B, a->T, &opt, r->path, a->zero_stage, &r->ctx, r->cudnn, &r->mg);
     gpt2gpu_set_params(&r->model, host_params);
@@ -267,7 +268,7 @@ static void generate(Run *r) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Checkpoints (FORMATS.md 8): rank 0 the model, every rank its state, a barrier, rank 0 DONE_. */
+ * Checkpoints (doc/formats.md 8): rank 0 the model, every rank its state, a barrier, rank 0 DONE_. */
 static void save_checkpoint(Run *r, int step) {
     const TrainArgs *a = &r->args;
     GPT2GPU *m = &r->model;
@@ -284,8 +285,8 @@ static void save_checkpoint(Run *r, int step) {
     float *master = a->master_weights ? (float *)xmalloc(n * sizeof(float)) : NULL;
     gpt2gpu_get_opt_state(m, mm, vv, master);
     const DataLoader *dl = &r->loop.train_loader;
-    const TrainState s = train_state_at(dl, r->mg.nproc, r->mg.rank, a->master_weights, step, m->rng_state,
-                                        m->rng_state_last_update);
+    const TrainState s = train_state_at(dl, run_shape(r->mg.nproc, r->mg.rank, a->master_weights), step,
+                                        rounding_rng(m->rng_state, m->rng_state_last_update));
     ckpt_state_path(path, sizeof(path), a->out_dir, step, r->mg.rank);
     state_write(path, &s, mm, vv, master, n, dl);
     free(mm);
@@ -313,7 +314,10 @@ static StepResult train_step(Run *r, int step) {
     }
     const float loss = gpt2gpu_mean_loss(m, tokens);
     const StepResult res = train_step_judge(t, a, step, loss, gpt2gpu_grad_norm(m));
-    if (!res.skipped) gpt2gpu_update(m, res.lr, 0.9f, 0.95f, 1e-8f, a->weight_decay, res.clip_scale, step + 1);
+    if (!res.skipped) {
+        const AdamWHyper h = adamw_gpt2(res.lr, a->weight_decay, a->sd_decay_s);
+        gpt2gpu_update(m, &h, res.clip_scale, step + 1);
+    }
     return res;
 }
 
@@ -389,6 +393,10 @@ static void teardown(Run *r) {
 int main(int argc, char **argv) {
     static Run run; /* large (loaders, tables); static keeps it off the stack */
     train_args_parse(&run.args, argc, argv, TRAINER_GPU, run.given);
+    if (train_args_given(run.given, "-f")) {
+        printf("note: -f %d has no effect: this trainer is bf16 (TF32 applies to llm.c's FP32 builds)\n",
+               run.args.tf32);
+    }
     setup(&run, &argc, &argv);
     train(&run);
     teardown(&run);

@@ -3,11 +3,11 @@
 Defines
   - GPTConfig / GPT: a GPT-2 pre-LN model (fp32, explicit attention) whose attention layers each
     have their own head count h_l, head size d_l and kind (the layer table, doc/formats.md):
-    mha softmax attention, sd S-D attention (METHODS.md 3.4), lin ELU+1 linear attention and
+    mha softmax attention, sd S-D attention (doc/methods.md 3.4), lin ELU+1 linear attention and
     sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11);
   - parse_descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]);
-  - parse_schedule: Prism schedule files (`--prism`, METHODS.md section 2.2);
-  - init_weights: the init of FORMATS.md section 2.3, drawn in the C trainer's order;
+  - parse_schedule: Prism schedule files (`--prism`, doc/methods.md 2.2);
+  - init_weights: the init of doc/formats.md 2.3, drawn in the C trainer's order;
   - write_model / load_model: checkpoints, versions 3/5 (llm.c) and 103/105 (with a layer table);
   - a command line that writes checkpoints, the debug-state file (with our AdamW trailer) that the
     C/CUDA tests compare against, and a val loss over a token shard.
@@ -27,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # ---------------------------------------------------------------------------------------------
-# Constants (FORMATS.md section 1 and 2)
+# Constants (doc/formats.md 1 and 2)
 
 MODEL_MAGIC = 20240326
 STATE_MAGIC = 20240327          # debug state
@@ -37,7 +37,7 @@ GPT2_VOCAB = 50257
 
 
 def padded_vocab(v):
-    # Vp = ceil(V/128)*128 (FORMATS 2.1): 50257 -> 50304.
+    # Vp = ceil(V/128)*128 (doc/formats.md 2.1): 50257 -> 50304.
     return (v + 127) // 128 * 128
 
 
@@ -51,15 +51,15 @@ KNOWN_FLAGS = 15
 LIN_EPS = 1e-6                  # the linear-attention normalizer's epsilon, as the C kernels
 MAX_TABLE_LAYERS = 80           # 16 + 3L <= 256 header slots
 
-# The 16 parameter slots in checkpoint order (FORMATS 2.2); the per-layer ones are stored layer 0
-# first. Weight decay applies to the 2-D slots only (FORMATS 11).
+# The 16 parameter slots in checkpoint order (doc/formats.md 2.2); the per-layer ones are stored layer 0
+# first. Weight decay applies to the 2-D slots only (doc/formats.md 11).
 SLOT_NAMES = ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
               "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
               "sdskew", "sdtheta")   # the S-D slots follow llm.c's 16 (doc/formats.md)
 DECAY_SLOTS = frozenset((0, 1, 4, 6, 10, 12))
-SDSKEW_SLOT = 16                # decayed only with --sd_decay_s (METHODS 3.7)
+SDSKEW_SLOT = 16                # decayed only with --sd_decay_s (doc/methods.md 3.7)
 
-# Descriptor tables (FORMATS 2.2): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
+# Descriptor tables (doc/formats.md 2.2): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
 GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
                48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
 GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96),
@@ -84,7 +84,7 @@ class GPTConfig:
     padded_vocab_size: int = 0        # 0 -> derived from vocab_size
     layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
     flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
-    sd_init_s: float = 0.1            # init only: packed skew ~ N(0, sd_init_s^2) (METHODS 3.7)
+    sd_init_s: float = 0.1            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md 3.7)
     sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
     sd_init_u: float = 0.02           # init only: std of the S-D U rows (logit scale ~ its square)
 
@@ -98,7 +98,7 @@ class GPTConfig:
             raise ValueError(f"GPTConfig: padded_vocab_size {self.padded_vocab_size} < "
                              f"vocab_size {self.vocab_size}")
         if self.layers is None:
-            # The uniform table of a descriptor: h heads of size C/h (FORMATS 18 #8: check it).
+            # The uniform table of a descriptor: h heads of size C/h (doc/formats.md 18 #8: check it).
             if self.n_embd % self.n_head:
                 raise ValueError(f"GPTConfig: {self.n_head} heads do not divide C={self.n_embd}")
             d = self.n_embd // self.n_head
@@ -158,7 +158,7 @@ class GPTConfig:
                 per(lambda l: (h_(l),) if self.sd_scalar_d else (h_(l), d_(l)), sd)]
 
     def num_params(self):
-        """llm.c's count: padded wte, wpe included (FORMATS 2.2)."""
+        """llm.c's count: padded wte, wpe included (doc/formats.md 2.2)."""
         return sum(math.prod(s) for slot in self.slot_shapes() for s in slot)
 
     def describe(self):
@@ -169,7 +169,7 @@ class GPTConfig:
 
 
 def parse_descriptor(desc):
-    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md, FORMATS 2.2)."""
+    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md, doc/formats.md 2.2)."""
     m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
     if m:
         depth = int(m.group(1))
@@ -185,7 +185,7 @@ def parse_descriptor(desc):
             raise ValueError(f"descriptor '{desc}': width {C} is not one of {sorted(GPT3_SHAPES)}")
         L, hs = GPT3_SHAPES[C]
         if C % hs:
-            # gpt3:c5140 is in llm.c's table but 5140 % 128 != 0 (FORMATS 18 #8).
+            # gpt3:c5140 is in llm.c's table but 5140 % 128 != 0 (doc/formats.md 18 #8).
             raise ValueError(f"descriptor '{desc}': head size {hs} does not divide C={C}")
         return GPTConfig(n_layer=L, n_embd=C, n_head=C // hs, block_size=2048)
     if desc == "tiny":
@@ -207,7 +207,7 @@ _ENTRY = re.compile(r"(\d+)(?:x(\d+))?(?::([A-Za-z]+))?(?:\*(\d+))?")
 
 
 def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
-    """Prism schedule file -> layer table [(h, d, kind)] (METHODS 2.2, 2.3).
+    """Prism schedule file -> layer table [(h, d, kind)] (doc/methods.md 2.2, 2.3).
 
     Entries H[xD][:KIND][*N] separated by whitespace, '#' comments. Without xD the head size is
     C/H and H must divide C. The entries must cover exactly n_layer layers, with non-decreasing
@@ -271,7 +271,7 @@ def _param(*shape):
 
 
 def elu1(x):
-    """phi(x) = elu(x) + 1 > 0, the feature map of linear attention (METHODS 3.12)."""
+    """phi(x) = elu(x) + 1 > 0, the feature map of linear attention (doc/methods.md 3.12)."""
     return F.elu(x) + 1.0
 
 
@@ -300,12 +300,12 @@ def softmax_mix(q, k, v):
 class CausalSelfAttention(nn.Module):
     """One layer's attention: h heads of size d, width A = h*d (may differ from C), of a kind:
       mha / lin:   q, k, v from qkv_w (3A, C): the Q block, the K block, the V block, each A rows;
-                   head k owns rows [k*d, (k+1)*d) of each block (doc/formats.md, METHODS 0).
+                   head k owns rows [k*d, (k+1)*d) of each block (doc/formats.md, doc/methods.md 0).
       sd / sdlin:  u, v from qkv_w (2A, C): the U block then the V block. Per head
                    L = S + sign*D with S skew from the packed strict upper triangle sd_skew (h,
                    d(d-1)/2) and D = diag(softplus(sd_theta)); logits u_i L u_j^T / sqrt(d)
-                   (METHODS 3.4), computed as u . k' with k' = u L^T (the fold of 3.8).
-    mha and sd mix with softmax, lin and sdlin with ELU+1 linear attention (METHODS 3.12)."""
+                   (doc/methods.md 3.4), computed as u . k' with k' = u L^T (the fold of 3.8).
+    mha and sd mix with softmax, lin and sdlin with ELU+1 linear attention (doc/methods.md 3.12)."""
 
     def __init__(self, cfg, n_head, head_size, kind):
         super().__init__()
@@ -350,7 +350,7 @@ class CausalSelfAttention(nn.Module):
 
 class Block(nn.Module):
     """Pre-LN transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)); with -ln 0 (flag bit 0)
-    the sub-blocks read x itself (METHODS 3.11, option 1: ln_f is kept)."""
+    the sub-blocks read x itself (doc/methods.md 3.11, option 1: ln_f is kept)."""
 
     def __init__(self, cfg, n_head, head_size, kind):
         super().__init__()
@@ -388,7 +388,7 @@ class GPT(nn.Module):
             init_weights(self, seed)
 
     def slots(self):
-        """The parameters as 18 lists in checkpoint order (FORMATS 2.2, then the S-D slots),
+        """The parameters as 18 lists in checkpoint order (doc/formats.md 2.2, then the S-D slots),
         layer 0 first; a layer without a tensor (no LN; not S-D) contributes nothing."""
         bl = self.blocks
         ln = [b for b in bl if b.use_ln]
@@ -426,7 +426,7 @@ class GPT(nn.Module):
 
 @torch.no_grad()
 def init_weights(model, seed=42):
-    """FORMATS 2.3: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) residual projections, zero biases
+    """doc/formats.md 2.3: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) residual projections, zero biases
     and padded wte rows, unit LayerNorm weights. One normal_ call per tensor on one mt19937
     generator, in PyTorch module order (wte rows [0, V), wpe, then per layer qkvw, [S-D: the packed
     skew ~ N(0, sd_init_s^2)], attprojw, fcw, fcprojw), so the C trainer, which replays torch's
@@ -464,7 +464,7 @@ def init_weights(model, seed=42):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints (FORMATS 2.1, 2.4; doc/formats.md "Model checkpoint")
+# Checkpoints (doc/formats.md 2.1, 2.4; doc/formats.md "Model checkpoint")
 
 def _tensor_bytes(t, dtype):
     t = t.detach().contiguous()
@@ -593,7 +593,7 @@ def load_model(path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Token shards (FORMATS 3)
+# Token shards (doc/formats.md 3)
 
 def read_shard(path):
     """Tokens of an llm.c shard as a uint16 array, after the magic, version and size checks."""
@@ -613,7 +613,7 @@ def read_shard(path):
 
 
 def _window(tokens, start, B, T):
-    # Inputs are B*T tokens from `start`, targets the same window shifted by 1 (FORMATS 4).
+    # Inputs are B*T tokens from `start`, targets the same window shifted by 1 (doc/formats.md 4).
     w = torch.from_numpy(tokens[start:start + B * T + 1].astype(np.int64))
     return w[:-1].view(B, T), w[1:].view(B, T)
 
@@ -635,11 +635,11 @@ def eval_loss(model, shard, B, T, batches):
 
 
 # ---------------------------------------------------------------------------------------------
-# Debug state and the reference AdamW trajectory (FORMATS 7, 11; doc/formats.md "Debug state")
+# Debug state and the reference AdamW trajectory (doc/formats.md 7, 11; doc/formats.md "Debug state")
 
 @torch.no_grad()
 def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip, decay_sd_skew=False):
-    """One AdamW update written out (FORMATS 11), t = step+1. Returns the pre-clip grad norm.
+    """One AdamW update written out (doc/formats.md 11), t = step+1. Returns the pre-clip grad norm.
     The norm is accumulated in float64; clip <= 0 disables clipping. Decay: the 2-D slots, and
     the packed S-D skew only with decay_sd_skew (never theta, biases or LayerNorms)."""
     slots = model.slots()
@@ -694,7 +694,7 @@ def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip, decay
               logits.numpy().astype("<f4", copy=False).tobytes(),
               np.array([loss0], dtype="<f4").tobytes()]
     chunks += [g.numpy().astype("<f4", copy=False).tobytes() for g in grads]
-    # Our trailer; llm.c's readers stop after the gradients (FORMATS 7).
+    # Our trailer; llm.c's readers stop after the gradients (doc/formats.md 7).
     chunks.append(np.array([steps], dtype="<i4").tobytes())
     chunks.append(np.array([lr, beta1, beta2, eps, wd, clip], dtype="<f4").tobytes())
     chunks.append(np.array(losses, dtype="<f4").tobytes())

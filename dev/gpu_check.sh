@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # dev/gpu_check.sh: everything the CUDA trainer needs checked on a GPU, in one run of < 8 minutes
-# (issue 3, item 7; doc/gpu.md records the results).
+# (doc/gpu.md records the results).
 #
 #   bash dev/gpu_check.sh            results in build/gpu_check/ (GPU_CHECK_OUT=dir to change);
-#                                    with $OUT set (the lent machine's return folder, 8 files at
+#                                    with $OUT set (a folder a remote runner returns, 8 files at
 #                                    most) $OUT/summary.txt grows line by line, so a run killed from
 #                                    outside still returns what it found, and the logs come back
 #                                    as one $OUT/gpu_check_logs.tar.gz (never the states or data)

@@ -11,7 +11,7 @@
  *   checkpoint_write           write a checkpoint atomically (tmp + rename), fp32 or bf16 body;
  *                              checkpoint_write_fp32 (the CPU programs) and checkpoint_write_bf16
  *                              (the GPU trainer: its bf16 parameters as they are on the GPU)
- * The bf16 <-> fp32 conversions are llmc/gpu_shared.h's (plain C there: no CUDA is pulled in).
+ * The bf16 <-> fp32 conversions are llmc/scalar_math.h's (plain C there: no CUDA is pulled in).
  *
  * Why a new version number for non-uniform tables: llm.c checks only the magic and the version
  * and ignores header[8..]; a Prism file that kept version 3 would load there with the wrong heads.
@@ -25,8 +25,9 @@
 #include <string.h>
 
 #include "config.h"
-#include "gpu_shared.h"
+#include "layer_kind.h"
 #include "param_layout.h"
+#include "scalar_math.h"
 #include "utils.h"
 
 #define CKPT_MAGIC 20240326
@@ -125,10 +126,10 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
             ls->n_head = h[16 + 3 * l];
             ls->head_size = h[17 + 3 * l];
             ls->kind = h[18 + 3 * l];
-            if (ls->n_head < 1 || ls->head_size < 1 || ls->kind < 0 || ls->kind >= ATTN_NUM_KINDS) {
+            if (ls->n_head < 1 || ls->head_size < 1 || layer_kind_of(ls->kind) == NULL) {
                 llmc_die("%s: header[%d..%d] layer %d: heads %d, head size %d, kind %d: expected "
-                         "positive sizes and a kind in 0..3", path, 16 + 3 * l, 18 + 3 * l, l,
-                         ls->n_head, ls->head_size, ls->kind);
+                         "positive sizes and a kind in 0..%d", path, 16 + 3 * l, 18 + 3 * l, l,
+                         ls->n_head, ls->head_size, ls->kind, N_LAYER_KINDS - 1);
             }
         }
     }

@@ -2,19 +2,16 @@
  * llmc/config.h: the model description both trainers share: shape plus a per-layer table.
  *
  * Defines:
- *   AttnKind      attention kind of a layer: mha (softmax), sd (S-D softmax), lin (ELU+1 linear),
- *                 sdlin (the linear mixer on S-D's u and u L^T); METHODS.md 3.4, 3.12
- *   LayerSpec     one layer: heads h, head size d, kind. Attention width A = h*d.
- *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, S-D / linear options,
- *                 layer table
+ *   LayerSpec     one layer: heads h, head size d, kind (a code of llmc/layer_kind.h's registry).
+ *                 Attention width A = h*d.
+ *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, the options of the S-D
+ *                 and linear kinds (stored in checkpoints), layer table
  *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256"
  *   config_set_uniform       every layer h heads of size C/h (llm.c's model)
- *   config_is_llmc_uniform   true when llm.c itself could run this model (checkpoint v3/v5)
- *   config_validate          structural checks with a one-line reason
- *   config_print             the start-up table, one line per layer
+ * What needs the kinds (validation, printing, llm.c compatibility) is in llmc/layer_kind.h.
  *
  * The layer table is the seam for both methods: Prism varies h per layer (d = C/h), S-D
- * attention adds kinds and explicit head sizes (doc/formats.md).
+ * attention adds kinds and explicit head sizes (doc/formats.md 2.4).
  */
 #ifndef LLMC_CONFIG_H
 #define LLMC_CONFIG_H
@@ -29,26 +26,13 @@
 #define GPT2_VOCAB 50257
 #define GPT2_EOT 50256
 
-typedef enum { ATTN_MHA = 0, ATTN_SD = 1, ATTN_LIN = 2, ATTN_SDLIN = 3, ATTN_NUM_KINDS = 4 } AttnKind;
-
-static const char *const ATTN_KIND_NAMES[ATTN_NUM_KINDS] = {"mha", "sd", "lin", "sdlin"};
-
-/* Which kinds the CPU reference (llmc/gpt2_cpu.h) trains: all four. A trainer that supports
- * fewer checks the kinds itself. */
-static inline int attn_kind_implemented(int kind) { return kind >= 0 && kind < ATTN_NUM_KINDS; }
-
-/* Kinds with S-D parameters (a shared query/key projection U, packed skew S, theta). */
-static inline int attn_kind_is_sd(int kind) { return kind == ATTN_SD || kind == ATTN_SDLIN; }
-/* Kinds mixed by ELU+1 linear attention instead of softmax. */
-static inline int attn_kind_is_linear(int kind) { return kind == ATTN_LIN || kind == ATTN_SDLIN; }
-
-typedef struct {
+typedef struct LayerSpec {
     int n_head;    /* h_l */
     int head_size; /* d_l; the attention scale is 1/sqrt(d_l) */
-    int kind;      /* AttnKind */
+    int kind;      /* the layer kind's code: index into LAYER_KINDS (llmc/layer_kind.h) */
 } LayerSpec;
 
-typedef struct {
+typedef struct GPT2Config {
     int max_seq_len;       /* maxT: rows of wpe */
     int vocab_size;        /* V = 50257 */
     int padded_vocab_size; /* Vp = ceil(V/128)*128 */
@@ -60,7 +44,7 @@ typedef struct {
     int sd_d_sign;         /* -1: logits u (S - D) u^T / sqrt(d) (Re lambda <= 0); +1: u (S + D) u^T */
     int lin_prescale;      /* 1: linear layers scale q and k by d^(-1/4) before phi */
     /* init only (not stored in checkpoints): packed S ~ N(0, sd_init_s^2), theta = sd_init_theta
-     * (the S-D authors' LGN code: 0.1 and 0.1, i.e. softplus(theta) = 0.744; METHODS.md 3.7), and
+     * (the S-D authors' LGN code: 0.1 and 0.1, i.e. softplus(theta) = 0.744; doc/methods.md 3.7), and
      * the U rows of S-D layers drawn with std sd_init_u (GPT-2's 0.02 by default; the initial
      * logit scale grows as sd_init_u^2, which matters without LayerNorm) */
     float sd_init_s;
@@ -76,60 +60,12 @@ static inline void config_set_uniform(GPT2Config *c, int heads) {
     for (int l = 0; l < c->num_layers; l++) {
         c->layer[l].n_head = heads;
         c->layer[l].head_size = heads > 0 ? c->channels / heads : 0;
-        c->layer[l].kind = ATTN_MHA;
+        c->layer[l].kind = 0; /* mha (LAYER_KIND_MHA) */
     }
-}
-
-/* Returns 1 when the config is well formed; else 0 with the reason in msg (the caller adds the
- * file or flag it came from). */
-static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
-    if (c->num_layers < 1 || c->num_layers > LLMC_MAX_LAYERS) {
-        snprintf(msg, cap, "num_layers %d out of range [1, %d]", c->num_layers, LLMC_MAX_LAYERS);
-        return 0;
-    }
-    if (c->channels < 1 || c->max_seq_len < 1 || c->vocab_size < 1) {
-        snprintf(msg, cap, "non-positive shape (maxT %d, V %d, C %d)", c->max_seq_len,
-                 c->vocab_size, c->channels);
-        return 0;
-    }
-    if (c->padded_vocab_size < c->vocab_size) {
-        snprintf(msg, cap, "padded vocab %d < vocab %d", c->padded_vocab_size, c->vocab_size);
-        return 0;
-    }
-    for (int l = 0; l < c->num_layers; l++) {
-        const LayerSpec *ls = &c->layer[l];
-        if (ls->n_head < 1 || ls->head_size < 1) {
-            snprintf(msg, cap, "layer %d: heads %d, head size %d: both must be >= 1", l,
-                     ls->n_head, ls->head_size);
-            return 0;
-        }
-        if (ls->kind < 0 || ls->kind >= ATTN_NUM_KINDS) {
-            snprintf(msg, cap, "layer %d: unknown attention kind %d", l, ls->kind);
-            return 0;
-        }
-    }
-    if (c->sd_d_sign != -1 && c->sd_d_sign != 1) {
-        snprintf(msg, cap, "S-D sign of D %d: expected -1 or +1", c->sd_d_sign);
-        return 0;
-    }
-    return 1;
-}
-
-/* llm.c can run the model: LayerNorms, every layer softmax attention with the same h, h*d = C.
- * (The S-D and linear options are irrelevant without such layers.) */
-static inline int config_is_llmc_uniform(const GPT2Config *c) {
-    if (!c->use_ln) return 0;
-    for (int l = 0; l < c->num_layers; l++) {
-        const LayerSpec *ls = &c->layer[l];
-        if (ls->kind != ATTN_MHA || ls->n_head != c->layer[0].n_head ||
-            attn_width(ls) != c->channels)
-            return 0;
-    }
-    return 1;
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Descriptors (FORMATS.md section 2.2 for dN and gpt3:cC). Returns 1 on success; on failure
+ * Descriptors (doc/formats.md 2.2 for dN and gpt3:cC). Returns 1 on success; on failure
  * writes the reason to msg. */
 static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     memset(c, 0, sizeof(*c));
@@ -234,37 +170,6 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
 static inline int config_is_descriptor_like(const char *s) {
     size_t n = strlen(s);
     return !(n >= 4 && strcmp(s + n - 4, ".bin") == 0);
-}
-
-/* One line per run of equal layers, e.g. "layers 0-1: 3 heads x 256 (mha)". */
-static inline void config_print(const GPT2Config *c, FILE *out) {
-    int has_sd = 0, has_lin = 0;
-    for (int l = 0; l < c->num_layers; l++) {
-        has_sd |= attn_kind_is_sd(c->layer[l].kind);
-        has_lin |= attn_kind_is_linear(c->layer[l].kind);
-    }
-    fprintf(out, "model: L %d, C %d, maxT %d, V %d (padded %d), base heads %d%s", c->num_layers,
-            c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_heads,
-            c->use_ln ? "" : ", no per-block LayerNorm");
-    if (has_sd) {
-        fprintf(out, ", S-D logits u (S %c D) u^T%s", c->sd_d_sign < 0 ? '-' : '+',
-                c->sd_scalar_d ? " with scalar D" : "");
-    }
-    if (has_lin && c->lin_prescale) fprintf(out, ", linear q/k prescaled by d^-1/4");
-    fprintf(out, "\n");
-    int start = 0;
-    for (int l = 1; l <= c->num_layers; l++) {
-        if (l < c->num_layers && c->layer[l].n_head == c->layer[start].n_head &&
-            c->layer[l].head_size == c->layer[start].head_size &&
-            c->layer[l].kind == c->layer[start].kind)
-            continue;
-        const LayerSpec *ls = &c->layer[start];
-        if (l - 1 == start) fprintf(out, "  layer  %2d   ", start);
-        else fprintf(out, "  layers %2d-%-2d", start, l - 1);
-        fprintf(out, ": %3d heads x %3d (%s)\n", ls->n_head, ls->head_size,
-                ATTN_KIND_NAMES[ls->kind]);
-        start = l;
-    }
 }
 
 #endif /* LLMC_CONFIG_H */

@@ -1,5 +1,5 @@
 /*
- * llmc/dataloader.h: llm.c token shards and the distributed data loader (FORMATS.md 3, 4).
+ * llmc/dataloader.h: llm.c token shards and the distributed data loader (doc/formats.md 3, 4).
  *
  * Defines:
  *   shard_validate        check one shard's header and size; returns its token count
@@ -7,7 +7,7 @@
  *                         every nproc*B*T window; optional shuffling with llm.c's exact order
  *   dataloader_init / _reset / _next_batch / _resume / _free
  *   dataloader_write_shuffle / dataloader_read_shuffle
- *                         the permutation part of a state file (FORMATS.md 8)
+ *                         the permutation part of a state file (doc/formats.md 8)
  *   dataloader_val_batches  -m: the val batches each evaluation takes
  *
  * The order of samples must equal llm.c's so that loss curves compare step by step: shard order
@@ -213,7 +213,7 @@ static inline void dataloader_resume(DataLoader *dl, int64_t shard_idx, int64_t 
     }
 }
 
-/* State-file part (FORMATS.md 8): size_t n, int32 shard order; size_t m, int32 sample order;
+/* State-file part (doc/formats.md 8): size_t n, int32 shard order; size_t m, int32 sample order;
  * the raw 2520-byte mt19937. */
 static inline void dataloader_write_shuffle(const DataLoader *dl, AtomicFile *af) {
     size_t n = (size_t)dl->n_files, m = (size_t)dl->shard_num_samples;

@@ -2,7 +2,7 @@
  * llmc/evalloader.h: zero-shot eval files, their batching, and llm.c's completion-style scoring.
  *
  * Defines:
- *   EvalFile, evalfile_read   parse and validate a version-1 (llm.c's HellaSwag format, FORMATS.md
+ *   EvalFile, evalfile_read   parse and validate a version-1 (llm.c's HellaSwag format, doc/formats.md
  *                             6) or version-2 (ours, doc/evals.md) file; 0 plus one error line
  *                             "<file>: <field>: <what was expected>" on any problem
  *   evalfile_load / _free     the same, dying on error
@@ -16,7 +16,7 @@
  *   eval_losses_from_logits   per-position losses (and argmax) for a forward callback that has logits
  *   evalfile_uses_norm        whether the task has per-option completions (acc_norm reported)
  *
- * Scoring (FORMATS.md 6). A row holds its context and then its completion; position p predicts
+ * Scoring (doc/formats.md 6). A row holds its context and then its completion; position p predicts
  * token p + 1, so the completion's j-th token is scored at position ctx_len - 1 + j and a row
  * needs ctx_len + completion_len - 1 input positions. Each option's loss is the cross-entropy
  * summed over its completion tokens: acc takes the option with the lowest sum, acc_norm the lowest

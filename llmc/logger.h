@@ -1,6 +1,6 @@
 /*
  * llmc/logger.h: `<out>/main.log`, the per-run metrics file llm.c's plotting tools parse
- * (FORMATS.md 9). `s` is the 0-based step.
+ * (doc/formats.md 9). `s` is the 0-based step.
  *
  * Defines:
  *   Logger, logger_init (truncates unless resuming), logger_log_train ("s:%d trl:%.4f lr:%.6f

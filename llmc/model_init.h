@@ -5,11 +5,12 @@
  *
  *   model_config_from_args   a descriptor -e plus the model options (-ln, -sd_scalar_d, -sd_sign,
  *                            -sd_init_s, -sd_init_theta, -sd_init_u, -lin_prescale) and the layer
- *                            table (-prism); with a checkpoint -e those options are an error unless
- *                            the run resumes (a resumed run repeats its command line; the
- *                            checkpoint's values win)
- *   model_init_params_host   GPT-2's init drawn by gpt2_init_weights (llmc/gpt2_cpu.h) for that
- *                            config into a host buffer: exactly train_gpt2.py's weights for the seed
+ *                            table (-prism, llmc/layer_table.h, checked by the caller's validator:
+ *                            the trainers pass Prism's rules, prism/rules.h); with a checkpoint -e
+ *                            those options are an error unless the run resumes (a resumed run
+ *                            repeats its command line; the checkpoint's values win)
+ *   model_init_params_host   GPT-2's init (llmc/param_init.h) for that config into a new host
+ *                            buffer: exactly train_gpt2.py's weights for the seed
  */
 #ifndef LLMC_MODEL_INIT_H
 #define LLMC_MODEL_INIT_H
@@ -18,10 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../prism/schedule.h"
 #include "args.h"
 #include "config.h"
-#include "gpt2_cpu.h"
+#include "layer_kind.h"
+#include "layer_table.h"
+#include "param_init.h"
 #include "param_layout.h"
 
 /* The model options a descriptor takes from the command line; a checkpoint has its own. */
@@ -31,11 +33,13 @@ static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sig
 
 /*
  * For a checkpoint path (init_is_file): only checks the flags (the caller reads the file). For a
- * descriptor: fills c from it, the model options and the -prism table; warnings of the schedule
- * go to stderr. Returns 1, or 0 with a one-line message in err.
+ * descriptor: fills c from it, the model options and the -prism table, which `check` (may be
+ * NULL) validates; warnings of the table go to stderr. Returns 1, or 0 with a one-line message in
+ * err.
  */
 static inline int model_config_from_args(const TrainArgs *a, const int *given, const char *init_path,
-                                   int init_is_file, int resuming, GPT2Config *c, char *err, size_t cap) {
+                                         int init_is_file, int resuming, LayerTableCheck check,
+                                         GPT2Config *c, char *err, size_t cap) {
     if (init_is_file) {
         if (a->prism[0] != '\0') {
             snprintf(err, cap, "-prism %.400s: the checkpoint %.400s carries its own layer table; -prism "
@@ -64,14 +68,14 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
     c->sd_init_u = a->sd_init_u;
     c->lin_prescale = a->lin_prescale;
     if (a->prism[0] != '\0') {
-        PrismSchedule *s = (PrismSchedule *)xmalloc(sizeof(PrismSchedule));
-        if (!prism_schedule_load(a->prism, c, a->prism_unchecked, s)) {
+        LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
+        if (!layer_table_load(a->prism, c, s) || (check && !check(s, a->prism, c, a->prism_unchecked))) {
             snprintf(err, cap, "%.900s", s->error);
             free(s);
             return 0;
         }
         for (int i = 0; i < s->n_warnings; i++) llmc_warn("%s", s->warning[i]);
-        prism_schedule_apply(s, c);
+        layer_table_apply(s, c);
         free(s);
     }
     if (!config_validate(c, msg, sizeof(msg))) {
@@ -81,16 +85,12 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
     return 1;
 }
 
-/* layout.total fp32 parameters, GPT-2's init for c (gpt2_init_weights reads only the config,
- * the layout and the parameter buffer of the CPU model struct). */
+/* layout.total fp32 parameters, GPT-2's init for c. */
 static inline float *model_init_params_host(const GPT2Config *c, uint32_t seed) {
-    GPT2 *host_model = (GPT2 *)xcalloc(1, sizeof(GPT2));
-    host_model->config = *c;
-    param_layout_init(&host_model->layout, c);
-    host_model->params = (float *)xmalloc(host_model->layout.total * sizeof(float));
-    gpt2_init_weights(host_model, seed);
-    float *params = host_model->params;
-    free(host_model);
+    ParamLayout layout;
+    param_layout_init(&layout, c);
+    float *params = (float *)xmalloc(layout.total * sizeof(float));
+    param_init_gpt2(c, &layout, params, seed);
     return params;
 }
 

@@ -7,7 +7,7 @@
  *   param_layout_init sizes from a GPT2Config (layer l's attention width A_l = h_l * d_l)
  *   LayerParams / layer_params   named views of layer l's tensors (float or any element type
  *                     through the offsets), so the model code reads like llm.c's
- *   slot_has_weight_decay        wte, wpe, qkvw, attprojw, fcw, fcprojw (FORMATS.md section 11)
+ *   slot_has_weight_decay        wte, wpe, qkvw, attprojw, fcw, fcprojw (doc/formats.md 11)
  *   model_matmul_flops_per_token forward FLOPs of every matmul, for the neutrality test
  *
  * Layout rule (doc/formats.md): slots in file order; inside a per-layer slot the layers' blocks
@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "layer_kind.h"
 
 typedef enum {
     P_WTE = 0,  /* (Vp, C)       token embedding, tied LM head                */
@@ -42,7 +43,7 @@ typedef enum {
     P_LNFW,     /* (C)           final LayerNorm                               */
     P_LNFB,     /* (C)                                                         */
     P_SDSKEW,   /* L x (h, d(d-1)/2) S-D layers: per head the strict upper triangle of S,
-                   row-major (i < j); S_ij = s, S_ji = -s (METHODS.md 3.4)           */
+                   row-major (i < j); S_ij = s, S_ji = -s (doc/methods.md 3.4)           */
     P_SDTHETA,  /* L x (h, d) S-D layers: D = diag(softplus(theta)); (h) with scalar D */
     NUM_PARAM_SLOTS
 } ParamSlot;
@@ -58,7 +59,7 @@ static inline int slot_is_per_layer(int slot) {
 }
 
 /* AdamW decays the matrices only; biases, LayerNorm parameters and theta never. The packed skew
- * parameters are decayed only on request (decay_sd_skew; METHODS.md 3.7 asks for both runs). */
+ * parameters are decayed only on request (decay_sd_skew; doc/methods.md 3.7 asks for both runs). */
 static inline int slot_has_weight_decay(int slot, int decay_sd_skew) {
     return slot == P_WTE || slot == P_WPE || slot == P_QKVW || slot == P_ATTPROJW ||
            slot == P_FCW || slot == P_FCPROJW || (slot == P_SDSKEW && decay_sd_skew);
@@ -76,15 +77,15 @@ typedef struct {
 static inline size_t layer_slot_size(const GPT2Config *c, int l, int slot) {
     const size_t C = (size_t)c->channels;
     const LayerSpec *ls = &c->layer[l];
-    const size_t A = (size_t)attn_width(ls), h = (size_t)ls->n_head, d = (size_t)ls->head_size;
-    const int sd = attn_kind_is_sd(ls->kind);
+    const size_t A = (size_t)attn_width(ls);
+    const LayerKind *k = layer_kind_of(ls->kind);
+    const size_t rows = (size_t)k->proj->qkv_rows;
     const size_t ln = c->use_ln ? C : 0;
     switch (slot) {
     case P_LN1W: case P_LN1B: case P_LN2W: case P_LN2B: return ln;
-    case P_QKVW: return (sd ? 2 : 3) * A * C;
-    case P_QKVB: return (sd ? 2 : 3) * A;
-    case P_SDSKEW: return sd ? h * (d * (d - 1) / 2) : 0;
-    case P_SDTHETA: return sd ? (c->sd_scalar_d ? h : h * d) : 0;
+    case P_QKVW: return rows * A * C;
+    case P_QKVB: return rows * A;
+    case P_SDSKEW: case P_SDTHETA: return kind_slot_size(k, c, ls, slot);
     case P_ATTPROJW: return C * A;
     case P_ATTPROJB: return C;
     case P_FCW: return 4 * C * C;
@@ -124,8 +125,8 @@ static inline size_t param_offset(const ParamLayout *p, int slot, int l) {
     return p->slot_offset[slot] + (slot_is_per_layer(slot) ? p->layer_offset[slot][l] : 0);
 }
 
-/* Named float views of one layer. */
-typedef struct {
+/* Named float views of one layer (the type is declared in llmc/layer_kind.h). */
+struct LayerParams {
     float *ln1w, *ln1b;         /* (C), (C); empty with -ln 0 */
     float *qkvw, *qkvb;         /* (3A, C), (3A); S-D: (2A, C), (2A) */
     float *attprojw, *attprojb; /* (C, A), (C) */
@@ -134,7 +135,7 @@ typedef struct {
     float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
     float *sdskew;              /* (h, d(d-1)/2), S-D layers */
     float *sdtheta;             /* (h, d) or (h) with scalar D, S-D layers */
-} LayerParams;
+};
 
 static inline LayerParams layer_params(float *base, const ParamLayout *p, int l) {
     LayerParams lp;
@@ -158,8 +159,8 @@ static inline LayerParams layer_params(float *base, const ParamLayout *p, int l)
 /*
  * Forward matmul FLOPs per token of a sequence of length T (2 per multiply-add), counting the
  * softmax attention products over the full T x T square (the causal half is a constant factor for
- * every schedule) and linear attention by its O(d^2) state (METHODS.md 3.12). Parameter- and
- * FLOP-neutrality of Prism (METHODS.md section 2.4) is the statement that this number and
+ * every schedule) and linear attention by its O(d^2) state (doc/methods.md 3.12). Parameter- and
+ * FLOP-neutrality of Prism (doc/methods.md 2.4) is the statement that this number and
  * param_layout_init's total do not depend on the per-layer head counts.
  */
 static inline double model_matmul_flops_per_token(const GPT2Config *c, int T) {
@@ -167,16 +168,11 @@ static inline double model_matmul_flops_per_token(const GPT2Config *c, int T) {
     double flops = 0.0;
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
-        const double A = attn_width(ls), d = ls->head_size;
-        const int sd = attn_kind_is_sd(ls->kind);
-        flops += 2.0 * C * (sd ? 2.0 : 3.0) * A;               /* qkv (S-D: u, v) projection */
-        if (sd) flops += 2.0 * A * d;                          /* K' = U L^T, per head d x d */
-        if (attn_kind_is_linear(ls->kind)) {
-            flops += 2.0 * 2.0 * A * d;                        /* state += k^T v; q . state */
-        } else {
-            flops += 2.0 * T * A;                              /* Q K^T: h heads x T keys x d */
-            flops += 2.0 * T * A;                              /* att V */
-        }
+        const LayerKind *k = layer_kind_of(ls->kind);
+        const double A = attn_width(ls);
+        flops += 2.0 * C * k->proj->qkv_rows * A;              /* qkv (S-D: u, v) projection */
+        if (k->proj->extra_flops) flops += k->proj->extra_flops(ls); /* S-D: K' = U L^T */
+        flops += k->mix->flops(ls, T);                         /* mixing: Q K^T and att V, or linear */
         flops += 2.0 * A * C;                                 /* output projection */
         flops += 2.0 * C * 4.0 * C * 2.0;                     /* MLP up and down */
     }

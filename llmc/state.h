@@ -1,6 +1,6 @@
 /*
  * llmc/state.h: training checkpoints: the optimizer/loader state file, DONE_ markers, resume
- * and retention (FORMATS.md section 8).
+ * and retention (doc/formats.md 8).
  *
  * Defines:
  *   ckpt_model_path / ckpt_state_path / ckpt_done_path   <out>/model_%08d.bin, state_%08d_%05d.bin,
@@ -53,7 +53,7 @@ typedef struct {
     int use_master_weights;
     int should_shuffle;
     int step;
-    uint64_t rng_state;             /* stochastic-rounding RNG (GPU); 13371337 + rank otherwise */
+    uint64_t rng_state;             /* stochastic-rounding RNG (GPU); the CPU trainer writes 13371337 */
     uint64_t rng_state_last_update; /* its value before the last update */
     uint64_t shard_idx;
     uint64_t sample_idx;

@@ -1,5 +1,5 @@
 /*
- * llmc/tokenizer.h: GPT-2 token decoding from llm.c's `gpt2_tokenizer.bin` (FORMATS.md 5).
+ * llmc/tokenizer.h: GPT-2 token decoding from llm.c's `gpt2_tokenizer.bin` (doc/formats.md 5).
  *
  * Defines:
  *   Tokenizer                    the byte string of every token id

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "args.h"
+#include "optimizer.h"
 #include "dataloader.h"
 #include "outlier.h"
 #include "schedulers.h"
@@ -142,21 +143,45 @@ static inline int train_due_checkpoint(const TrainArgs *a, const TrainLoop *t, i
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Checkpoints (FORMATS.md 8) */
+ * Checkpoints (doc/formats.md 8) */
 
-/* The state-file header of this rank at `step`: the train loader's position, and the GPU's
- * stochastic-rounding RNG with its value before the last update (the CPU trainer writes llm.c's
- * constant 13371337). As the expectation of a resume, only the run's shape and the step count. */
-static inline TrainState train_state_at(const DataLoader *train, int nproc, int rank, int master_weights, int step,
-                                        uint64_t rng, uint64_t rng_last) {
+/* The part of a state file's header that is the run's shape: how many processes, which one writes,
+ * whether fp32 master weights are kept. */
+typedef struct {
+    int nproc, rank, master_weights;
+} RunShape;
+
+static inline RunShape run_shape(int nproc, int rank, int master_weights) {
+    RunShape r;
+    r.nproc = nproc;
+    r.rank = rank;
+    r.master_weights = master_weights;
+    return r;
+}
+
+/* The stochastic-rounding RNG of the GPU's bf16 update, and its value before the last update. */
+typedef struct {
+    uint64_t state, last_update;
+} RoundingRng;
+
+static inline RoundingRng rounding_rng(uint64_t state, uint64_t last_update) {
+    RoundingRng g;
+    g.state = state;
+    g.last_update = last_update;
+    return g;
+}
+
+/* The state-file header of a rank at `step`: the run's shape, the train loader's position and the
+ * rounding RNG. As the expectation of a resume only the shape and the step are compared. */
+static inline TrainState train_state_at(const DataLoader *train, RunShape shape, int step, RoundingRng rng) {
     TrainState s;
-    s.num_processes = nproc;
-    s.process_rank = rank;
-    s.use_master_weights = master_weights;
+    s.num_processes = shape.nproc;
+    s.process_rank = shape.rank;
+    s.use_master_weights = shape.master_weights;
     s.should_shuffle = train->should_shuffle;
     s.step = step;
-    s.rng_state = rng;
-    s.rng_state_last_update = rng_last;
+    s.rng_state = rng.state;
+    s.rng_state_last_update = rng.last_update;
     s.shard_idx = (uint64_t)train->current_shard_idx;
     s.sample_idx = (uint64_t)train->current_sample_idx;
     return s;

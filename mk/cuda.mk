@@ -9,7 +9,7 @@
 # Variables (all overridable; `make gpu_config` prints what was found):
 #   GPU_COMPUTE_CAPABILITY  e.g. 90 or "80 90"; default: the GPUs nvidia-smi reports, else 80 90.
 #                        Always explicit: llm.c's auto-detection was dead code and nvcc then built
-#                        sm_75 PTX for a JIT on every start (FORMATS.md 17).
+#                        sm_75 PTX for a JIT on every start (doc/formats.md 17).
 #   USE_CUDNN=1          cuDNN flash attention (needs libcudnn 9 and the frontend headers)
 #   CUDNN_FRONTEND_PATH  include dir holding cudnn_frontend.h; default: the pip package
 #                        nvidia-cudnn-frontend (pinned 1.32.0 in CI), else ./cudnn-frontend/include
@@ -18,10 +18,14 @@
 #   NO_MULTI_GPU=1       no NCCL (one process); NO_USE_MPI=1: NCCL with tcp/fs rendezvous only
 #   NCCL_HOME, OPENMPI_DIR   where nccl.h / mpi.h live when not in the standard places
 #   PRECISION            BF16 only (the GPU trainer is bf16 with fp32 master weights)
-# NVML is never linked: -lg reports memory through the CUDA runtime (FORMATS.md 18 #10).
+# NVML is never linked: -lg reports memory through the CUDA runtime (doc/formats.md 18 #10).
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# The GPU tests need the CUDA toolkit (nvcc, and its headers for the host build of the GPU
+# trainer); without it `make test` runs every CPU test and says which GPU checks it skipped.
+HAVE_CUDA_TOOLKIT := $(if $(wildcard $(NVCC)),$(if $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),1,),)
+TOOLKIT_TESTS = gpu_build gpt2cu_host gpu_check_host
 CXX_HOST ?= g++
 PRECISION ?= BF16
 ifneq ($(PRECISION),BF16)
@@ -46,7 +50,7 @@ PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['p
 CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),$(if $(wildcard /usr/include/cudnn.h),/usr,$(PY_SITE)/nvidia/cudnn))
 CUDNN_LIBDIR = $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so* /usr/lib/x86_64-linux-gnu/libcudnn.so*))
 CUDNN_LIB = $(if $(wildcard $(dir $(CUDNN_LIBDIR))libcudnn.so),-lcudnn,-l:libcudnn.so.9)
-# the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (FORMATS.md 15.3)
+# the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md 15.3)
 CUDNN_LDFLAGS = -L$(dir $(CUDNN_LIBDIR)) -Xlinker -rpath -Xlinker $(dir $(CUDNN_LIBDIR)) $(CUDNN_LIB) -lnvrtc
 CUDNN_FRONTEND_PATH ?= $(firstword $(wildcard $(shell $(PYTHON) -m pip show nvidia-cudnn-frontend 2>/dev/null | sed -n 's/^Location: //p')/include) $(wildcard ./cudnn-frontend/include) $(wildcard $(HOME)/cudnn-frontend/include))
 
@@ -68,24 +72,15 @@ GPU_LIBS = -lcublas -lcublasLt -Xcompiler -fopenmp
 mg_ldflags = $(if $(filter mpi,$(1)),$(NCCL_LDFLAGS) $(MPI_LDFLAGS),$(if $(filter nccl,$(1)),$(NCCL_LDFLAGS),))
 cudnn_ldflags = $(if $(filter cudnn,$(1)),$(CUDNN_LDFLAGS),)
 
-GPU_HEADERS = $(HEADERS) $(wildcard llmc/*.cuh) llmc/cudnn_att.h llmc/multi_gpu.h
-GPU_KERNEL_SRCS = llmc/gpu_kernels.cu llmc/matmul.cu llmc/attention_own.cu llmc/attention_flash.cu \
-                  llmc/attention_flash_mma.cu llmc/sd_gpu.cu \
-                  llmc/linear_attention.cu llmc/gpt2_gpu.cu
+GPU_HEADERS = $(HEADERS) $(wildcard llmc/*/*.cuh sd_attention/*.cuh kinds/*.cuh)
+GPU_KERNEL_SRCS = llmc/cuda/kernels.cu llmc/cuda/matmul.cu llmc/attention/own.cu llmc/attention/flash.cu \
+                  llmc/attention/mma.cu sd_attention/sd_fold.cu sd_attention/linear_scan.cu \
+                  sd_attention/stages_gpu.cu kinds/registry_gpu.cu llmc/gpu/gpt2_gpu.cu
 GPU_OBJDIR = build/cuda
 
-# Device objects, once per arch set: build/cuda/sm80_90/<name>.o
+# Device objects, once per arch set, named after their sources: build/cuda/sm80_90/llmc/cuda/kernels.o
 define gpu_objects
-$(GPU_OBJDIR)/$(call archtag,$(1))/%.o: llmc/%.cu $(GPU_HEADERS)
-	@mkdir -p $$(dir $$@)
-	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
-$(GPU_OBJDIR)/$(call archtag,$(1))/train_gpt2.o: train_gpt2.cu $(GPU_HEADERS)
-	@mkdir -p $$(dir $$@)
-	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
-$(GPU_OBJDIR)/$(call archtag,$(1))/eval_gpt2.o: eval_gpt2.cu $(GPU_HEADERS)
-	@mkdir -p $$(dir $$@)
-	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
-$(GPU_OBJDIR)/$(call archtag,$(1))/test_gpt2.o: test/test_gpt2.cu $(TEST_HEADERS) $(GPU_HEADERS)
+$(GPU_OBJDIR)/$(call archtag,$(1))/%.o: %.cu $(GPU_HEADERS) $(TEST_HEADERS)
 	@mkdir -p $$(dir $$@)
 	$(NVCC) $(NVCC_FLAGS) $(call gencode,$(1)) -c $$< -o $$@
 endef
@@ -93,25 +88,25 @@ $(eval $(call gpu_objects,$(GPU_ARCHS)))
 ifneq ($(call archtag,$(GPU_ARCHS)),$(call archtag,$(GPU_CHECK_ARCHS)))
 $(eval $(call gpu_objects,$(GPU_CHECK_ARCHS)))
 endif
-model_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,gpu_kernels.o matmul.o attention_own.o attention_flash.o \
-               attention_flash_mma.o sd_gpu.o linear_attention.o gpt2_gpu.o)
+gpu_obj = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,$(2:.cu=.o))
+model_objs = $(call gpu_obj,$(1),$(GPU_KERNEL_SRCS))
 
 # Host-only objects, arch-independent: the cuDNN frontend code (slow to compile: once) and the
 # three multi-GPU variants
-$(GPU_OBJDIR)/cudnn_att_cudnn.o: llmc/cudnn_att.cpp llmc/cudnn_att.h
+$(GPU_OBJDIR)/cudnn_att_cudnn.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
 	@test -n "$(CUDNN_FRONTEND_PATH)" || { echo "error: cudnn_frontend.h not found: pip install nvidia-cudnn-frontend==1.32.0 or set CUDNN_FRONTEND_PATH" >&2; exit 1; }
 	$(CXX_HOST) $(HOST_CXXFLAGS) -DENABLE_CUDNN -isystem $(CUDNN_FRONTEND_PATH) -isystem $(CUDNN_HOME)/include -c $< -o $@
-$(GPU_OBJDIR)/cudnn_att_stub.o: llmc/cudnn_att.cpp llmc/cudnn_att.h
+$(GPU_OBJDIR)/cudnn_att_stub.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -c $< -o $@
-$(GPU_OBJDIR)/multi_gpu_single.o: llmc/multi_gpu.cpp llmc/multi_gpu.h $(HEADERS)
+$(GPU_OBJDIR)/multi_gpu_single.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -c $< -o $@
-$(GPU_OBJDIR)/multi_gpu_nccl.o: llmc/multi_gpu.cpp llmc/multi_gpu.h $(HEADERS)
+$(GPU_OBJDIR)/multi_gpu_nccl.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -DMULTI_GPU -I$(NCCL_HOME)/include -c $< -o $@
-$(GPU_OBJDIR)/multi_gpu_mpi.o: llmc/multi_gpu.cpp llmc/multi_gpu.h $(HEADERS)
+$(GPU_OBJDIR)/multi_gpu_mpi.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -DMULTI_GPU -DUSE_MPI -I$(NCCL_HOME)/include $(MPI_CFLAGS) -c $< -o $@
 
@@ -129,16 +124,16 @@ $(GPU_OBJDIR)/variant: FORCE_GPU_VARIANT
 	@echo '$(GPU_VARIANT_TAG)' | cmp -s - $@ || echo '$(GPU_VARIANT_TAG)' > $@
 
 # the arch flags at link time too: nvcc's link step otherwise adds a stub for its default arch
-train_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/train_gpt2.o $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
+train_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),train_gpt2.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT))
 	@echo "built $@: $(GPU_VARIANT_TAG) (archs $(GPU_ARCHS))"
 
 # the GPU evaluator: one process, so never MPI (NCCL unused but linked when the variant has it)
-eval_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/eval_gpt2.o $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),single) $(GPU_OBJDIR)/variant
+eval_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),eval_gpt2.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),single) $(GPU_OBJDIR)/variant
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),single)
 	@echo "built $@: $(call archtag,$(GPU_ARCHS))-$(CUDNN_VARIANT) (archs $(GPU_ARCHS))"
 
-test_gpt2cu: $(GPU_OBJDIR)/$(call archtag,$(GPU_ARCHS))/test_gpt2.o $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
+test_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),test/test_gpt2.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT))
 
 # The compile check: every variant for sm_80 and sm_90 (device code is compiled once per arch
@@ -147,29 +142,30 @@ CHECK_TAG := $(call archtag,$(GPU_CHECK_ARCHS))
 CHECK_DIR = build/gpu_variants
 CHECK_BINS = $(foreach c,cudnn stub,$(foreach g,mpi single,$(CHECK_DIR)/train_gpt2cu_$(c)_$(g))) \
              $(CHECK_DIR)/test_gpt2cu_cudnn_mpi $(CHECK_DIR)/eval_gpt2cu_cudnn
-$(CHECK_DIR)/train_gpt2cu_%: $(GPU_OBJDIR)/$(CHECK_TAG)/train_gpt2.o $(call model_objs,$(GPU_CHECK_ARCHS)) \
+$(CHECK_DIR)/train_gpt2cu_%: $(call gpu_obj,$(GPU_CHECK_ARCHS),train_gpt2.cu) $(call model_objs,$(GPU_CHECK_ARCHS)) \
                              $(GPU_OBJDIR)/cudnn_att_cudnn.o $(GPU_OBJDIR)/cudnn_att_stub.o \
                              $(GPU_OBJDIR)/multi_gpu_mpi.o $(GPU_OBJDIR)/multi_gpu_single.o
 	@mkdir -p $(dir $@)
-	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $(GPU_OBJDIR)/$(CHECK_TAG)/train_gpt2.o $(call link_objs,$(GPU_CHECK_ARCHS),$(word 1,$(subst _, ,$*)),$(word 2,$(subst _, ,$*))) -o $@ \
+	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $(call gpu_obj,$(GPU_CHECK_ARCHS),train_gpt2.cu) $(call link_objs,$(GPU_CHECK_ARCHS),$(word 1,$(subst _, ,$*)),$(word 2,$(subst _, ,$*))) -o $@ \
 	  $(call link_flags,$(GPU_CHECK_ARCHS),$(word 1,$(subst _, ,$*)),$(word 2,$(subst _, ,$*)))
-$(CHECK_DIR)/test_gpt2cu_cudnn_mpi: $(GPU_OBJDIR)/$(CHECK_TAG)/test_gpt2.o $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,mpi)
+$(CHECK_DIR)/test_gpt2cu_cudnn_mpi: $(call gpu_obj,$(GPU_CHECK_ARCHS),test/test_gpt2.cu) $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,mpi)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,mpi)
 
-$(CHECK_DIR)/eval_gpt2cu_cudnn: $(GPU_OBJDIR)/$(CHECK_TAG)/eval_gpt2.o $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,single)
+$(CHECK_DIR)/eval_gpt2cu_cudnn: $(call gpu_obj,$(GPU_CHECK_ARCHS),eval_gpt2.cu) $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,single)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,single)
 
 # dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path (own,
-# cudnn, and flash: the tiled kernels of llmc/attention_flash.cu, -attn flash), and the
-# checks of the S-D fold and the linear attention (CPU references from llmc/cpu_kernels.h)
+# cudnn, and flash: the tiled kernels of llmc/attention/flash.cu, -attn flash), and the
+# checks of the S-D fold and the linear attention (CPU references from llmc/cpu/kernels.h)
 DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
-dev_attn_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_own.o matmul.o gpu_kernels.o)
-dev_flash_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash.o matmul.o gpu_kernels.o)
-dev_mma_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,attention_flash_mma.o attention_flash.o matmul.o gpu_kernels.o)
-dev_sd_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,sd_gpu.o matmul.o gpu_kernels.o)
-dev_lin_objs = $(addprefix $(GPU_OBJDIR)/$(call archtag,$(1))/,linear_attention.o matmul.o gpu_kernels.o)
+GPU_BASE_SRCS = llmc/cuda/matmul.cu llmc/cuda/kernels.cu
+dev_attn_objs = $(call gpu_obj,$(1),llmc/attention/own.cu $(GPU_BASE_SRCS))
+dev_flash_objs = $(call gpu_obj,$(1),llmc/attention/flash.cu $(GPU_BASE_SRCS))
+dev_mma_objs = $(call gpu_obj,$(1),llmc/attention/mma.cu llmc/attention/flash.cu $(GPU_BASE_SRCS))
+dev_sd_objs = $(call gpu_obj,$(1),sd_attention/sd_fold.cu $(GPU_BASE_SRCS))
+dev_lin_objs = $(call gpu_obj,$(1),sd_attention/linear_scan.cu $(GPU_BASE_SRCS))
 define dev_attention
 $(2)/attention_own: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_attn_objs,$(1))
 	@mkdir -p $(2)
@@ -211,11 +207,12 @@ gpu_config:
 # test_flash_emul: the flash attention's block routines, run on the CPU;
 # test_flash_mma_emul: the register-tile attention kernels, every thread a coroutine with PTX's
 # warp instructions (test/warp_emul.cpp)
-TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/test_flash_mma_emul build/gpu_compile_check
+TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/test_flash_mma_emul
+TOOLKIT_TEST_BINS += build/gpu_compile_check
 build/test_gpu_emul: dev/cuda/check_common.h
 build/test_flash_emul: dev/cuda/check_common.h dev/cuda/attention_ref.h
-build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h test/flash_mma_emul.h llmc/flash_mma.h \
-    llmc/flash_attention.h dev/cuda/check_common.h dev/cuda/attention_ref.h $(HEADERS) | build
+build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h test/flash_mma_emul.h llmc/attention/mma.h \
+    llmc/attention/flash.h dev/cuda/check_common.h dev/cuda/attention_ref.h $(HEADERS) | build
 	g++ -std=c++17 -O2 -march=native -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -fopenmp \
 	  test/test_flash_mma_emul.cpp test/warp_emul.cpp -o $@ -lm
 
@@ -227,8 +224,7 @@ clean_gpu:
 	  dev/cuda/sd_fold_check \
 	  dev/cuda/linear_attention_check
 
-# The cuDNN frontend headers for a machine without pip access (the lent GPU machine has no
-# network): copy them under build/ and carry build/cudnn_frontend there; dev/gpu_check.sh finds
+# The cuDNN frontend headers for a GPU machine without pip access (no network): copy them under build/ and carry build/cudnn_frontend there; dev/gpu_check.sh finds
 # them. `make gpu_frontend_copy`
 .PHONY: gpu_frontend_copy
 gpu_frontend_copy:

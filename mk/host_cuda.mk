@@ -1,6 +1,6 @@
 # mk/host_cuda.mk: the GPU trainer's host code on the CPU (test/host_cuda/README.md).
 #
-#   build/test_gpt2cu_host    test/test_gpt2.cu           \  llmc/gpt2_gpu.cu, llmc/matmul.cu's mapping,
+#   build/test_gpt2cu_host    test/test_gpt2.cu           \  llmc/gpu/gpt2_gpu.cu, llmc/cuda/matmul.cu's mapping,
 #   build/train_gpt2cu_host   train_gpt2.cu                > the single-process multi-GPU layer and the
 #   build/eval_gpt2cu_host    eval_gpt2.cu                /  cuDNN stub, compiled by the host compiler
 # linked with test/host_cuda/kernels_host.cpp (every launcher on the CPU) and cudart_host.cpp (the
@@ -10,13 +10,25 @@
 
 HOST_CUDA_DIR = build/host_cuda
 HOST_CUDA_FLAGS = $(HOST_CXXFLAGS) -fopenmp -DLLMC_HOST_CUDA
-HOST_CUDA_OBJS = $(addprefix $(HOST_CUDA_DIR)/,gpt2_gpu.o matmul.o multi_gpu.o cudnn_att.o kernels_host.o cudart_host.o \
-                   warp_emul.o)
+HOST_CUDA_OBJS = $(addprefix $(HOST_CUDA_DIR)/,gpt2_gpu.o matmul.o multi_gpu.o cudnn.o stages_gpu.o registry_gpu.o \
+                   kernels_host.o cudart_host.o warp_emul.o)
 
-$(HOST_CUDA_DIR)/%.o: llmc/%.cu $(GPU_HEADERS)
+$(HOST_CUDA_DIR)/gpt2_gpu.o: llmc/gpu/gpt2_gpu.cu $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
-$(HOST_CUDA_DIR)/%.o: llmc/%.cpp $(GPU_HEADERS)
+$(HOST_CUDA_DIR)/matmul.o: llmc/cuda/matmul.cu $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
+$(HOST_CUDA_DIR)/stages_gpu.o: sd_attention/stages_gpu.cu $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
+$(HOST_CUDA_DIR)/registry_gpu.o: kinds/registry_gpu.cu $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
+$(HOST_CUDA_DIR)/multi_gpu.o: llmc/cuda/multi_gpu.cpp $(GPU_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
+$(HOST_CUDA_DIR)/cudnn.o: llmc/attention/cudnn.cpp $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -c $< -o $@
 $(HOST_CUDA_DIR)/%.o: test/host_cuda/%.cpp $(GPU_HEADERS) test/flash_mma_emul.h test/warp_emul.h
@@ -38,7 +50,7 @@ build/%cu_host: $(HOST_CUDA_DIR)/main_%.o $(HOST_CUDA_OBJS)
 
 # several processes: multi_gpu.cpp's NCCL variant (rendezvous over -pi fs / tcp) with the NCCL calls
 # of test/host_cuda/nccl_host.cpp (a shared file per communicator); needs only the toolkit's nccl.h
-$(HOST_CUDA_DIR)/multi_gpu_nccl.o: llmc/multi_gpu.cpp $(GPU_HEADERS)
+$(HOST_CUDA_DIR)/multi_gpu_nccl.o: llmc/cuda/multi_gpu.cpp $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -DMULTI_GPU -I$(NCCL_HOME)/include -c $< -o $@
 $(HOST_CUDA_DIR)/nccl_host.o: test/host_cuda/nccl_host.cpp
@@ -49,14 +61,14 @@ build/train_gpt2cu_host_mg: $(HOST_CUDA_DIR)/main_train_gpt2.o $(filter-out %/mu
 	$(CXX_HOST) -fopenmp $^ -lm -lpthread -o $@
 
 # the same with MPI as the rendezvous (mpirun -np 2), as the default GPU build links it
-$(HOST_CUDA_DIR)/multi_gpu_mpi.o: llmc/multi_gpu.cpp $(GPU_HEADERS)
+$(HOST_CUDA_DIR)/multi_gpu_mpi.o: llmc/cuda/multi_gpu.cpp $(GPU_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -DMULTI_GPU -DUSE_MPI -I$(NCCL_HOME)/include $(MPI_CFLAGS) -c $< -o $@
 build/train_gpt2cu_host_mpi: $(HOST_CUDA_DIR)/main_train_gpt2.o $(filter-out %/multi_gpu.o,$(HOST_CUDA_OBJS)) \
                              $(HOST_CUDA_DIR)/multi_gpu_mpi.o $(HOST_CUDA_DIR)/nccl_host.o
 	$(CXX_HOST) -fopenmp $^ $(MPI_LDFLAGS) -lm -lpthread -o $@
 
-TEST_BINS += build/test_gpt2cu_host build/train_gpt2cu_host build/eval_gpt2cu_host build/train_gpt2cu_host_mg \
+TOOLKIT_TEST_BINS += build/test_gpt2cu_host build/train_gpt2cu_host build/eval_gpt2cu_host build/train_gpt2cu_host_mg \
              build/train_gpt2cu_host_mpi
 # keep the objects (pattern-rule intermediates) so that a rebuild compiles only what changed
 .SECONDARY: $(HOST_CUDA_OBJS) $(addprefix $(HOST_CUDA_DIR)/,multi_gpu_nccl.o multi_gpu_mpi.o nccl_host.o) $(addprefix $(HOST_CUDA_DIR)/main_,test_gpt2.o train_gpt2.o eval_gpt2.o)

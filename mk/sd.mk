@@ -1,4 +1,4 @@
-# mk/sd.mk: tests of S-D attention, linear attention and -ln 0 (METHODS.md section 3).
+# mk/sd.mk: tests of S-D attention, linear attention and -ln 0 (doc/methods.md 3).
 TEST_BINS += build/test_sd_fd build/test_sd_stability build/test_sd_layout
 
 build/test_sd_fd: test/test_sd_fd.c $(HEADERS) $(TEST_HEADERS) | build

@@ -1,6 +1,6 @@
-# mk/sd_tools.mk: the S-D diagnostics and surgery tools and their tests (issue 4, items 4-6;
-# doc/sd_tools.md). Included by the top Makefile, which defines CC, CFLAGS, LDLIBS, PYTHON and
-# HEADERS (every llmc/ and prism/ header).
+# mk/sd_tools.mk: the S-D diagnostics and surgery tools and their tests (doc/sd_tools.md).
+# Included by the top Makefile, which defines CC, CFLAGS, LDLIBS, PYTHON and HEADERS (every header
+# of llmc/, prism/, sd_attention/ and kinds/).
 #
 #   make sd_spectrum    ./sd_spectrum model.bin [-heads 1] [-csv F] [-json F] [-png F]
 #   make sd_surgery     ./sd_surgery -e model.bin -o out.bin -op linearize|scalar_d|shrink ...

@@ -1,5 +1,5 @@
 /*
- * prism/attn_distance.c: per-layer attention distance of a checkpoint (METHODS.md 2.7), and the
+ * prism/attn_distance.c: per-layer attention distance of a checkpoint (doc/methods.md 2.7), and the
  * difference between two checkpoints on the same tokens (Prism minus uniform: the "flip" claim P7).
  *
  *   ./attn_distance -e model.bin -j VAL_SHARD [-b B -t T -n N] [-csv out.csv] [-json out.json]
@@ -28,9 +28,10 @@
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
 #include "../llmc/cli.h"
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "../llmc/utils.h"
 #include "attn_stats.h"
+#include "../kinds/registry_cpu.h"
 
 #define OPT_CAP 1024
 
@@ -78,7 +79,7 @@ static void parse_options(Options *o, int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         printf("usage: %s -e model.bin [-e2 other.bin] [-flag value ...]   (--help: this text)\n", argv[0]);
         printf("per-layer attention distance D, position-normalized D, sink mass, D without the sink,\n"
-               "median distance and entropy (METHODS.md 2.7; doc/attention_distance.md)\n");
+               "median distance and entropy (doc/methods.md 2.7; doc/attention_distance.md)\n");
         cli_print_options(OPTS, NUM_OPTS, o, -1, stdout);
         exit(0);
     }
@@ -100,7 +101,7 @@ typedef struct {
 /* What the table, CSV and JSON say for a layer without an attention matrix. */
 static void skip_reason(int kind, char *buf, size_t cap) {
     snprintf(buf, cap, "skipped: kind %s forms no attention matrix (linear attention)",
-             ATTN_KIND_NAMES[kind]);
+             layer_kind_of(kind)->name);
 }
 
 /* Linear attention has no softmax, but the CPU reference stores its normalized weights
@@ -202,7 +203,7 @@ static void print_table(const Report *r, const Options *o) {
         const LayerSpec *ls = &c->layer[l];
         char label[64];
         snprintf(label, sizeof(label), "%5d %5d x %4d %-5s", l, ls->n_head, ls->head_size,
-                 ATTN_KIND_NAMES[ls->kind]);
+                 layer_kind_of(ls->kind)->name);
         printf("%-24s", label);
         if (!r->has_matrix[l]) {
             char why[128];
@@ -269,7 +270,7 @@ static void csv_row(FILE *f, const Report *r, int l, const char *head, const dou
     char note[128];
     layer_note(r, l, note, sizeof(note));
     csv_text(f, r->path);
-    fprintf(f, ",%d,%s,%d,%d,%s", l, head, ls->n_head, ls->head_size, ATTN_KIND_NAMES[ls->kind]);
+    fprintf(f, ",%d,%s,%d,%d,%s", l, head, ls->n_head, ls->head_size, layer_kind_of(ls->kind)->name);
     csv_values(f, v);
     fprintf(f, ",%d,%d,", T, sequences);
     csv_text(f, val);
@@ -319,7 +320,7 @@ static void json_model(FILE *f, const Report *r) {
     for (int l = 0; l < r->cfg.num_layers; l++) {
         const LayerSpec *ls = &r->cfg.layer[l];
         fprintf(f, "      {\"layer\": %d, \"n_head\": %d, \"head_size\": %d, \"kind\": \"%s\", ", l,
-                ls->n_head, ls->head_size, ATTN_KIND_NAMES[ls->kind]);
+                ls->n_head, ls->head_size, layer_kind_of(ls->kind)->name);
         if (!r->has_matrix[l]) {
             char why[128];
             skip_reason(ls->kind, why, sizeof(why));
@@ -400,7 +401,7 @@ int main(int argc, char **argv) {
     const GPT2Config cfgs[2] = {reports[0].cfg, reports[1].cfg};
     const int T = resolve_T(&o, cfgs, paths, n);
     const int sequences = o.B * o.batches;
-    printf("attention distance (METHODS.md 2.7): %d sequences of T %d = the first %d windows of "
+    printf("attention distance (doc/methods.md 2.7): %d sequences of T %d = the first %d windows of "
            "B x T = %d x %d tokens of %s (llm.c val order)\n", sequences, T, o.batches, o.B, T, o.val);
     for (int m = 0; m < n; m++) analyse_model(&o, T, &reports[m]);
     for (int m = 0; m < n; m++) print_table(&reports[m], &o);

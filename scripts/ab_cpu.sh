@@ -6,7 +6,7 @@
 #   scripts/ab_cpu.sh --dry-run            # print the commands
 #   scripts/ab_cpu.sh --help
 #
-# Pairing (METHODS.md 2.6 "Protocol"): for each seed, the two arms start from the SAME weights
+# Pairing (doc/methods.md 2.6 "Protocol"): for each seed, the two arms start from the SAME weights
 # (-seed S draws identical tensors: Prism changes no shape) and read the SAME batches (the data
 # order is llm.c's, shuffle seed 42, whatever -seed is); they differ only in the head split of the
 # layers (prism/schedules/L8C256_{uniform,prism}.txt: heads 4 x 64 everywhere vs 1 x 256, 1 x 256,
@@ -100,7 +100,7 @@ set_attn() {  # seed -> ATTN_CMD: Prism minus uniform on the first ATTN_N x B va
             -json "$OUT/attn_seed$1.json")
 }
 PLOT_LOSS=("$PYTHON" scripts/plot_logs.py -o "$OUT/loss.png")
-PLOT_ATTN=("$PYTHON" scripts/plot_attn_distance.py -o "$OUT/attn_distance.png")
+PLOT_ATTN=("$PYTHON" prism/plot_attn_distance.py -o "$OUT/attn_distance.png")
 
 set_cmd() {  # arm schedule seed -> CMD, the trainer command
   CMD=("$BIN" -e "$MODEL" -prism "$2" -seed "$3" -i "$TS/tiny_shakespeare_train.bin"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/sd_cpu_experiment.sh: a small S-D experiment on the CPU (TinyShakespeare): the routing
-# cascade (METHODS.md 3.10) and post-hoc linearization (3.13 reading (a)) for three arms of the same
+# cascade (doc/methods.md 3.10) and post-hoc linearization (3.13 reading (a)) for three arms of the same
 # shape, then one summary table.
 #
 #   scripts/sd_cpu_experiment.sh [--steps N] [--model DESC] [--heads H] [--out DIR] [--threads N] [--dry-run]

@@ -1,11 +1,11 @@
-"""sd_attention/plot_cascade.py: the spectral cascade (METHODS.md 3.10) as a PNG: effective rank
+"""sd_attention/plot_cascade.py: the spectral cascade (doc/methods.md 3.10) as a PNG: effective rank
 of the routing part over depth, from the output of ./sd_spectrum.
 
     python3 sd_attention/plot_cascade.py spectrum.json cascade.png
     python3 sd_attention/plot_cascade.py spectrum.csv  cascade.png    (per-head rows)
 
 Per layer, over its heads: the mean and the median Roy-Vetterli erank (the primary curve), the mean
-participation ratio, the mean stable rank and the mean rank90 = 2 n90 (METHODS.md 3.9), all on
+participation ratio, the mean stable rank and the mean rank90 = 2 n90 (doc/methods.md 3.9), all on
 one rank axis; the routing capacity (min(2d, C) for standard heads, d for S-D heads) is drawn
 dotted. Markers tell the matrix: circles for S (S-D heads), squares for R (standard heads).
 Matplotlib's Agg backend (no display); the PNG is written to NAME.tmp, then renamed.

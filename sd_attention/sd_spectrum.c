@@ -2,7 +2,7 @@
  * sd_attention/sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
  * (standard, Prism, S-D, mixed kinds, -ln 0): the routing/filtering split, effective ranks of
  * the routing part, the spectral abscissa and unstable heads, the spread of S-D filtering
- * (METHODS.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
+ * (doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
  *
  *   ./sd_spectrum model.bin [-heads 1] [-csv out.csv] [-json out.json] [-png out.png] [-eps E]
  *   ./sd_spectrum --help
@@ -28,6 +28,8 @@
 #include "../llmc/param_layout.h"
 #include "../llmc/utils.h"
 #include "spectrum.h"
+#include "stages.h"
+#include "../kinds/registry.h"
 
 #define OPT_CAP 1024
 
@@ -49,7 +51,7 @@ static const CliOpt OPTS[] = {
     CLI_STR(Options, "-csv", csv, NULL, 0, "write one row per head here (CSV)"),
     CLI_STR(Options, "-json", json, NULL, 0, "write the layer summaries and every head here (JSON)"),
     CLI_STR(Options, "-png", png, NULL, 0, "plot the cascade (rank over depth) here, via sd_attention/plot_cascade.py"),
-    CLI_FLT(Options, "-eps", eps, 0.0, 1.0, 0, "unstable head: alpha > eps * rho (METHODS.md 3.3)"),
+    CLI_FLT(Options, "-eps", eps, 0.0, 1.0, 0, "unstable head: alpha > eps * rho (doc/methods.md 3.3)"),
 };
 #define NUM_OPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 
@@ -63,7 +65,7 @@ static void parse_options(Options *o, int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         printf("usage: %s model.bin [-flag value ...]   (--help: this text)\n", argv[0]);
         printf("routing/filtering split, effective rank, spectral abscissa of every attention head\n"
-               "(METHODS.md 3.2-3.10; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
+               "(doc/methods.md 3.2-3.10; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
         cli_print_options(OPTS, NUM_OPTS, o, -1, stdout);
         exit(0);
     }
@@ -88,7 +90,7 @@ static void analyse_layer(const GPT2Config *c, const ParamLayout *pl, float *par
     const LayerSpec *ls = &c->layer[l];
     LayerParams p = layer_params(params, pl, l);
     for (int k = 0; k < ls->n_head; k++) {
-        if (attn_kind_is_sd(ls->kind)) {
+        if (sd_layer(ls)) {
             spec_head_sd(p.qkvw, p.sdskew, p.sdtheta, c->channels, ls->head_size, l, k, ls->kind,
                          c->sd_scalar_d, c->sd_d_sign, eps, &out[k]);
         } else {
@@ -147,7 +149,7 @@ static void print_layer_row(const Report *r, int l) {
     const HeadStats *h0 = &r->head[l][0];
     char label[64];
     snprintf(label, sizeof(label), "%5d %5d x %4d %-5s", l, ls->n_head, ls->head_size,
-             ATTN_KIND_NAMES[ls->kind]);
+             layer_kind_of(ls->kind)->name);
     printf("%-24s %2s %4d", label, family_name(h0->family), h0->capacity);
     print_num(s->erank_mean, 7, 3);
     print_num(s->erank_median, 7, 3);
@@ -184,7 +186,7 @@ static void print_table(const Report *r, const Options *o) {
     printf("%s: L %d, C %d%s", r->path, c->num_layers, c->channels,
            c->use_ln ? "" : ", no per-block LayerNorm");
     int has_sd = 0;
-    for (int l = 0; l < c->num_layers; l++) has_sd |= attn_kind_is_sd(c->layer[l].kind);
+    for (int l = 0; l < c->num_layers; l++) has_sd |= sd_layer(&c->layer[l]);
     if (has_sd) printf(", S-D L = S %c D%s", c->sd_d_sign < 0 ? '-' : '+', c->sd_scalar_d ? " (scalar D)" : "");
     printf("; unstable: alpha > %g rho (%.2f s)\n", o->eps, r->seconds);
     printf("of: R = routing part of W_Q W_K^T (capacity min(2d, C)); S = S-D skew S (capacity d). "
@@ -212,7 +214,7 @@ static void write_csv(const Report *r, const char *path) {
             const HeadStats *h = &r->head[l][k];
             fprintf(af.f, "%d,%d,%s,%s,%d,%d,%d,%.10g,%.10g,%.10g,%d,%d,%.10g,%.10g,%.10g,%.10g,"
                     "%.10g,%.10g,%d,%.10g,%.10g,%.10g,%d,%.10g,%.10g,%.10g\n",
-                    h->layer, h->head, ATTN_KIND_NAMES[h->kind], family_name(h->family), h->d,
+                    h->layer, h->head, layer_kind_of(h->kind)->name, family_name(h->family), h->d,
                     h->capacity, h->rank.rank, h->rank.erank, h->rank.pr, h->rank.sr, h->rank.n90,
                     h->rank.rank90, h->rho_R, h->rho_F, h->norm_R, h->norm_F, h->norm_ratio,
                     h->lam_max_F, h->f_positive, h->alpha, h->radius, h->alpha_rel, h->unstable,
@@ -257,7 +259,7 @@ static void json_layer(FILE *f, const Report *r, int l) {
     const LayerSummary *s = &r->layer[l];
     fprintf(f, "    {\"layer\": %d, \"n_head\": %d, \"head_size\": %d, \"kind\": \"%s\", "
             "\"family\": \"%s\", \"capacity\": %d, ", l, ls->n_head, ls->head_size,
-            ATTN_KIND_NAMES[ls->kind], family_name(r->head[l][0].family), r->head[l][0].capacity);
+            layer_kind_of(ls->kind)->name, family_name(r->head[l][0].family), r->head[l][0].capacity);
     json_num(f, "erank_mean", s->erank_mean, 0);
     json_num(f, "erank_median", s->erank_median, 0);
     json_num(f, "pr_mean", s->pr_mean, 0);

@@ -1,5 +1,5 @@
 /*
- * sd_attention/sd_surgery.c: post-hoc surgery on a checkpoint (METHODS.md 3.13), writing a new
+ * sd_attention/sd_surgery.c: post-hoc surgery on a checkpoint (doc/methods.md 3.13), writing a new
  * checkpoint, its layer table as a schedule file, and a JSON report with the val loss and
  * perplexity before and after (CPU forward, llm.c's val order).
  *
@@ -25,11 +25,12 @@
 #include "../llmc/checkpoint.h"
 #include "../llmc/config.h"
 #include "../llmc/dataloader.h"
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "../llmc/param_layout.h"
 #include "../llmc/utils.h"
-#include "../llmc/cpu_eval.h"
+#include "../llmc/cpu/cpu_eval.h"
 #include "surgery.h"
+#include "../kinds/registry_cpu.h"
 
 #define OPT_CAP 1024
 
@@ -87,7 +88,7 @@ static void options_defaults(Options *o) {
 
 static void print_help(const char *prog, const Options *d) {
     printf("usage: %s -e model.bin -o out.bin -op OP [-flag value ...]   (--help: this text)\n", prog);
-    printf("surgery on a trained model (METHODS.md 3.13; doc/sd_tools.md): writes out.bin,\n"
+    printf("surgery on a trained model (doc/methods.md 3.13; doc/sd_tools.md): writes out.bin,\n"
            "out.schedule.txt and out.report.json; with -j, the val loss and perplexity before and after\n");
     for (int g = 0; g < NUM_OP_GROUPS; g++) {
         if (g == OP_ANY) printf("every op:\n");
@@ -143,7 +144,7 @@ static void write_schedule(const GPT2Config *c, const char *path, const char *or
     for (int l = 1; l <= c->num_layers; l++) {
         const LayerSpec *a = &c->layer[start];
         if (l < c->num_layers && memcmp(&c->layer[l], a, sizeof(LayerSpec)) == 0) continue;
-        fprintf(af.f, "%dx%d:%s", a->n_head, a->head_size, ATTN_KIND_NAMES[a->kind]);
+        fprintf(af.f, "%dx%d:%s", a->n_head, a->head_size, layer_kind_of(a->kind)->name);
         if (l - start > 1) fprintf(af.f, "*%d", l - start);
         fprintf(af.f, "\n");
         start = l;
@@ -152,7 +153,7 @@ static void write_schedule(const GPT2Config *c, const char *path, const char *or
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Evaluation: the trainer's val loss (llmc/cpu_eval.h) over the first -m batches. */
+ * Evaluation: the trainer's val loss (llmc/cpu/cpu_eval.h) over the first -m batches. */
 typedef struct {
     int done;
     int B, T, batches;
@@ -183,13 +184,13 @@ typedef struct {
     ShrinkReport shrink;    /* shrink only */
 } Result;
 
-static int has_kind(const GPT2Config *c, int (*pred)(int)) {
+static int has_kind(const GPT2Config *c, int (*pred)(const LayerSpec *)) {
     for (int l = 0; l < c->num_layers; l++)
-        if (pred(c->layer[l].kind)) return 1;
+        if (pred(&c->layer[l])) return 1;
     return 0;
 }
-static int kind_is_sd_softmax(int k) { return k == ATTN_SD; }
-static int kind_is_sdlin(int k) { return k == ATTN_SDLIN; }
+static int kind_is_sd_softmax(const LayerSpec *ls) { return sd_layer(ls) && !linear_layer(ls); }
+static int kind_is_sdlin(const LayerSpec *ls) { return sd_layer(ls) && linear_layer(ls); }
 
 static void op_linearize(const Options *o, const GPT2Config *ic, float *ip, Result *r) {
     if (o->k > ic->num_layers) llmc_die("-k %d: the model has %d layers", o->k, ic->num_layers);
@@ -201,11 +202,11 @@ static void op_linearize(const Options *o, const GPT2Config *ic, float *ip, Resu
 }
 
 static void op_scalar_d(const Options *o, const char *path, const GPT2Config *ic, float *ip, Result *r) {
-    if (!has_kind(ic, attn_kind_is_sd)) llmc_die("%s: -op scalar_d: the model has no S-D layers (sd, sdlin)", path);
+    if (!has_kind(ic, sd_layer)) llmc_die("%s: -op scalar_d: the model has no S-D layers (sd, sdlin)", path);
     if (ic->sd_scalar_d) llmc_warn("%s: D is scalar already; the output equals the input", path);
     surg_scalar_d(ic, ip, o->keep_layout, &r->cfg, &r->params);
     r->owns = 1;
-    for (int l = 0; l < ic->num_layers; l++) r->changed_layers += attn_kind_is_sd(ic->layer[l].kind);
+    for (int l = 0; l < ic->num_layers; l++) r->changed_layers += sd_layer(&ic->layer[l]);
 }
 
 static void op_shrink(const Options *o, const char *path, const GPT2Config *ic, float *ip, Result *r) {
@@ -224,7 +225,7 @@ static void json_table(FILE *f, const GPT2Config *c) {
     fprintf(f, "[");
     for (int l = 0; l < c->num_layers; l++)
         fprintf(f, "%s\"%dx%d:%s\"", l ? ", " : "", c->layer[l].n_head, c->layer[l].head_size,
-                ATTN_KIND_NAMES[c->layer[l].kind]);
+                layer_kind_of(c->layer[l].kind)->name);
     fprintf(f, "]");
 }
 

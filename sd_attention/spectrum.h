@@ -5,22 +5,22 @@
  * Defines:
  *   RankStats / spec_rank_stats    effective ranks of a routing matrix from its singular values:
  *                                  Roy-Vetterli erank, participation ratio, stable rank, planes
- *                                  at 90% energy (METHODS.md 3.9)
+ *                                  at 90% energy (doc/methods.md 3.9)
  *   SplitStats / spec_split_core   routing/filtering split of a head kernel M = Q K Q^T given its
- *                                  small core K (METHODS.md 3.2): energy shares, spectral norms,
+ *                                  small core K (doc/methods.md 3.2): energy shares, spectral norms,
  *                                  lambda_max(F) (the Bendixson bound of 3.3), rank of R
  *   spec_core_standard             the core of M = W_Q W_K^T from the thin QR of [W_Q W_K]
  *   spec_core_sd                   the core of M = U L U^T from the thin QR of U
  *   AbscissaStats / spec_abscissa  spectral abscissa alpha = max Re(lambda), spectral radius,
- *                                  alpha/rho of a square matrix (METHODS.md 3.3)
+ *                                  alpha/rho of a square matrix (doc/methods.md 3.3)
  *   spec_skew_unpack / spec_generator   S and L = S + sign*D of an S-D head from its packed
- *                                  parameters (the layout of llmc/param_layout.h, P_SDSKEW)
+ *                                  parameters, L built by generator.h as the model builds it
  *   HeadStats / spec_head_standard / spec_head_sd   every metric of one head of a checkpoint
  *   LayerSummary / spec_layer_summary   means and medians over a layer's heads
  *
  * Conventions. Matrices are row-major double. A head's kernel is M = W_Q W_K^T (C x C) for a
  * standard head (mha, lin), with W_Q^h the transpose of rows [h d, (h+1) d) of the layer's Q block
- * (METHODS.md 0), and M = U L U^T for an S-D head (sd, sdlin; 3.4). The 1/sqrt(d) logit scale is
+ * (doc/methods.md 0), and M = U L U^T for an S-D head (sd, sdlin; 3.4). The 1/sqrt(d) logit scale is
  * not folded in: shares, ranks and alpha/rho do not depend on it; the norms are those of M itself.
  * Biases are ignored (3.2: beyond M they only add a key-only linear term).
  */
@@ -34,18 +34,19 @@
 
 #include "../llmc/config.h"
 #include "../llmc/utils.h"
+#include "generator.h"
 
-/* METHODS.md 3.9: singular values below 1e-6 sigma_1 are not counted. */
+/* doc/methods.md 3.9: singular values below 1e-6 sigma_1 are not counted. */
 #define SPEC_SV_REL_TOL 1e-6
 /* A routing part whose norm is below 1e-12 of the whole kernel's is round-off of an exactly
  * symmetric M (the core is computed in double from fp32 weights): it has no planes at all. */
 #define SPEC_ZERO_REL 1e-12
 /* Eigenvalues below 1e-10 rho are the zero eigenvalues of a rank-deficient generator: alpha is
- * taken over the non-zero spectrum (METHODS.md 3.3, small-matrix trick). */
+ * taken over the non-zero spectrum (doc/methods.md 3.3, small-matrix trick). */
 #define SPEC_EIG_ZERO_REL 1e-10
-/* n90: the fraction of the routing energy the kept planes must hold (METHODS.md 3.9). */
+/* n90: the fraction of the routing energy the kept planes must hold (doc/methods.md 3.9). */
 #define SPEC_ENERGY_FRACTION 0.9
-/* default epsilon of the unstable-head criterion alpha > eps * rho (METHODS.md 3.3) */
+/* default epsilon of the unstable-head criterion alpha > eps * rho (doc/methods.md 3.3) */
 #define SPEC_DEFAULT_EPS 1e-6
 
 /* ----------------------------------------------------------------------------------------------
@@ -101,7 +102,7 @@ static inline double spec_frobenius2(const double *a, size_t n) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Effective rank (METHODS.md 3.9). */
+ * Effective rank (doc/methods.md 3.9). */
 typedef struct {
     int rank;      /* singular values above max(1e-6 sigma_1, floor): numerical rank (even for skew) */
     double erank;  /* Roy-Vetterli: exp(-sum p_k ln p_k), p_k = sigma_k / sum sigma */
@@ -155,7 +156,7 @@ static inline RankStats spec_rank_stats(const double *sv, int n, double floor) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * The routing/filtering split (METHODS.md 3.2). A head kernel of rank <= k is written
+ * The routing/filtering split (doc/methods.md 3.2). A head kernel of rank <= k is written
  * M = Q K Q^T with Q (C x k) orthonormal columns and a small core K (k x k). Then R = Q R_K Q^T and
  * F = Q F_K Q^T with R_K = (K - K^T)/2, F_K = (K + K^T)/2: the non-zero singular values and
  * eigenvalues of R and F are those of the k x k cores, and the Frobenius norms are equal. */
@@ -194,7 +195,7 @@ static inline void spec_split_core(const double *K, int k, int C, SplitStats *ou
 }
 
 /*
- * Core of a standard head (METHODS.md 3.2, "cheap computation"): with the thin QR
+ * Core of a standard head (doc/methods.md 3.2, "cheap computation"): with the thin QR
  * [W_Q W_K] = Q~ R~ (W_Q, W_K: C x d), R~ = [R1 R2] (k x 2d, k = min(C, 2d)), W_Q = Q~ R1 and
  * W_K = Q~ R2, so M = Q~ (R1 R2^T) Q~^T and K = R1 R2^T. Its skew part is R~ J R~^T / 2 with
  * J = [[0, I], [-I, 0]] (the routing core of 3.2) and its symmetric part R~ J_s R~^T / 2 with
@@ -222,7 +223,7 @@ static inline int spec_core_standard(const double *WQ, const double *WK, int C, 
     return k;
 }
 
-/* Core of an S-D head M = U L U^T (METHODS.md 3.4): U = Q R (k x d, k = min(C, d)), K = R L R^T.
+/* Core of an S-D head M = U L U^T (doc/methods.md 3.4): U = Q R (k x d, k = min(C, d)), K = R L R^T.
  * Its skew part R S R^T is routing and its symmetric part sign R D R^T filtering. Returns k. */
 static inline int spec_core_sd(const double *U, int C, int d, const double *Lm, double *K) {
     double *R = (double *)xmalloc(sizeof(double) * (size_t)(C < d ? C : d) * d);
@@ -248,7 +249,7 @@ static inline int spec_core_sd(const double *U, int C, int d, const double *Lm, 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Spectral abscissa (METHODS.md 3.3) of a square generator. */
+ * Spectral abscissa (doc/methods.md 3.3) of a square generator. */
 typedef struct {
     double alpha;     /* max Re(lambda) over the non-zero eigenvalues (0 when the matrix is 0) */
     double radius;    /* rho = max |lambda| */
@@ -274,31 +275,39 @@ static inline AbscissaStats spec_abscissa(const double *A, int n) {
  * S-D parameters (llmc/param_layout.h: per head the strict upper triangle of S row-major, theta
  * (d) per head or one value with scalar D). */
 
-static inline double spec_softplus(double x) { return x > 20.0 ? x : log1p(exp(x)); }
+static inline double spec_softplus(double x) { return sd_softplus_d(x); }
 
-/* S (d x d) from the packed d(d-1)/2 values: S_ij = s, S_ji = -s for i < j. */
+/* S (d x d) from the packed d(d-1)/2 values: S_ij = s, S_ji = -s for i < j (generator.h). */
 static inline void spec_skew_unpack(const float *packed, int d, double *S) {
-    size_t p = 0;
     for (int i = 0; i < d; i++) {
         S[(size_t)i * d + i] = 0.0;
-        for (int j = i + 1; j < d; j++, p++) {
-            S[(size_t)i * d + j] = packed[p];
-            S[(size_t)j * d + i] = -(double)packed[p];
+        for (int j = i + 1; j < d; j++) {
+            const double v = packed[sd_pack_index(i, j, d)];
+            S[(size_t)i * d + j] = v;
+            S[(size_t)j * d + i] = -v;
         }
     }
 }
 
-/* D's diagonal softplus(theta) (d values; all equal with scalar D) and L = S + sign * D, the
- * generator whose logits are u L u^T / sqrt(d) (llmc/cpu_kernels.h sd_build_generator). */
-static inline void spec_generator(const double *S, const float *theta, int d, int scalar_d, int sign,
-                                  double *dvals, double *Lm) {
-    for (int i = 0; i < d; i++) dvals[i] = spec_softplus(scalar_d ? theta[0] : theta[i]);
-    memcpy(Lm, S, sizeof(double) * (size_t)d * d);
-    for (int i = 0; i < d; i++) Lm[(size_t)i * d + i] += sign * dvals[i];
+/* One head's generator exactly as the model builds it (sd_build_generator, fp32), in double: L,
+ * its skew part S = (L - L^T) / 2 (the packed values, exactly) and D's diagonal sign * diag(L)
+ * = softplus(theta) (d values; all equal with scalar D). skew and theta point at the head's own. */
+static inline void spec_generator(const float *skew, const float *theta, int d, int scalar_d, int sign,
+                                  double *S, double *dvals, double *Lm) {
+    float *Lf = (float *)xmalloc(sizeof(float) * (size_t)d * d);
+    sd_build_generator(Lf, skew, theta, 1, d, scalar_d, sign);
+    for (int i = 0; i < d; i++) {
+        for (int j = 0; j < d; j++) {
+            Lm[(size_t)i * d + j] = Lf[(size_t)i * d + j];
+            S[(size_t)i * d + j] = i == j ? 0.0 : 0.5 * ((double)Lf[(size_t)i * d + j] - Lf[(size_t)j * d + i]);
+        }
+        dvals[i] = sign * (double)Lf[(size_t)i * d + i];
+    }
+    free(Lf);
 }
 
 /* Coefficient of variation std/mean (population std) of x: how far D is from a scalar
- * (METHODS.md 3.6). 0 for equal values. */
+ * (doc/methods.md 3.6). 0 for equal values. */
 static inline double spec_cv(const double *x, int n) {
     double mean = 0.0, var = 0.0;
     for (int i = 0; i < n; i++) mean += x[i];
@@ -315,7 +324,7 @@ typedef enum { SPEC_STANDARD = 0, SPEC_SD = 1 } SpecFamily;
 typedef struct {
     int layer, head, kind, d;
     int family;       /* SPEC_STANDARD: ranks of R (of M); SPEC_SD: ranks of S (head space) */
-    int capacity;     /* routing rank capacity: min(2d, C) (standard), d (S-D) (METHODS.md 3.9) */
+    int capacity;     /* routing rank capacity: min(2d, C) (standard), d (S-D) (doc/methods.md 3.9) */
     RankStats rank;   /* of R_h (standard) or S_h (S-D) */
     /* x-space split of M (standard: W_Q W_K^T; S-D: U L U^T) */
     double rho_R, rho_F, norm_R, norm_F, norm_ratio, lam_max_F;
@@ -330,7 +339,7 @@ typedef struct {
 } HeadStats;
 
 /* W (C x d): column j = row (row0 + j) of the layer's qkvw (rows of length C), i.e. the
- * transpose of that row block (METHODS.md 0). */
+ * transpose of that row block (doc/methods.md 0). */
 static inline void spec_block_T(const float *qkvw, int C, int row0, int d, double *W) {
     for (int j = 0; j < d; j++) {
         const float *row = qkvw + (size_t)(row0 + j) * C;
@@ -371,7 +380,7 @@ static inline void spec_fill_abscissa(HeadStats *hs, const double *G, int n, dou
 /*
  * Standard head `head` of a layer with h heads of size d: qkvw is the layer's (3 h d, C) block.
  * Split and ranks from the QR core; alpha from the d x d matrix W_K^T W_Q, whose eigenvalues are
- * the non-zero eigenvalues of W_Q W_K^T (METHODS.md 3.3, small-matrix trick).
+ * the non-zero eigenvalues of W_Q W_K^T (doc/methods.md 3.3, small-matrix trick).
  */
 static inline void spec_head_standard(const float *qkvw, int C, int h, int d, int layer, int head,
                                       int kind, double eps, HeadStats *hs) {
@@ -401,7 +410,7 @@ static inline void spec_head_standard(const float *qkvw, int C, int h, int d, in
 /*
  * S-D head `head`: qkvw is the layer's (2 h d, C) block (U rows, then V rows), skew the layer's
  * packed S (h, d(d-1)/2), theta (h, d) or (h). Ranks of S (capacity d), ||S||_2, the spread of D,
- * alpha of L = S + sign D (< 0 for sign -1, METHODS.md 3.5), and the x-space split of U L U^T.
+ * alpha of L = S + sign D (< 0 for sign -1, doc/methods.md 3.5), and the x-space split of U L U^T.
  */
 static inline void spec_head_sd(const float *qkvw, const float *skew, const float *theta, int C,
                                 int d, int layer, int head, int kind, int scalar_d, int sign,
@@ -415,8 +424,8 @@ static inline void spec_head_sd(const float *qkvw, const float *skew, const floa
     double *dv = (double *)xmalloc(sizeof(double) * (size_t)d), *sv = (double *)xmalloc(sizeof(double) * (size_t)d);
     double *U = (double *)xmalloc(sizeof(double) * (size_t)C * d);
     double *K = (double *)xmalloc(sizeof(double) * (size_t)kmax * kmax);
-    spec_skew_unpack(skew + (size_t)head * npack, d, S);
-    spec_generator(S, theta + (size_t)head * (scalar_d ? 1 : d), d, scalar_d, sign, dv, Lm);
+    spec_generator(skew + (size_t)head * npack, theta + (size_t)head * (scalar_d ? 1 : d), d, scalar_d, sign,
+                   S, dv, Lm);
     spec_singular_values(S, d, d, sv);
     hs->rank = spec_rank_stats(sv, d, SPEC_ZERO_REL * sqrt(spec_frobenius2(Lm, dd)));
     hs->norm_S = sv[0];

@@ -1,5 +1,5 @@
 /*
- * sd_attention/surgery.h: post-hoc interventions on a trained model (METHODS.md 3.13), as pure
+ * sd_attention/surgery.h: post-hoc interventions on a trained model (doc/methods.md 3.13), as pure
  * functions from (config, parameters) to a new (config, parameters). No I/O.
  *
  * Defines:
@@ -15,7 +15,7 @@
  *                         n90 (-rank90), optionally rounded up to a multiple of 8
  *   surg_shrink           every planned layer; the rest of the model copied
  *   surg_copy_slots       copy the tensors two layouts share (the common part of every op)
- *   surg_attention_params attention parameters of a config (the quantity of METHODS.md 3.14)
+ *   surg_attention_params attention parameters of a config (the quantity of doc/methods.md 3.14)
  *
  * Approximations of the rank shrink (doc/sd_tools.md):
  *   - D' = diag(Q_m^T D Q_m): the kept block of D is not diagonal in the plane basis. Rotating
@@ -41,25 +41,29 @@
 #include <string.h>
 
 #include "../llmc/config.h"
+#include "../llmc/layer_kind.h"
 #include "../llmc/param_layout.h"
 #include "../llmc/utils.h"
 #include "spectrum.h"
+#include "stages.h"
 
-/* softplus^-1(y) = ln(e^y - 1) (METHODS.md 3.13), written y + ln(1 - e^-y) so it stays exact for
+/* softplus^-1(y) = ln(e^y - 1) (doc/methods.md 3.13), written y + ln(1 - e^-y) so it stays exact for
  * large y and for small y > 0. */
 static inline double surg_softplus_inv(double y) { return y + log(-expm1(-y)); }
 
 /* ----------------------------------------------------------------------------------------------
- * Linearization (METHODS.md 3.13 (a)): only the kinds change; the parameter layout of mha and lin
- * (and of sd and sdlin) is the same, so the buffer is reused as is. Returns the layers changed. */
+ * Linearization (doc/methods.md 3.13 (a)): each layer keeps its projection and takes the linear mixer
+ * (mha -> lin, sd -> sdlin); only the kinds change, the parameters belong to the projection, so the
+ * buffer is reused as is. Returns the layers changed. */
 static inline int surg_linearize(const GPT2Config *in, int K, GPT2Config *out) {
     *out = *in;
     int changed = 0;
     for (int l = 0; l < K && l < in->num_layers; l++) {
         int *kind = &out->layer[l].kind;
-        if (*kind == ATTN_MHA) *kind = ATTN_LIN;
-        else if (*kind == ATTN_SD) *kind = ATTN_SDLIN;
-        else continue;
+        if (linear_layer(&out->layer[l])) continue;
+        const int lin = layer_kind_find(layer_kind_of(*kind)->proj->name, LINEAR_MIXER.name);
+        if (lin < 0) continue;
+        *kind = lin;
         changed++;
     }
     return changed;
@@ -90,7 +94,7 @@ static inline void surg_copy_slots(const GPT2Config *ic, const float *ip, const 
 }
 
 /* Parameters of the attention sub-blocks (qkv, output projection, S-D tensors, with biases):
- * what a cascade-allocated model saves (METHODS.md 3.14). */
+ * what a cascade-allocated model saves (doc/methods.md 3.14). */
 static inline size_t surg_attention_params(const GPT2Config *c) {
     static const int slots[] = {P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_SDSKEW, P_SDTHETA};
     size_t n = 0;
@@ -100,7 +104,7 @@ static inline size_t surg_attention_params(const GPT2Config *c) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Scalar filtering (METHODS.md 3.13): theta_h <- softplus^-1(mean_k softplus(theta_hk)), so the
+ * Scalar filtering (doc/methods.md 3.13): theta_h <- softplus^-1(mean_k softplus(theta_hk)), so the
  * mean filtering strength of every head is kept. keep_layout = 0 writes the scalar-D layout (one
  * theta per head, header flag 2): the model is then exactly one trained with -sd_scalar_d 1 and a
  * fine-tune keeps D scalar. keep_layout = 1 writes the d equal values in the vector layout
@@ -124,7 +128,7 @@ static inline void surg_scalar_d(const GPT2Config *ic, const float *ip, int keep
     surg_copy_slots(ic, ip, oc, *op, skip);
     for (int l = 0; l < ic->num_layers; l++) {
         const LayerSpec *ls = &ic->layer[l];
-        if (!attn_kind_is_sd(ls->kind)) continue;
+        if (!sd_layer(ls)) continue;
         const int in_n = ic->sd_scalar_d ? 1 : ls->head_size, out_n = oc->sd_scalar_d ? 1 : ls->head_size;
         const float *ti = ip + param_offset(&il, P_SDTHETA, l);
         float *to = *op + param_offset(&ol, P_SDTHETA, l);
@@ -136,7 +140,7 @@ static inline void surg_scalar_d(const GPT2Config *ic, const float *ip, int keep
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Rotation planes of a skew S (METHODS.md 3.9, 3.13): S = Q T Q^T with T block diagonal, blocks
+ * Rotation planes of a skew S (doc/methods.md 3.9, 3.13): S = Q T Q^T with T block diagonal, blocks
  * [[0, w], [-w, 0]] (and 1 x 1 zeros for odd d). Q (d x d, row-major) gets the planes' column
  * pairs first, by decreasing omega, then the 1 x 1 blocks. Returns the number of planes; omega
  * receives their frequencies. */
@@ -362,7 +366,7 @@ static inline void surg_shrink_head(const ShrinkHeadIn *in, int r, double scale,
 /* ----------------------------------------------------------------------------------------------
  * The plan: new head size per layer (0 = unchanged). planes > 0: m = planes; rank90: m = the
  * largest n90 of the layer's heads (no head keeps less than 90% of its routing energy). Then
- * r = 2m, rounded up to a multiple of 8 with round8 (cuDNN head sizes, METHODS.md 3.13), and a
+ * r = 2m, rounded up to a multiple of 8 with round8 (cuDNN head sizes, doc/methods.md 3.13), and a
  * layer with r >= d is left unchanged. Only `sd` layers are planned (see the header comment). */
 typedef struct {
     int new_d[LLMC_MAX_LAYERS];   /* 0: unchanged */
@@ -379,7 +383,7 @@ static inline void surg_plan_shrink(const GPT2Config *c, const float *params, in
     param_layout_init(&pl, c);
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
-        if (ls->kind != ATTN_SD) continue;
+        if (!sd_layer(ls) || linear_layer(ls)) continue; /* sd: S-D with softmax */
         const int d = ls->head_size;
         int m = planes;
         if (rank90) {

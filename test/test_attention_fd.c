@@ -1,6 +1,6 @@
 /*
  * test/test_attention_fd.c: finite-difference gradient checks of the per-layer-head attention
- * (llmc/cpu_kernels.h) and of the whole CPU GPT-2 with a Prism head table (llmc/gpt2_cpu.h).
+ * (llmc/cpu/kernels.h) and of the whole CPU GPT-2 with a Prism head table (llmc/cpu/gpt2_cpu.h).
  *
  * Part 1, attention_forward / attention_backward, B = 2, for (h, d) = (8, 8), (4, 16), (2, 32),
  * (1, 64) (A = C = 64) and (3, 12) (A = 36, head size not a power of two), each at T = 13 and
@@ -32,9 +32,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "fd.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 #ifdef __FAST_MATH__
 #error "compile test_attention_fd.c without -ffast-math: the NaN sentinels and the FD need IEEE floats"

@@ -1,6 +1,6 @@
 /*
  * test/test_attn_stats.c: prism/attn_stats.h on attention patterns with known answers
- * (METHODS.md 2.7, "Test patterns"), for T = 1, 2, 7, 64 and 257 (not a multiple of the row block).
+ * (doc/methods.md 2.7, "Test patterns"), for T = 1, 2, 7, 64 and 257 (not a multiple of the row block).
  *
  * Closed forms (derived by hand for T tokens, rows i = 0..T-1, H_n = sum_{k=1}^{n} 1/k):
  *
@@ -33,6 +33,7 @@
 
 #include "../prism/attn_stats.h"
 #include "harness.h"
+#include "../kinds/registry.h"
 
 typedef enum { PAT_UNIFORM, PAT_SELF, PAT_TOKEN0, PAT_PREV, NUM_PATTERNS } Pattern;
 static const char *const PATTERN_NAMES[NUM_PATTERNS] = {"uniform", "self", "token0", "previous"};

@@ -1,5 +1,5 @@
 /*
- * test/test_checkpoint.c: model checkpoint files (doc/formats.md, FORMATS.md section 2).
+ * test/test_checkpoint.c: model checkpoint files (doc/formats.md, doc/formats.md 2).
  *
  *   ./test_checkpoint UNIFORM_FP32.bin PRISM_FP32.bin UNIFORM_BF16.bin OUT_DIR
  *
@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 static int files_equal(const char *a, const char *b) {
     FILE *fa = xfopen(a, "rb"), *fb = xfopen(b, "rb");
@@ -34,7 +35,7 @@ static void read_header(const char *path, int32_t *h) {
     fclose(f);
 }
 
-/* llm.c's loader (train_gpt2.c / train_gpt2.cu, FORMATS.md 2.1) accepts a model file iff the
+/* llm.c's loader (train_gpt2.c / train_gpt2.cu, doc/formats.md 2.1) accepts a model file iff the
  * magic is 20240326 and the version is 3 or 5; it reads nothing past header[7]. */
 static int upstream_llmc_accepts(const int32_t *h) {
     return h[0] == 20240326 && (h[1] == 3 || h[1] == 5);
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
 
     /* 4. a C-initialized model round-trips bit-exactly, table and flags included: every S-D and
      * linear kind, explicit head sizes (attention width != C), and each flag away from its default
-     * (-ln 0, scalar D, the +D sign, linear prescale). The init scales are not stored (FORMATS.md
+     * (-ln 0, scalar D, the +D sign, linear prescale). The init scales are not stored (doc/formats.md
      * section 2), so they are the only config fields not compared. */
     GPT2Config cc;
     char msg[256];

@@ -1,10 +1,10 @@
 /*
- * test/test_dataloader.c: token shards and the data loader (FORMATS.md sections 3, 4, 8).
+ * test/test_dataloader.c: token shards and the data loader (doc/formats.md sections 3, 4, 8).
  *
  * Synthetic shards where the token at position p of shard s is s*1000 + p, so each batch tells
  * which (shard, sample) the loader read. Checks: the mt19937 stream; llm.c's shuffled order over
  * two epochs (expected sequence derived independently with numpy's RandomState(42), whose legacy
- * seeding is std::mt19937, and the Fisher-Yates rule of FORMATS.md 4); sequential order without
+ * seeding is std::mt19937, and the Fisher-Yates rule of doc/formats.md 4); sequential order without
  * shuffling; the per-rank slice; targets = inputs shifted by one; save/restore of the shuffle
  * state mid-epoch continues identically.
  */

@@ -1,9 +1,9 @@
 /*
- * test/test_flash_emul.c: the block routines of the flash attention kernels (llmc/flash_attention.h)
+ * test/test_flash_emul.c: the block routines of the flash attention kernels (llmc/attention/flash.h)
  * executed on the CPU, every block of the grid in turn (one "thread" runs all warps' work; the
  * tensor-core tile products become loops with the same bf16 operands and fp32 sums), compared
  * with the CPU model's attention (dev/cuda/attention_ref.h, the reference of the GPU checks).
- * The CUDA kernels (llmc/attention_flash.cu) run exactly these routines; this test checks their
+ * The CUDA kernels (llmc/attention/flash.cu) run exactly these routines; this test checks their
  * tiling, causal masks, online softmax, padding past T and backward formulas without a GPU.
  * What it cannot check: races between threads and the WMMA fragment loads themselves (layouts,
  * alignment), which dev/cuda/attention_flash checks on a GPU.
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "../dev/cuda/attention_ref.h"
-#include "../llmc/flash_attention.h"
+#include "../llmc/attention/flash.h"
 #include "harness.h"
 
 static void *nan_alloc(size_t bytes) {

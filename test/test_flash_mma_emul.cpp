@@ -1,9 +1,9 @@
 /*
- * test/test_flash_mma_emul.cpp: the register-tile attention kernels (llmc/flash_mma.h, forward and
+ * test/test_flash_mma_emul.cpp: the register-tile attention kernels (llmc/attention/mma.h, forward and
  * backward) executed on the CPU, every thread of every block as its own coroutine with PTX's
  * mma.sync, ldmatrix, shuffle and cp.async semantics (test/warp_emul.h), against the CPU model's
  * attention (dev/cuda/attention_ref.h, the reference of the GPU checks). The CUDA kernels
- * (llmc/attention_flash_mma.cu) run exactly these routines, so the fragment bookkeeping (which
+ * (llmc/attention/mma.cu) run exactly these routines, so the fragment bookkeeping (which
  * lane holds which score, probability and output element), the causal mask, the online softmax,
  * the copy pipeline's phases and the rows past T are checked without a GPU. What it cannot check:
  * that the PTX ISA's layouts, which warp_emul.cpp implements from the ISA's text, are the
@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "../dev/cuda/attention_ref.h"
-#include "../llmc/flash_mma.h"
+#include "../llmc/attention/mma.h"
 #include "harness.h"
 #include "flash_mma_emul.h"
 #include "warp_emul.h"

@@ -16,10 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/gpt2_cpu.h"
-#include "../prism/schedule.h"
+#include "../llmc/cpu/gpt2_cpu.h"
+#include "../llmc/layer_table.h"
+#include "../prism/rules.h"
 #include "debug_state.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -54,9 +56,9 @@ int main(int argc, char **argv) {
         char msg[256];
         if (!config_from_descriptor(init_desc, &ic, msg, sizeof(msg))) llmc_die("%s", msg);
         if (prism != NULL) {
-            PrismSchedule sch;
+            LayerTable sch;
             if (!prism_schedule_load(prism, &ic, unchecked, &sch)) llmc_die("%s", sch.error);
-            prism_schedule_apply(&sch, &ic);
+            layer_table_apply(&sch, &ic);
         }
         /* the model options (not the table) come from the checkpoint's header */
         ic.use_ln = c->use_ln;
@@ -125,7 +127,8 @@ int main(int argc, char **argv) {
         double d = fabs((double)model.mean_loss - ds.losses[i]) / fabs(ds.losses[i]);
         worst = worst_err(worst, d);
         printf("  step %d: loss C %.6f torch %.6f  (rel %.1e)\n", i, model.mean_loss, ds.losses[i], d);
-        if (i + 1 < ds.n_steps) gpt2_update(&model, ds.lr, ds.beta1, ds.beta2, ds.eps, ds.wd, decay_sd_skew, scale, i + 1);
+        const AdamWHyper h = {ds.lr, ds.beta1, ds.beta2, ds.eps, ds.wd, decay_sd_skew};
+        if (i + 1 < ds.n_steps) gpt2_update(&model, &h, scale, i + 1);
     }
     /* Measured: C and torch agree to <= 2e-7 relative over the 10 steps. Semantic errors move
      * the trajectory far more (measured on the Prism state): weight decay on every tensor

@@ -1,5 +1,5 @@
 /*
- * test/test_gpt2.cu: the GPU model (llmc/gpt2_gpu.cu) against the PyTorch reference (built by
+ * test/test_gpt2.cu: the GPU model (llmc/gpu/gpt2_gpu.cu) against the PyTorch reference (built by
  * `make test_gpt2cu`; needs a GPU; run by dev/gpu_check.sh on the debug states test/test_gpt2.sh
  * writes).
  *
@@ -11,11 +11,11 @@
  *
  * Checks: logits, loss, every gradient tensor (the S-D slots sdskew and sdtheta included), the
  * 10-step AdamW losses of the debug-state trailer, deterministic backward (two backward passes bit-identical), gradient accumulation
- * (bias gradients included: llm.c lost them on wide layers, FORMATS.md 18 #1), and bit-exact
+ * (bias gradients included: llm.c lost them on wide layers, doc/formats.md 18 #1), and bit-exact
  * resume (a run continued from a snapshot of exactly what a checkpoint stores equals the
  * uninterrupted run, bit for bit).
  *
- * Tolerances (bf16): derived on the fly from the CPU reference model (llmc/gpt2_cpu.h). Running
+ * Tolerances (bf16): derived on the fly from the CPU reference model (llmc/cpu/gpt2_cpu.h). Running
  * it with the parameters rounded to bf16 gives e_param, the error that bf16 storage of the
  * parameters alone causes, per output (logits, loss, each gradient tensor). The GPU also rounds
  * activations to bf16, at 8 points per layer against the 4 weight matrices (ln1, qkv, atty,
@@ -35,18 +35,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/gpt2_cpu.h"
-#include "../llmc/gpt2_gpu.cuh"
-#include "../llmc/gpu_host.h"
-#include "../llmc/linear_attention.cuh"
-#include "../llmc/multi_gpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
+#include "../llmc/gpu/gpt2_gpu.cuh"
+#include "../llmc/attention/paths.h"
+#include "../llmc/cuda/multi_gpu.h"
 #include "debug_state.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 /* GPU error / parameter-rounding error: 8 activation + 4 weight rounding sites; 9 with S-D layers */
 static double tol_k(const GPT2Config *c) {
     for (int l = 0; l < c->num_layers; l++)
-        if (attn_kind_is_sd(c->layer[l].kind)) return 7.0;
+        if ((c->layer[l].kind == ATTN_SD || c->layer[l].kind == ATTN_SDLIN)) return 7.0;
     return 6.0;
 }
 
@@ -117,7 +117,7 @@ static void check_grad_blocks(const GPT2Config *c, const ParamLayout *pl, const 
         for (int l = 0; l < c->num_layers; l++) {
             const size_t off = param_offset(pl, s, l), n = layer_slot_size(c, l, s);
             if (n == 0) continue;
-            const int sd = attn_kind_is_sd(c->layer[l].kind);
+            const int sd = (c->layer[l].kind == ATTN_SD || c->layer[l].kind == ATTN_SDLIN);
             const int nb = (s == P_QKVW || s == P_QKVB) ? (sd ? 2 : 3) : 1;
             for (int b = 0; b < nb; b++) {
                 const size_t bo = off + (size_t)b * (n / nb), bn = n / nb;
@@ -151,13 +151,13 @@ typedef struct {
 } Gpu;
 
 static void gpu_setup(Gpu *g, const GPT2Config *c, const float *params, int B, int T, const char *attn,
-                      int recompute, int gelu_fusion, int decay_sd_skew) {
+                      int recompute, int gelu_fusion) {
     memset(g, 0, sizeof(*g));
     multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
     gpu_ctx_init(&g->ctx, 0);
     g->cudnn = gpt2gpu_choose_paths(c, attn, 1, B, T, &g->ctx, g->path);
     attn_print_paths(c, g->path, stdout);
-    GPT2GPUOptions opt = {recompute, gelu_fusion, 1, decay_sd_skew, 0};
+    GPT2GPUOptions opt = {recompute, gelu_fusion, 1, 0};
     gpt2gpu_init(&g->model, c, B, T, &opt, g->path, 0, &g->ctx, g->cudnn, &g->mg);
     gpt2gpu_set_params(&g->model, params);
 }
@@ -192,7 +192,8 @@ static float gpu_step(Gpu *g, const DebugState *ds, int t) {
     const float loss = gpu_grads(g, ds, 1, NULL);
     const float norm = gpt2gpu_grad_norm(&g->model);
     const float scale = (ds->clip > 0.0f && norm > ds->clip) ? ds->clip / norm : 1.0f;
-    gpt2gpu_update(&g->model, ds->lr, ds->beta1, ds->beta2, ds->eps, ds->wd, scale, t);
+    const AdamWHyper h = {ds->lr, ds->beta1, ds->beta2, ds->eps, ds->wd, ds->decay_sd_skew};
+    gpt2gpu_update(&g->model, &h, scale, t);
     return loss;
 }
 
@@ -249,7 +250,7 @@ int main(int argc, char **argv) {
     CpuRef ref;
     cpu_reference(argv[1], &ds, &ref);
     Gpu g;
-    gpu_setup(&g, &c, params, ds.B, ds.T, attn, recompute, gelu_fusion, ds.decay_sd_skew);
+    gpu_setup(&g, &c, params, ds.B, ds.T, attn, recompute, gelu_fusion);
     const double TOL_K = tol_k(&c);
     printf("tolerance factor K = %.0f%s; AdamW decays the S-D skew: %s\n", TOL_K,
            TOL_K > 6.0 ? " (S-D layers: one more rounding site)" : "", ds.decay_sd_skew ? "yes" : "no");

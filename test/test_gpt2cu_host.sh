@@ -44,6 +44,12 @@ check "control: against the CPU losses shifted by one step the worst difference 
 worst_m=$(join <(losses "$dir/M.log") <(losses "$dir/CPU.log") | awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n==10) print w}')
 check "-attn mma: step losses = train_gpt2 within 5e-3 nats (worst ${worst_m:-missing}; $(grep -c -- '-> mma' "$dir/M.log") path lines on mma)" \
   bash -c "[ \"\$(grep -c -- '-> mma' '$dir/M.log')\" -eq 3 ] && awk -v w='${worst_m:-x}' 'BEGIN{exit !(w != \"x\" && w + 0 <= 5e-3)}'"
+# -f (llm.c's TF32 switch) is accepted with one note and changes nothing in a bf16 build
+./build/train_gpt2cu_host "${COMMON[@]}" -x 2 -v 2 -n 0 -f 1 > "$dir/F.log" 2>&1
+notes=$(grep -c '^note: -f 1 has no effect' "$dir/F.log")
+f1=$(losses "$dir/F.log" | head -1)
+a1=$(losses "$dir/A.log" | head -1)
+check "-f 1: one note that it has no effect ($notes), the same step-1 loss ($f1 / $a1)" test "$notes" = 1 -a -n "$f1" -a "$f1" = "$a1"
 mkdir -p "$dir/B"
 cp "$dir/A/model_00000005.bin" "$dir/A/state_00000005_00000.bin" "$dir/A/DONE_00000005" "$dir/B/"
 ./build/train_gpt2cu_host "${COMMON[@]}" -o "$dir/B" -y 1 > "$dir/B.log" 2>&1

@@ -5,7 +5,7 @@
 #   - every binary holds SASS for sm_80 and sm_90 and PTX for compute_90 (read from the fatbins
 #     of its .nv_fatbin section; no cuobjdump needed);
 #   - the libraries each variant links: libcudnn + libnvrtc only with cuDNN, libnccl + libmpi
-#     only with multi-GPU, NVML never (FORMATS.md 17/18 #10);
+#     only with multi-GPU, NVML never (doc/formats.md 17/18 #10);
 #   - --help runs on a machine without a GPU and lists -attn (generated from llmc/args.h);
 #   - bad flags and impossible requests are one error line and a non-zero exit, before any GPU
 #     work: an unknown -attn value, -attn cudnn in a build without cuDNN, -pn 2 with -pi mpi
@@ -99,7 +99,7 @@ expect_error "eval_gpt2cu: a missing eval file, before any GPU work" \
 expect_error "dev/cuda flags: a zero batch, before any GPU work" "^error: -B '0': expected an integer 1\.\.1000000$" \
   $d/attention_flash -B 0
 expect_error "dev/cuda flags: -time takes 0 or 1" "^error: -time '2': expected an integer 0\.\.1$" $d/sd_fold_check -time 2
-# dev/gpu_check.sh runs only on a GPU machine, where a syntax error would cost a lent session
+# dev/gpu_check.sh runs only on a GPU machine, where a syntax error would cost the whole run
 bash -n dev/gpu_check.sh && pass "dev/gpu_check.sh parses (bash -n)" || fail "dev/gpu_check.sh: bash -n"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   for v in cudnn_mpi stub_single; do

@@ -1,10 +1,10 @@
 /*
- * test/test_gpu_emul.c: the device routines of the S-D fold (llmc/sd_fold.h) and of the chunked
- * linear attention (llmc/linear_scan.h), executed on the CPU block by block (one "thread" that
- * runs every phase in order) and compared with the fp32 reference of llmc/cpu_kernels.h. The CUDA
- * kernels (llmc/sd_gpu.cu, llmc/linear_attention.cu) run exactly these routines with 256 threads
+ * test/test_gpu_emul.c: the device routines of the S-D fold (sd_attention/sd_fold.h) and of the chunked
+ * linear attention (sd_attention/linear_scan.h), executed on the CPU block by block (one "thread" that
+ * runs every phase in order) and compared with the fp32 references of sd_attention/sd_cpu.h and linear_cpu.h. The CUDA
+ * kernels (sd_attention/sd_fold.cu, sd_attention/linear_scan.cu) run exactly these routines with 256 threads
  * per block; this test checks their indexing, chunking, tiling, masks and formulas without a GPU
- * (races between threads are not covered: see llmc/gpu_shared.h).
+ * (races between threads are not covered: see llmc/scalar_math.h).
  *
  * Inputs are random bf16 values, as the GPU sees them; the reference gets the same values widened.
  * Metric (dev/cuda/check_common.h): max |emulated - reference| / max |reference| per tensor.
@@ -14,7 +14,7 @@
  *   linear dq, dk, dv       2^-8 of the value, so of the largest value), 2x margin; the fp32 sums
  *                           differ from the reference's only in order (~1e-6). Measured: 1.5e-3
  *                           to 3.1e-3 (printed). The linear backward reaches this only because
- *                           the output o is recomputed in fp32 (llmc/linear_scan.h says why; with
+ *                           the output o is recomputed in fp32 (sd_attention/linear_scan.h says why; with
  *                           the bf16 o, dq was off by 2e-2 at T = 150)
  *   dL, Z                   1e-5: fp32 only (sums of up to 260 terms in another order)
  * Every block of checks has a control that must fail: the untransposed/transposed product, the
@@ -26,11 +26,14 @@
 #include <string.h>
 
 #include "../dev/cuda/check_common.h" /* the metric, widen, omp_threads: as the GPU checks */
-#include "../llmc/cpu_kernels.h"
-#include "../llmc/linear_scan.h"
-#include "../llmc/sd_fold.h"
+#include "../llmc/cpu/kernels.h"
+#include "../sd_attention/linear_cpu.h"
+#include "../sd_attention/sd_cpu.h"
+#include "../sd_attention/linear_scan.h"
+#include "../sd_attention/sd_fold.h"
 #include "../llmc/utils.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 #define TOL_BF16_OUT (1.0 / 128.0)
 #define TOL_FP32 1e-5
@@ -196,7 +199,7 @@ static void test_sd_case(size_t N, int h, int d, int scalar_d, int sign) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Linear attention: the kernel sequence of llmc/linear_attention.cu on the CPU. */
+ * Linear attention: the kernel sequence of sd_attention/linear_scan.cu on the CPU. */
 typedef struct {
     int B, T, h, d, CH, TY;
     float c;
@@ -322,8 +325,18 @@ static void test_lin_choose(void) {
     CHECK(!lin_scan_choose(4096, 232448, &s), "d = 4096 is refused (nothing fits)");
 }
 
+/* The normalizer's eps is LIN_EPS (sd_attention/linear_scan.h), the one constant both the CPU
+ * reference and the scan add: with phi(q) . phi(k) ~ 4e-18 the CPU's Z is eps alone. */
+static void test_lin_eps(void) {
+    const float qkv[3] = {-20.0f, -20.0f, 1.0f};
+    float out[1], att[1], phi[2], Z[1];
+    linear_attention_forward(out, att, phi, Z, qkv, 1, 1, 1, 1, 0);
+    CHECK(fabsf(Z[0] - LIN_EPS) <= 1e-6f * LIN_EPS && fabsf(out[0] * Z[0] - phi[0] * phi[1]) < 1e-20f,
+          "the CPU reference's normalizer adds LIN_EPS = %g (Z = %g)", (double)LIN_EPS, (double)Z[0]);
+}
+
 int main(void) {
-    CHECK(LINSCAN_EPS == LIN_ATTN_EPS, "the GPU's eps equals the CPU reference's (%g)", (double)LINSCAN_EPS);
+    test_lin_eps();
     const int sizes[] = {1, 8, 20, 64, 130, 256};
     for (int i = 0; i < 6; i++) test_sd_case(150, 2, sizes[i], 0, -1);
     test_sd_case(70, 3, 24, 1, 1);  /* scalar D, +D */

@@ -1,7 +1,7 @@
 /*
  * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/gpu_host.h), on the CPU.
  *
- *   - cuDNN support per (SM, head size, training, backend version): FORMATS.md 15.2's matrix;
+ *   - cuDNN support per (SM, head size, training, backend version): doc/formats.md 15.2's matrix;
  *   - attention path per layer for -attn auto|cudnn|own|flash|mma, and the one-line errors; forward-only
  *     (eval_gpt2cu) against training; the flash path's buffers;
  *   - the cuBLASLt algorithm cache's table: hit, miss, every key field, a full table;
@@ -24,20 +24,30 @@
 #include <string.h>
 
 #include "../llmc/config.h"
-#include "../llmc/gpu_host.h"
+#include "../llmc/attention/paths.h"
+#include "../llmc/cuda/lt_algo.h"
+#include "../llmc/gpu/act_plan.h"
+#include "../llmc/cuda/zero_plan.h"
+#include "../llmc/cuda/mfu.h"
+#include "../llmc/cuda/encoder_buckets.h"
+#include "../llmc/cuda/adamw.h"
 #include "../llmc/model_init.h"
 #include "../llmc/param_layout.h"
-#include "../prism/schedule.h"
+#include "../llmc/layer_table.h"
+#include "../prism/rules.h"
 #include "harness.h"
+#include "../llmc/checkpoint.h"
+#include "../llmc/cpu/gpt2_cpu.h"
+#include "../kinds/registry_cpu.h"
 
 static GPT2Config model_of(const char *desc, const char *schedule) {
     GPT2Config c;
     char msg[512];
     if (!config_from_descriptor(desc, &c, msg, sizeof(msg))) llmc_die("%s", msg);
     if (schedule != NULL) {
-        PrismSchedule s;
+        LayerTable s;
         if (!prism_schedule_parse(schedule, "test", &c, 1, &s)) llmc_die("%s", s.error);
-        prism_schedule_apply(&s, &c);
+        layer_table_apply(&s, &c);
     }
     return c;
 }
@@ -111,7 +121,7 @@ static void test_path_selection(void) {
           "-attn names");
 }
 
-/* -attn flash: the own tiled kernels (llmc/flash_attention.h) for d a multiple of 16 on SM 8.0+,
+/* -attn flash: the own tiled kernels (llmc/attention/flash.h) for d a multiple of 16 on SM 8.0+,
  * a one-line error otherwise; auto never picks them (slower than the materializing own kernels
  * at every head size on the H200, doc/gpu.md "GPU results"); their layers keep the
  * logsumexp (stats) like cuDNN's and no T x T buffer. */
@@ -141,7 +151,7 @@ static void test_flash_paths(void) {
     CHECK(ok, "-attn flash where the d = 256 tiles do not fit: %s", err);
     const GPT2Config kinds = model_of("tiny", "4:sd 4:sdlin 4:lin 4"); /* head size 16 */
     ok = attn_select_paths(&kinds, ATTN_REQ_FLASH, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_FLASH &&
-         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_FLASH;
+         p[1] == ATT_PATH_MIXER && p[2] == ATT_PATH_MIXER && p[3] == ATT_PATH_FLASH;
     CHECK(ok, "-attn flash: sd and mha layers flash, sdlin and lin stay on the linear scan");
     CHECK(strcmp(ATT_PATH_NAMES[ATT_PATH_FLASH], "flash") == 0, "path name flash");
     /* buffers: the cuDNN plan (stats, no T x T buffers; test_act_plan checks that one) plus the
@@ -172,7 +182,7 @@ static void test_flash_paths(void) {
     CHECK(ok, "flash_args_init on SM 7.5: %s", err);
 }
 
-/* -attn mma: the register-tile kernels (llmc/flash_mma.h) for d a multiple of 16 on SM 8.0+ whose
+/* -attn mma: the register-tile kernels (llmc/attention/mma.h) for d a multiple of 16 on SM 8.0+ whose
  * blocks fit the shared memory (training d 256 takes 135680 bytes: an A100's 166912 yes, an SM 8.6
  * GPU's 101376 no, where an inference-only model, 101376 bytes, still runs); not yet measured on
  * a GPU, so auto never picks them; their layers keep the logsumexp and the backward's D scratch
@@ -213,7 +223,7 @@ static void test_mma_paths(void) {
     CHECK(ok, "-attn mma on SM 7.5: %s", err);
     const GPT2Config kinds = model_of("tiny", "4:sd 4:sdlin 4:lin 4"); /* head size 16 */
     ok = attn_select_paths(&kinds, ATTN_REQ_MMA, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_MMA &&
-         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_MMA;
+         p[1] == ATT_PATH_MIXER && p[2] == ATT_PATH_MIXER && p[3] == ATT_PATH_MMA;
     CHECK(ok, "-attn mma: sd and mha layers mma, sdlin and lin stay on the linear scan");
     AttnRequest r;
     CHECK(attn_request_from_name("mma", &r) && r == ATTN_REQ_MMA && strcmp(ATT_PATH_NAMES[ATT_PATH_MMA], "mma") == 0 &&
@@ -297,7 +307,7 @@ static void test_inference_paths(void) {
           "the printed table says cuDNN for the forward-only d = 256 layers:\n%s", table);
 }
 
-/* The cuBLASLt algorithm cache's table (llmc/matmul.cu keeps the algorithms by slot). */
+/* The cuBLASLt algorithm cache's table (llmc/cuda/matmul.cu keeps the algorithms by slot). */
 static LtAlgoKey lt_test_key(int64_t m, int64_t n, int64_t k) {
     LtAlgoKey key;
     memset(&key, 0, sizeof(key));
@@ -610,24 +620,33 @@ static void test_kind_paths(void) {
     AttPath p[LLMC_MAX_LAYERS];
     char err[512];
     int ok = attn_select_paths(&kinds, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_CUDNN &&
-             p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_CUDNN;
+             p[1] == ATT_PATH_MIXER && p[2] == ATT_PATH_MIXER && p[3] == ATT_PATH_CUDNN;
     CHECK(ok, "auto on H200: sd and mha on cuDNN (d 16), sdlin and lin on the linear scan");
     ok = attn_select_paths(&kinds, ATTN_REQ_OWN, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN &&
-         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_OWN;
+         p[1] == ATT_PATH_MIXER && p[2] == ATT_PATH_MIXER && p[3] == ATT_PATH_OWN;
     CHECK(ok, "-attn own: softmax layers (sd, mha) own, linear layers stay linear");
     ok = attn_select_paths(&kinds, ATTN_REQ_AUTO, &nocudnn, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN;
     CHECK(ok, "no cuDNN: an S-D layer uses the own softmax kernels");
     ok = attn_select_paths(&odd, ATTN_REQ_AUTO, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_OWN &&
-         p[1] == ATT_PATH_LINEAR && p[2] == ATT_PATH_LINEAR && p[3] == ATT_PATH_CUDNN;
+         p[1] == ATT_PATH_MIXER && p[2] == ATT_PATH_MIXER && p[3] == ATT_PATH_CUDNN;
     CHECK(ok, "explicit sizes: sd d 20 -> own, lin d 20 and sdlin d 12 -> linear, mha d 16 -> cuDNN");
     ok = !attn_select_paths(&odd, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && strstr(err, "layer 0") &&
          strstr(err, "sd") && strstr(err, "head size 20") && strchr(err, '\n') == NULL;
     CHECK(ok, "-attn cudnn with an S-D layer of d 20: one line naming layer 0: %s", err);
     const GPT2Config linonly = model_of("tiny", "2x20:lin 4x12:sdlin 4x16 4x16");
-    CHECK(attn_select_paths(&linonly, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_LINEAR &&
+    CHECK(attn_select_paths(&linonly, ATTN_REQ_CUDNN, &h200, 1, p, err, sizeof(err)) && p[0] == ATT_PATH_MIXER &&
               p[2] == ATT_PATH_CUDNN,
           "-attn cudnn does not apply to linear layers (d 20, 12 accepted)");
-    CHECK(strcmp(ATT_PATH_NAMES[ATT_PATH_LINEAR], "linear") == 0, "path names");
+    { /* a layer on its kind's own mixer prints the mixer's name */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        attn_print_paths(&linonly, p, f);
+        fclose(f);
+        CHECK(buf && strstr(buf, "lin   -> linear") && strstr(buf, "sdlin -> linear") && strstr(buf, "mha   -> cudnn"),
+              "path names: lin and sdlin layers -> linear, mha -> cudnn:\n%s", buf ? buf : "");
+        free(buf);
+    }
 }
 
 static void test_kind_plan(void) {
@@ -640,13 +659,14 @@ static void test_kind_plan(void) {
     CHECK(attn_select_paths(&c, ATTN_REQ_AUTO, &h200, 1, path, err, sizeof(err)), "paths for the mixed table");
     ActPlan p;
     act_plan_init(&p, &c, B, T, 0, path);
-    CHECK(p.A_sd_max == 48 && p.n[ACT_SDUV] == N * 2 * 48, "S-D scratch: B T x 2 A_sd_max = %zu", p.n[ACT_SDUV]);
-    CHECK(p.sdl_off[1] - p.sdl_off[0] == act_round_up(2 * 24 * 24) && p.sdl_off[2] - p.sdl_off[1] == act_round_up(2 * 24 * 24) &&
-              p.sdl_off[2] == p.sdl_off[4] && p.n[ACT_SDL] == p.sdl_off[4],
+    CHECK(p.n[ACT_PROJ_SCRATCH] == N * 2 * 48, "S-D scratch: B T x 2 A of the widest S-D layer = %zu", p.n[ACT_PROJ_SCRATCH]);
+    CHECK(p.proj_state_off[1] - p.proj_state_off[0] == act_round_up(2 * 24 * 24) &&
+              p.proj_state_off[2] - p.proj_state_off[1] == act_round_up(2 * 24 * 24) &&
+              p.proj_state_off[2] == p.proj_state_off[4] && p.n[ACT_PROJ_STATE] == p.proj_state_off[4],
           "generators L: h d^2 per S-D layer (sd and sdlin), nothing for lin/mha");
-    CHECK(p.n[ACT_SDDL] == 2 * 24 * 24, "dL scratch: max h d^2 = %zu", p.n[ACT_SDDL]);
-    CHECK(p.n[ACT_LIN_SCRATCH] == lin_scratch_floats(N, 2, 24) && lin_scratch_floats(N, 2, 24) == 5 * N * 48 + 2 * N * 2,
-          "linear scratch: the widest linear layer (sdlin 2x24): 5 N A + 2 N h = %zu", p.n[ACT_LIN_SCRATCH]);
+    CHECK(p.n[ACT_PROJ_SCRATCH_F32] == 2 * 24 * 24, "dL scratch: max h d^2 = %zu", p.n[ACT_PROJ_SCRATCH_F32]);
+    CHECK(p.n[ACT_MIX_SCRATCH] == lin_scratch_floats(N, 2, 24) && lin_scratch_floats(N, 2, 24) == 5 * N * 48 + 2 * N * 2,
+          "linear scratch: the widest linear layer (sdlin 2x24): 5 N A + 2 N h = %zu", p.n[ACT_MIX_SCRATCH]);
     { /* one layer's views tile its scratch exactly: five B h T d blocks, then Z and dg (B h T each) */
         LinLayer L;
         float *base = (float *)xmalloc(lin_scratch_floats(N, 2, 24) * sizeof(float));
@@ -668,10 +688,10 @@ static void test_kind_plan(void) {
           "qkv blocks are 3 A wide for every kind (S-D: U | U L^T | V)");
     int ok = 1;
     for (int t = 0; t < NUM_ACTS; t++) ok &= p.off[t] % ACT_ALIGN == 0;
-    for (int l = 0; l <= 4; l++) ok &= p.sdl_off[l] % ACT_ALIGN == 0;
+    for (int l = 0; l <= 4; l++) ok &= p.proj_state_off[l] % ACT_ALIGN == 0;
     CHECK(ok, "new tensors aligned");
-    CHECK(strcmp(ACT_NAMES[ACT_SDUV], "sduv") == 0 && strcmp(ACT_NAMES[ACT_LIN_SCRATCH], "lin_scratch") == 0 &&
-              act_is_f32(ACT_SDL) && act_is_f32(ACT_LIN_SCRATCH) && !act_is_f32(ACT_SDUV),
+    CHECK(strcmp(ACT_NAMES[ACT_PROJ_SCRATCH], "proj_scratch") == 0 && strcmp(ACT_NAMES[ACT_MIX_SCRATCH], "mix_scratch") == 0 &&
+              act_is_f32(ACT_PROJ_STATE) && act_is_f32(ACT_MIX_SCRATCH) && !act_is_f32(ACT_PROJ_SCRATCH),
           "names and arenas of the new tensors");
     /* an evaluation shape's tensors end before the allocation plan's loss accumulator, which
      * gpt2gpu_forward addresses through the allocation plan for every shape */
@@ -696,7 +716,7 @@ static void test_kind_plan(void) {
     const GPT2Config uni = model_of("tiny", NULL);
     attn_select_paths(&uni, ATTN_REQ_AUTO, &h200, 1, path, err, sizeof(err));
     act_plan_init(&q, &uni, B, T, 0, path);
-    CHECK(q.n[ACT_SDUV] == 0 && q.n[ACT_SDL] == 0 && q.n[ACT_SDDL] == 0 && q.n[ACT_LIN_SCRATCH] == 0,
+    CHECK(q.n[ACT_PROJ_SCRATCH] == 0 && q.n[ACT_PROJ_STATE] == 0 && q.n[ACT_PROJ_SCRATCH_F32] == 0 && q.n[ACT_MIX_SCRATCH] == 0,
           "mha model: the S-D and linear tensors are empty");
 }
 
@@ -730,7 +750,7 @@ static void test_model_from_args(void) {
     parse(&a, given, argv, 21);
     GPT2Config c;
     char err[1024];
-    int ok = model_config_from_args(&a, given, a.init, 0, 0, &c, err, sizeof(err));
+    int ok = model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err));
     CHECK(ok && !c.use_ln && c.sd_scalar_d == 1 && c.sd_d_sign == 1 && c.sd_init_s == 0.5f && c.sd_init_theta == 0.3f &&
               c.sd_init_u == 0.25f && c.lin_prescale == 1 && c.layer[0].kind == ATTN_SD && c.layer[1].kind == ATTN_SDLIN &&
               c.layer[2].kind == ATTN_LIN && c.layer[2].head_size == 24 && c.layer[2].n_head == 4 &&
@@ -747,9 +767,9 @@ static void test_model_from_args(void) {
     cpu.sd_init_theta = 0.3f;
     cpu.sd_init_u = 0.25f;
     cpu.lin_prescale = 1;
-    PrismSchedule *s = (PrismSchedule *)xmalloc(sizeof(PrismSchedule));
+    LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
     prism_schedule_load(table, &cpu, 0, s);
-    prism_schedule_apply(s, &cpu);
+    layer_table_apply(s, &cpu);
     free(s);
     CHECK(memcmp(&cpu, &c, sizeof(c)) == 0, "the GPU trainer's config equals the CPU trainer's byte for byte");
     GPT2 m;
@@ -773,17 +793,17 @@ static void test_model_from_args(void) {
     for (int i = 0; i < 7; i++) listed &= i < N_MODEL_OPTION_FLAGS && strcmp(MODEL_OPTION_FLAGS[i], cpu_flags[i]) == 0;
     CHECK(listed && N_MODEL_OPTION_FLAGS == 7, "the model-option flags are the CPU trainer's seven");
     parse(&a, given, argv2, 5);
-    ok = !model_config_from_args(&a, given, a.init, 1, 0, &c, err, sizeof(err)) &&
+    ok = !model_config_from_args(&a, given, a.init, 1, 0, prism_rules_check, &c, err, sizeof(err)) &&
          strncmp(err, "-ln: the checkpoint model.bin carries its own model options", 59) == 0 && !strchr(err, '\n');
     CHECK(ok, "checkpoint + -ln: %s", err);
-    CHECK(model_config_from_args(&a, given, a.init, 1, 1, &c, err, sizeof(err)), "... allowed when resuming (the checkpoint wins)");
+    CHECK(model_config_from_args(&a, given, a.init, 1, 1, prism_rules_check, &c, err, sizeof(err)), "... allowed when resuming (the checkpoint wins)");
     const char *argv3[] = {"x", "-e", "model.bin", "-prism", table};
     parse(&a, given, argv3, 5);
-    ok = !model_config_from_args(&a, given, a.init, 1, 0, &c, err, sizeof(err)) && strstr(err, "carries its own layer table");
+    ok = !model_config_from_args(&a, given, a.init, 1, 0, prism_rules_check, &c, err, sizeof(err)) && strstr(err, "carries its own layer table");
     CHECK(ok, "checkpoint + -prism: %s", err);
     const char *argv4[] = {"x", "-e", "tiny", "-prism", "build/no_such_table.txt"};
     parse(&a, given, argv4, 5);
-    ok = !model_config_from_args(&a, given, a.init, 0, 0, &c, err, sizeof(err)) && strstr(err, "no_such_table");
+    ok = !model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) && strstr(err, "no_such_table");
     CHECK(ok, "a missing table is an error naming it: %s", err);
     remove(table);
 }

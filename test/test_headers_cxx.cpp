@@ -1,6 +1,7 @@
 /*
- * test/test_headers_cxx.cpp: every shared header compiles as C++17 and works there, because
- * train_gpt2.cu (nvcc, C++) includes them unchanged. A few calls exercise the code paths.
+ * test/test_headers_cxx.cpp: every plain-C header compiles as C++17 and works there, because
+ * train_gpt2.cu (nvcc, C++) and the GPU model include them unchanged. A few calls exercise the
+ * code paths. (sd_attention/spectrum.h and surgery.h are C-only tools: they need LAPACKE.)
  */
 #include "../llmc/args.h"
 #include "../llmc/cli.h"
@@ -19,17 +20,41 @@
 #include "../llmc/state.h"
 #include "../llmc/tokenizer.h"
 #include "../llmc/utils.h"
-#include "../prism/schedule.h"
+#include "../llmc/layer_table.h"
+#include "../llmc/layer_kind.h"
+#include "../llmc/model_init.h"
+#include "../llmc/param_init.h"
+#include "../llmc/scalar_math.h"
+#include "../llmc/cpu/cpu_eval.h"
+#include "../llmc/cpu/gpt2_cpu.h"
+#include "../llmc/cpu/kernels.h"
+#include "../llmc/cpu/kind_cpu.h"
+#include "../llmc/attention/paths.h"
+#include "../llmc/gpu/act_plan.h"
+#include "../llmc/cuda/adamw.h"
+#include "../llmc/cuda/encoder_buckets.h"
+#include "../llmc/cuda/lt_algo.h"
+#include "../llmc/cuda/mfu.h"
+#include "../llmc/cuda/zero_plan.h"
+#include "../prism/attn_stats.h"
+#include "../prism/rules.h"
+#include "../sd_attention/generator.h"
+#include "../sd_attention/linear_cpu.h"
+#include "../sd_attention/linear_scan.h"
+#include "../sd_attention/sd_cpu.h"
+#include "../sd_attention/sd_fold.h"
+#include "../sd_attention/stages.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 int main() {
     GPT2Config c;
     char msg[256];
     CHECK(config_from_descriptor("d12", &c, msg, sizeof(msg)) == 1, "C++: d12 descriptor parses");
-    PrismSchedule s;
+    LayerTable s;
     CHECK(prism_schedule_parse("3*2 6*2 12*8", "x", &c, 0, &s) == 1 && s.n_warnings == 0,
           "C++: Prism schedule parses without warnings");
-    prism_schedule_apply(&s, &c);
+    layer_table_apply(&s, &c);
     ParamLayout p;
     param_layout_init(&p, &c);
     CHECK(p.total == 124475904u, "C++: d12 Prism parameter count %zu", p.total);
@@ -56,5 +81,21 @@ int main() {
     const StepResult sr = train_step_judge(&t, &a, 0, 4.0f, 2.0f);
     CHECK(!sr.skipped && sr.clip_scale == 0.5f && train_due_val(&a, 0, 0) == (a.val_every > 0),
           "C++: train_setup.h step judge (clip 2.0 -> 0.5) and schedule");
+    /* the layer-kind seam in C++: registry, stages, init without a model */
+    CHECK(layer_kind_code("sdlin") == ATTN_SDLIN && layer_kind_find("sd", "linear") == ATTN_SDLIN &&
+              CPU_KINDS[ATTN_SD].mix == &SOFTMAX_MIXER_CPU && strcmp(LAYER_KINDS[ATTN_LIN].mix->name, "linear") == 0,
+          "C++: the kind registry pairs each kind's stages");
+    GPT2Config t4;
+    config_from_descriptor("tiny", &t4, msg, sizeof(msg));
+    LayerTable kt;
+    CHECK(layer_table_parse("4:sd 4:lin 4:sdlin 4", "x", &t4, &kt) == 1, "C++: a table with every kind parses");
+    layer_table_apply(&kt, &t4);
+    float *w = model_init_params_host(&t4, 42);
+    ParamLayout pt;
+    param_layout_init(&pt, &t4);
+    CHECK(w[param_offset(&pt, P_SDTHETA, 0)] == t4.sd_init_theta && w[param_offset(&pt, P_LN1W, 3)] == 1.0f &&
+              layer_slot_size(&t4, 0, P_QKVW) == 2 * 64 * 64 && layer_slot_size(&t4, 1, P_SDSKEW) == 0,
+          "C++: weights initialized from (config, layout, buffer): S-D theta, LayerNorm, U | V rows");
+    free(w);
     return test_finish();
 }

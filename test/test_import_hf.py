@@ -1,11 +1,11 @@
-"""test/test_import_hf.py: dev/import_hf.py on small random files in Hugging Face GPT-2's layout.
+"""test/test_import_hf.py: sd_attention/import_hf.py on small random files in Hugging Face GPT-2's layout.
 
 A fake GPT2LMHeadModel state dict (L 2, C 32, 4 heads, V 100, maxT 24) with HF's key names and
 shapes (Conv1D weights (in, out), the attn.bias / attn.masked_bias buffers, lm_head tied) is
 written three ways: model.safetensors in F32 without the `transformer.` prefix (with config.json),
 model.safetensors with F16 and BF16 tensors mixed in (no config.json: --n_head), and a torch
 pytorch_model.bin with the prefix. Each import must put every tensor in its llm.c slot (checked
-exactly against the raw file, FORMATS.md 2.2), pad wte with zero rows to Vp = 128, and give
+exactly against the raw file, doc/formats.md 2.2), pad wte with zero rows to Vp = 128, and give
 train_gpt2.py logits equal to an independent forward written here directly on the HF tensors
 (Conv1D convention x @ W + b). Then --dtype bf16 (version 5), and one-line errors.
 
@@ -34,7 +34,7 @@ from harness import check, finish  # noqa: E402
 
 L, C, NH, V, MAXT = 2, 32, 4, 100, 24
 VP = 128
-SCRIPT = os.path.join(ROOT, "dev", "import_hf.py")
+SCRIPT = os.path.join(ROOT, "sd_attention", "import_hf.py")
 
 
 def fake_state_dict(seed=0):
@@ -59,7 +59,7 @@ def fake_state_dict(seed=0):
 
 
 # ---------------------------------------------------------------------------------------------
-# safetensors written by hand (the layout of FORMATS.md 2.2)
+# safetensors written by hand (the layout of doc/formats.md 2.2)
 
 def to_bf16_bits(a):
     u = a.astype(np.float32).view(np.uint32)

@@ -1,10 +1,10 @@
 /*
- * test/test_neutrality.c: Prism is parameter- and matmul-FLOP-neutral (METHODS.md section 2.4).
+ * test/test_neutrality.c: Prism is parameter- and matmul-FLOP-neutral (doc/methods.md 2.4).
  *
  * For each model (d12, d24, L24C1536H24, L8C256H4T256, tiny), the uniform table and every Prism table of that
  * model must give the same ParamLayout (total, every slot's size and offset, every layer's
  * offset) and the same model_matmul_flops_per_token at T = 64 and T = 1024. Known totals (llm.c
- * convention: padded vocabulary Vp = 50304, wpe included, METHODS.md 2.5) are asserted exactly.
+ * convention: padded vocabulary Vp = 50304, wpe included, doc/methods.md 2.5) are asserted exactly.
  * Negative controls: tables with explicit head sizes (A_l != C) must change both numbers by the
  * amounts computed by hand below.
  *
@@ -19,8 +19,10 @@
 
 #include "../llmc/config.h"
 #include "../llmc/param_layout.h"
-#include "../prism/schedule.h"
+#include "../llmc/layer_table.h"
+#include "../prism/rules.h"
 #include "harness.h"
+#include "../kinds/registry.h"
 
 static GPT2Config model_of(const char *desc) {
     GPT2Config c;
@@ -31,10 +33,10 @@ static GPT2Config model_of(const char *desc) {
 
 /* The model's config with a schedule applied; dies if the schedule does not parse. */
 static GPT2Config with_schedule(const GPT2Config *base, const char *text, int unchecked) {
-    PrismSchedule s;
+    LayerTable s;
     if (!prism_schedule_parse(text, "inline", base, unchecked, &s)) llmc_die("%s", s.error);
     GPT2Config c = *base;
-    prism_schedule_apply(&s, &c);
+    layer_table_apply(&s, &c);
     return c;
 }
 
@@ -113,12 +115,12 @@ static int check_files(const char *dir, const char *prefix, const GPT2Config *un
             continue;
         char path[256];
         snprintf(path, sizeof(path), "%s/%.100s", dir, e->d_name);
-        PrismSchedule s;
+        LayerTable s;
         int ok = prism_schedule_load(path, uni, unchecked, &s);
         CHECK(ok, "%s: loads (%s)", path, s.error);
         if (!ok) continue;
         GPT2Config pc = *uni;
-        prism_schedule_apply(&s, &pc);
+        layer_table_apply(&s, &pc);
         check_neutral(path, uni, &pc);
         n++;
     }

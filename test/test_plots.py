@@ -1,7 +1,7 @@
-"""test/test_plots.py: scripts/plot_logs.py and scripts/plot_attn_distance.py on small synthetic
+"""test/test_plots.py: scripts/plot_logs.py and prism/plot_attn_distance.py on small synthetic
 inputs.
 
-- The main.log parser: train/val/eval records of llm.c's format (FORMATS.md 9), eval_<task>
+- The main.log parser: train/val/eval records of llm.c's format (doc/formats.md 9), eval_<task>
   records, older trl-only lines, and a resumed run whose repeated steps replace the earlier ones.
 - Each script writes a PNG that exists, is a PNG, and shows its curves: each curve's colour (the
   first N of matplotlib's colour cycle, one per run or model) covers at least 300 pixels. Axes,
@@ -29,8 +29,9 @@ PY = os.environ.get("PYTHON", sys.executable)
 TMP = os.path.join(ROOT, "build", "tmp_plots")
 
 
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", name + ".py"))
+def load(path):
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -71,7 +72,7 @@ def curves_png(path, n_curves):
 
 
 def without_curves(script, argv):
-    """Run scripts/<script>.py's main(argv) in this process with Axes.plot a no-op: the script's
+    """Run the script's main(argv) in this process with Axes.plot a no-op: the script's
     own layout (axes, titles, grid, legend, gray reference lines) without its curves."""
     import contextlib
     import io
@@ -133,7 +134,7 @@ def test_plot_logs(paths):
     check(f"wrote {out}" in so.splitlines(), "plot_logs.py prints where it wrote the PNG")
     check(not os.path.exists(out + ".tmp"), "plot_logs.py leaves no .tmp file")
     empty = os.path.join(TMP, "loss_no_curves.png")
-    rc = without_curves("plot_logs", args + ["-o", empty])
+    rc = without_curves("scripts/plot_logs.py", args + ["-o", empty])
     ok, desc = curves_png(empty, 3)
     check(rc == 0 and not ok, f"negative control: plot_logs.py's figure without its curves fails the check ({desc})")
 
@@ -180,11 +181,11 @@ def test_plot_attn():
     both = os.path.join(TMP, "pu.csv")
     write(both, CSV_HEADER + csv_rows("p.bin", [5, 9, 14, 16]) + csv_rows("u.bin", [7, 10, 12, 15]))
     out = os.path.join(TMP, "attn.png")
-    rc, so, se = run("scripts/plot_attn_distance.py", both, "-o", out, "--stats", "D,D_norm,entropy_norm")
+    rc, so, se = run("prism/plot_attn_distance.py", both, "-o", out, "--stats", "D,D_norm,entropy_norm")
     ok, desc = curves_png(out, 2)
     check(rc == 0 and ok, f"plot_attn_distance.py: a -e2 CSV -> a PNG with both models' curves ({desc}); {se.strip()}")
     empty = os.path.join(TMP, "attn_no_curves.png")
-    rc_empty = without_curves("plot_attn_distance", [both, "-o", empty, "--stats", "D,D_norm,entropy_norm"])
+    rc_empty = without_curves("prism/plot_attn_distance.py", [both, "-o", empty, "--stats", "D,D_norm,entropy_norm"])
     ok, desc = curves_png(empty, 2)
     check(rc_empty == 0 and not ok,
           f"negative control: plot_attn_distance.py's figure without its curves fails the check ({desc})")
@@ -195,11 +196,11 @@ def test_plot_attn():
     one, two = os.path.join(TMP, "p.csv"), os.path.join(TMP, "u.csv")
     write(one, CSV_HEADER + csv_rows("p.bin", [5, 9, 14, 16], skip=(1,)))
     write(two, CSV_HEADER + csv_rows("u.bin", [7, 10, 12, 15]))
-    rc, so, se = run("scripts/plot_attn_distance.py", one, two, "-o", out)
+    rc, so, se = run("prism/plot_attn_distance.py", one, two, "-o", out)
     check(rc == 0 and "Delta D_l (p - u): 0:-2.000 1:- 2:+2.000" in so,
           f"two single-model CSVs on the same tokens: Delta, with the skipped layer as a gap: {so.strip()}")
     write(two, CSV_HEADER + csv_rows("u.bin", [7, 10, 12, 15], seqs=16))
-    rc, so, se = run("scripts/plot_attn_distance.py", one, two, "-o", out)
+    rc, so, se = run("prism/plot_attn_distance.py", one, two, "-o", out)
     check(rc == 0 and "no Delta row: the two CSVs were measured on different tokens" in so,
           "two CSVs on different tokens: no Delta, and the script says why")
 
@@ -207,14 +208,14 @@ def test_plot_attn():
 def test_plot_attn_errors():
     bad = os.path.join(TMP, "bad.csv")
     write(bad, CSV_HEADER + csv_rows("p.bin", [5, 9]).replace("9,0.1406", "nine,0.1406", 1))
-    rc, so, se = run("scripts/plot_attn_distance.py", bad, "-o", os.path.join(TMP, "y.png"))
+    rc, so, se = run("prism/plot_attn_distance.py", bad, "-o", os.path.join(TMP, "y.png"))
     check(rc != 0 and se.strip() == f"error: {bad}:5: D: expected a number or empty, got 'nine'",
           f"plot_attn_distance.py: a non-number is one error line: {se.strip()}")
     write(bad, "model,layer,head,D\np.bin,0,mean,3.0\n")
-    rc, so, se = run("scripts/plot_attn_distance.py", bad, "-o", os.path.join(TMP, "y.png"))
+    rc, so, se = run("prism/plot_attn_distance.py", bad, "-o", os.path.join(TMP, "y.png"))
     check(rc != 0 and len(se.strip().splitlines()) == 1 and se.startswith(f"error: {bad}:1: missing column"),
           f"plot_attn_distance.py: missing columns are one error line: {se.strip()}")
-    rc, so, se = run("scripts/plot_attn_distance.py", bad, "--stats", "D,foo")
+    rc, so, se = run("prism/plot_attn_distance.py", bad, "--stats", "D,foo")
     check(rc != 0 and se.strip().startswith("error: --stats: 'foo' is not one of"),
           f"plot_attn_distance.py: an unknown statistic is one error line: {se.strip()}")
     check(not os.path.exists(os.path.join(TMP, "y.png")), "no PNG is written after an error")
@@ -227,7 +228,7 @@ def main():
     paths = {k: os.path.join(TMP, k, "main.log") for k in ("a", "b", "c", "old")}
     for k, text in zip(("a", "b", "c", "old"), (a, b, c, old)):
         write(paths[k], text)
-    test_parser(load("plot_logs"), paths)
+    test_parser(load("scripts/plot_logs.py"), paths)
     test_plot_logs(paths)
     test_plot_logs_errors(paths)
     test_plot_attn()

@@ -220,7 +220,7 @@ def test_init():
           "wte[:16] equals torch.manual_seed(42) normal_(0, 0.02)[:16]")
     check(torch.equal(model.wte.detach()[:50257].reshape(-1), ref), "all real wte rows match")
     check(not model.wte.detach()[50257:].any(), "padded wte rows are zero")
-    # Replay the whole draw order of FORMATS 2.3 on the default generator.
+    # Replay the whole draw order of doc/formats.md 2.3 on the default generator.
     L = model.config.n_layer
     rs = 0.02 / math.sqrt(2 * L)
     ok = torch.equal(model.wpe.detach(), torch.empty(64, 64).normal_(0, 0.02))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_resume.sh: checkpoints and -y 1 resume (FORMATS.md section 8).
+# test/test_resume.sh: checkpoints and -y 1 resume (doc/formats.md 8).
 #   - 10 steps straight vs 5 steps, checkpoint, resume for 5 more: identical step lines (loss,
 #     grad norm, lr), val losses and a byte-identical final checkpoint, with shuffled data and
 #     gradient accumulation (2 micro-steps);

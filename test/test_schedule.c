@@ -1,5 +1,5 @@
 /*
- * test/test_schedule.c: Prism schedule files (prism/schedule.h) against METHODS.md 2.2-2.3.
+ * test/test_schedule.c: Prism schedule files (llmc/layer_table.h) against doc/methods.md 2.2-2.3.
  *
  * Every behaviour is checked together with its message: the "sched.txt:LINE: " prefix with the
  * right line number and the key phrase of the text. Then every preset in prism/schedules/ and
@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "../llmc/config.h"
-#include "../prism/schedule.h"
+#include "../llmc/layer_table.h"
+#include "../prism/rules.h"
 #include "harness.h"
+#include "../kinds/registry.h"
 
 static GPT2Config model_of(const char *desc) {
     GPT2Config c;
@@ -34,7 +36,7 @@ static int has_prefix(const char *msg, const char *path, int line) {
 }
 
 /* Index of the first warning containing `phrase`, or -1. */
-static int find_warning(const PrismSchedule *s, const char *phrase) {
+static int find_warning(const LayerTable *s, const char *phrase) {
     for (int i = 0; i < s->n_warnings; i++)
         if (strstr(s->warning[i], phrase) != NULL) return i;
     return -1;
@@ -44,7 +46,7 @@ static int find_warning(const PrismSchedule *s, const char *phrase) {
  * non-NULL phrase. */
 static void expect_error(const char *name, const char *text, const GPT2Config *m, int unchecked,
                          int line, const char *phrase1, const char *phrase2) {
-    PrismSchedule s;
+    LayerTable s;
     int ok = prism_schedule_parse(text, "sched.txt", m, unchecked, &s);
     CHECK(ok == 0 && s.has_error, "%s: rejected (returned %d, has_error %d)", name, ok, s.has_error);
     CHECK(has_prefix(s.error, "sched.txt", line), "%s: error starts 'sched.txt:%d: ': \"%s\"", name,
@@ -54,9 +56,9 @@ static void expect_error(const char *name, const char *text, const GPT2Config *m
 }
 
 /* Parses `text` and expects success with exactly `n_warn` warnings; returns the schedule. */
-static PrismSchedule expect_ok(const char *name, const char *text, const GPT2Config *m,
+static LayerTable expect_ok(const char *name, const char *text, const GPT2Config *m,
                                int unchecked, int n_warn) {
-    PrismSchedule s;
+    LayerTable s;
     int ok = prism_schedule_parse(text, "sched.txt", m, unchecked, &s);
     CHECK(ok == 1 && !s.has_error, "%s: accepted (error: \"%s\")", name, s.has_error ? s.error : "");
     CHECK(s.n_warnings == n_warn, "%s: %d warning(s), expected %d%s%s", name, s.n_warnings, n_warn,
@@ -65,7 +67,7 @@ static PrismSchedule expect_ok(const char *name, const char *text, const GPT2Con
 }
 
 /* Expects a warning containing `phrase` with prefix "sched.txt:LINE: ". */
-static void expect_warning(const char *name, const PrismSchedule *s, int line, const char *phrase,
+static void expect_warning(const char *name, const LayerTable *s, int line, const char *phrase,
                            const char *phrase2) {
     int i = find_warning(s, phrase);
     CHECK(i >= 0, "%s: a warning mentions '%s'", name, phrase);
@@ -77,7 +79,7 @@ static void expect_warning(const char *name, const PrismSchedule *s, int line, c
 }
 
 /* Checks layers [first, first + n) have h heads of size d, kind mha. */
-static int table_run_is(const PrismSchedule *s, int first, int n, int h, int d) {
+static int table_run_is(const LayerTable *s, int first, int n, int h, int d) {
     for (int l = first; l < first + n; l++)
         if (s->layer[l].n_head != h || s->layer[l].head_size != d || s->layer[l].kind != ATTN_MHA)
             return 0;
@@ -91,7 +93,7 @@ static void test_valid(void) {
     CHECK(d12.num_layers == 12 && d12.channels == 768 && d12.num_heads == 12,
           "d12 descriptor: L %d, C %d, base %d", d12.num_layers, d12.channels, d12.num_heads);
 
-    PrismSchedule s = expect_ok("P-A one line", "3*2 6*2 12*8", &d12, 0, 0);
+    LayerTable s = expect_ok("P-A one line", "3*2 6*2 12*8", &d12, 0, 0);
     CHECK(s.n_layers == 12, "P-A: 12 layers (%d)", s.n_layers);
     CHECK(table_run_is(&s, 0, 2, 3, 256) && table_run_is(&s, 2, 2, 6, 128) &&
               table_run_is(&s, 4, 8, 12, 64),
@@ -100,7 +102,7 @@ static void test_valid(void) {
     for (int l = 0; l < 12; l++) all_line1 &= s.line[l] == 1;
     CHECK(all_line1, "P-A: every layer's source line is 1");
     GPT2Config applied = d12;
-    prism_schedule_apply(&s, &applied);
+    layer_table_apply(&s, &applied);
     int widths_c = 1;
     for (int l = 0; l < 12; l++) widths_c &= attn_width(&applied.layer[l]) == 768;
     CHECK(widths_c && applied.layer[0].n_head == 3 && applied.layer[11].n_head == 12,
@@ -182,9 +184,9 @@ static void test_errors(void) {
                  "expected mha, sd, lin or sdlin");
     expect_error("unknown kind (line 3)", "# c\n12*11\n12:foo", &d12, 0, 3,
                  "unknown attention kind 'foo'", NULL);
-    /* the attention kinds of the S-D module (METHODS.md 3.4, 3.12) */
+    /* the attention kinds of the S-D module (doc/methods.md 3.4, 3.12) */
     {
-        PrismSchedule k = expect_ok("kinds sd, lin, sdlin", "12*2 12:sd*4\n12:lin*3 12x8:sdlin*3", &d12, 0, 1);
+        LayerTable k = expect_ok("kinds sd, lin, sdlin", "12*2 12:sd*4\n12:lin*3 12x8:sdlin*3", &d12, 0, 1);
         int kinds_ok = k.n_layers == 12 && k.layer[0].kind == ATTN_MHA && k.layer[2].kind == ATTN_SD &&
                        k.layer[5].kind == ATTN_SD && k.layer[6].kind == ATTN_LIN &&
                        k.layer[9].kind == ATTN_SDLIN && k.layer[9].head_size == 8 &&
@@ -204,15 +206,15 @@ static void test_errors(void) {
 
     /* layer count: too few names the last entry's line (comments after it do not count) */
     expect_error("too few layers", "3*2 6*2\n12*7\n# trailing comment\n\n", &d12, 0, 2,
-                 "schedule covers 11 layers", "the model has 12");
-    expect_error("too few layers (one line)", "12*6", &d12, 0, 1, "schedule covers 6 layers",
+                 "the table covers 11 layers", "the model has 12");
+    expect_error("too few layers (one line)", "12*6", &d12, 0, 1, "the table covers 6 layers",
                  "the model has 12");
-    expect_error("empty schedule", "# nothing\n", &d12, 0, 1, "schedule covers 0 layers", NULL);
+    expect_error("empty schedule", "# nothing\n", &d12, 0, 1, "the table covers 0 layers", NULL);
     /* too many names the entry that overflows */
     expect_error("too many layers", "3*2 6*2\n12*8\n12\n12\n", &d12, 0, 3,
-                 "entry '12' brings the schedule to 13 layers", "the model has 12");
+                 "entry '12' brings the table to 13 layers", "the model has 12");
     expect_error("too many layers (one entry)", "12*13", &d12, 0, 1,
-                 "entry '12*13' brings the schedule to 13 layers", NULL);
+                 "entry '12*13' brings the table to 13 layers", NULL);
     expect_error("too many layers (huge repeat)", "3*2\n12*1000000000", &d12, 0, 2,
                  "the model has 12", NULL);
 
@@ -225,7 +227,7 @@ static void test_errors(void) {
     /* the same with unchecked = 1: accepted, warned. The other warnings this table earns (last
      * layer 3 != base 12; a run of 6 at 12 heads, as the schedule has no final base run) are
      * checked by the control files below; here only the monotonicity warning. */
-    PrismSchedule s;
+    LayerTable s;
     int ok = prism_schedule_parse("12*6\n6*3\n3*3\n", "sched.txt", &d12, 1, &s);
     CHECK(ok == 1 && !s.has_error, "decreasing, unchecked: accepted (error: \"%s\")", s.error);
     expect_warning("decreasing, unchecked", &s, 2, "not a Prism schedule",
@@ -236,7 +238,7 @@ static void test_errors(void) {
 
 static void test_warnings(void) {
     const GPT2Config d12 = model_of("d12");
-    PrismSchedule s;
+    LayerTable s;
 
     /* last layer not at the base head count (6*12 also has no base layers and a run of 12) */
     s = expect_ok("last layer not base", "6*12", &d12, 0, 3);
@@ -259,7 +261,7 @@ static void test_warnings(void) {
     expect_warning("run of 1 in the middle", &s, 2, "a run of 1 layer with 6 heads", NULL);
     s = expect_ok("runs of 4 and 2", "3*2 6*4 12*6", &d12, 0, 0);
     s = expect_ok("run of 4 then base", "6*4 12*8", &d12, 0, 0);
-    /* a jump of more than 2x between layers (METHODS.md 2.6 control J) */
+    /* a jump of more than 2x between layers (doc/methods.md 2.6 control J) */
     s = expect_ok("jump 3 -> 12", "3*4 12*8", &d12, 0, 1);
     expect_warning("jump 3 -> 12", &s, 1, "layer 4 jumps from 3 to 12 heads", "at most 2x");
 }
@@ -336,7 +338,7 @@ static void test_preset_files(void) {
         n_d24 += m.channels == 1024;
         n_big += m.channels == 1536;
         n_other += m.num_layers != 12 && m.channels != 1024 && m.channels != 1536;
-        PrismSchedule s;
+        LayerTable s;
         int ok = prism_schedule_load(path, &m, 0, &s);
         CHECK(ok == 1 && !s.has_error && s.n_warnings == 0,
               "%s: loads against L %d C %d with 0 warnings (error \"%s\", %d warnings%s%s)", path,
@@ -373,7 +375,7 @@ static void test_control_files(void) {
         snprintf(pre, sizeof(pre), "%s:%d: ", path, line);
         GPT2Config m;
         CHECK(model_for_file(names[i], &m) && m.num_layers == 12, "%s: a d12 control", path);
-        PrismSchedule s, su;
+        LayerTable s, su;
         const int ok = prism_schedule_load(path, &d12, 0, &s);
         const int oku = prism_schedule_load(path, &d12, 1, &su);
         if (strstr(names[i], "reversed") || strstr(names[i], "zigzag")) {
@@ -415,7 +417,7 @@ static void test_control_files(void) {
                   "warnings)", path, pre, s.n_warnings);
         } else if (strstr(names[i], "jump")) {
             seen |= C_JUMP;
-            /* breaks "smoothness" (256 -> 64 with no 128 step, METHODS.md 2.6): a warning */
+            /* breaks "smoothness" (256 -> 64 with no 128 step, doc/methods.md 2.6): a warning */
             int w = find_warning(&s, "layer 2 jumps from 3 to 12 heads");
             CHECK(ok && !s.has_error && s.n_warnings == 1 && w >= 0 &&
                       strstr(s.warning[w], "at most 2x") != NULL,
@@ -427,9 +429,9 @@ static void test_control_files(void) {
     CHECK(seen == C_ALL, "all 5 controls checked: reversed, zigzag, constant_wide, wide_too_deep, jump "
           "(seen mask 0x%x of 0x%x)", seen, C_ALL);
 
-    PrismSchedule s;
+    LayerTable s;
     int ok = prism_schedule_load("prism/schedules/controls/no_such_file.txt", &d12, 0, &s);
-    CHECK(!ok && s.has_error && strstr(s.error, "no_such_file.txt: cannot read the schedule file"),
+    CHECK(!ok && s.has_error && strstr(s.error, "no_such_file.txt: cannot read the layer table"),
           "missing file: \"%s\"", s.error);
 }
 

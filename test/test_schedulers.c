@@ -1,6 +1,6 @@
 /*
  * test/test_schedulers.c: the learning-rate schedules of llmc/schedulers.h against the formulas of
- * FORMATS.md section 11, evaluated here independently in double precision at the points where the
+ * doc/formats.md 11, evaluated here independently in double precision at the points where the
  * schedules change shape (warmup, the decay start, the end).
  */
 #include <math.h>

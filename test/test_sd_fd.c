@@ -1,6 +1,6 @@
 /*
  * test/test_sd_fd.c: finite-difference checks of the backward passes that S-D attention and
- * linear attention add (llmc/cpu_kernels.h, llmc/gpt2_cpu.h; METHODS.md 3.4, 3.8, 3.12):
+ * linear attention add (llmc/cpu/kernels.h, llmc/cpu/gpt2_cpu.h; doc/methods.md 3.4, 3.8, 3.12):
  *
  *   linear   linear_attention_backward: dq, dk, dv of causal ELU+1 attention, with and without
  *            the d^(-1/4) prescale (q, k in [-2, 2] so both branches of phi are exercised);
@@ -20,9 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "fd.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 #ifdef __FAST_MATH__
 #error "compile test_sd_fd.c without -ffast-math: the finite differences need IEEE floats"
@@ -59,11 +60,11 @@ typedef struct {
 
 static double layer_loss(Layer *y) {
     const int N = y->B * y->T, A = y->h * y->d;
-    if (attn_kind_is_sd(y->kind)) {
+    if ((y->kind == ATTN_SD || y->kind == ATTN_SDLIN)) {
         sd_build_generator(y->Lmat, y->skew, y->theta, y->h, y->d, y->scalar_d, y->sign);
         sd_keys_forward(y->qkv, y->Lmat, N, y->h, y->d);
     }
-    if (attn_kind_is_linear(y->kind)) {
+    if ((y->kind == ATTN_LIN || y->kind == ATTN_SDLIN)) {
         linear_attention_forward(y->out, y->att, y->phi, y->Z, y->qkv, y->B, y->T, y->h, y->d, y->prescale);
     } else {
         attention_forward(y->out, y->att, y->qkv, y->B, y->T, y->h, y->d);
@@ -107,14 +108,14 @@ static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, in
     for (size_t i = 0; i < (size_t)N * A; i++) y.R[i] = urand(&mt, -1.f, 1.f);
     for (size_t i = 0; i < npack; i++) y.skew[i] = urand(&mt, -0.6f, 0.6f);
     for (size_t i = 0; i < nth; i++) y.theta[i] = urand(&mt, -1.f, 1.f);
-    const int sd = attn_kind_is_sd(kind);
+    const int sd = (kind == ATTN_SD || kind == ATTN_SDLIN);
 
     /* analytic */
     layer_loss(&y);
     float *dqkv = (float *)xcalloc(nq, sizeof(float)), *dL = (float *)xcalloc((size_t)h * d * d, sizeof(float));
     float *dskew = (float *)xcalloc(npack + 1, sizeof(float)), *dtheta = (float *)xcalloc(nth, sizeof(float));
     float *scratch = (float *)xmalloc((size_t)threads() * T * sizeof(float));
-    if (attn_kind_is_linear(kind)) linear_attention_backward(dqkv, y.R, y.qkv, y.att, y.phi, y.Z, B, T, h, d, prescale, scratch);
+    if ((kind == ATTN_LIN || kind == ATTN_SDLIN)) linear_attention_backward(dqkv, y.R, y.qkv, y.att, y.phi, y.Z, B, T, h, d, prescale, scratch);
     else attention_backward(dqkv, y.R, y.qkv, y.att, B, T, h, d, scratch);
     if (sd) {
         sd_keys_backward(dqkv, dL, y.qkv, y.Lmat, N, h, d);
@@ -122,7 +123,7 @@ static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, in
     }
 
     char tag[96];
-    snprintf(tag, sizeof(tag), "%s h %d d %d T %d%s%s%s", ATTN_KIND_NAMES[kind], h, d, T,
+    snprintf(tag, sizeof(tag), "%s h %d d %d T %d%s%s%s", LAYER_KINDS[kind].name, h, d, T,
              sd ? (scalar_d ? " scalar D" : " vector D") : "", sd ? (sign < 0 ? " (S - D)" : " (S + D)") : "",
              prescale ? " prescale" : "");
 
@@ -161,7 +162,7 @@ static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, in
         CHECK(!within(other), "%s: control: d(theta) vs FD of the layer with the other sign of D differs (rel L2 %.1e)",
               tag, other.rel_l2);
         free(fds); free(fdt); free(fdo);
-    } else if (attn_kind_is_linear(kind)) {
+    } else if ((kind == ATTN_LIN || kind == ATTN_SDLIN)) {
         for (size_t i = 0; i < m; i++) an[i] *= (i % A3 >= (size_t)A && i % A3 < (size_t)2 * A) ? 1.1f : 1.0f;
         FdErr bad = fd_compare(an, fd, m);
         CHECK(!within(bad), "%s: negative control dk x 1.1 detected (rel L2 %.1e)", tag, bad.rel_l2);

@@ -1,5 +1,5 @@
 /*
- * test/test_sd_stability.c: S-D stability after training (METHODS.md 3.5). For every S-D head of
+ * test/test_sd_stability.c: S-D stability after training (doc/methods.md 3.5). For every S-D head of
  * a checkpoint, the eigenvalues of its generator L = S - D (computed by LAPACK's dgeev, not by
  * hand) have max Re(lambda) <= 0: for v^H L v = v^H S v - v^H D v the first term is imaginary and
  * the second positive, so Re(lambda) = -v^H D v < 0 whatever training did to S and theta.
@@ -14,8 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 /* max Re(lambda) of the d x d matrix L (float) via LAPACK dgeev. */
 static double spectral_abscissa(const float *L, int d) {
@@ -43,7 +44,7 @@ int main(int argc, char **argv) {
     double worst = -INFINITY, best = INFINITY;
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
-        if (!attn_kind_is_sd(ls->kind)) continue;
+        if (!(ls->kind == ATTN_SD || ls->kind == ATTN_SDLIN)) continue;
         LayerParams p = layer_params(m.params, &m.layout, l);
         float *L = (float *)xmalloc(sizeof(float) * ls->n_head * ls->head_size * ls->head_size);
         sd_build_generator(L, p.sdskew, p.sdtheta, ls->n_head, ls->head_size, c->sd_scalar_d, c->sd_d_sign);

@@ -1,6 +1,6 @@
 /*
  * test/test_spectrum.c: sd_attention/spectrum.h on constructed heads with known spectra
- * (METHODS.md 3.2, 3.3, 3.5, 3.6, 3.9).
+ * (doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9).
  *
  * Construction: a, b, c, e orthonormal in R^C (columns of a random orthogonal matrix, so nothing
  * is axis-aligned). A standard head with W_Q columns (a, b, c, e) and W_K columns
@@ -21,6 +21,7 @@
 
 #include "../sd_attention/spectrum.h"
 #include "harness.h"
+#include "../kinds/registry.h"
 
 /* ----------------------------------------------------------------------------------------------
  * Deterministic random numbers (xorshift64* + Box-Muller) and random orthogonal matrices. */
@@ -50,7 +51,7 @@ static void random_orthogonal(int n, double *Q) {
 static double colv(const double *Q, int n, int j, int i) { return Q[(size_t)i * n + j]; }
 
 /* A standard head written into a float qkvw block (3 d rows of C, one head): the Q rows are the
- * transposes of W_Q's columns, the K rows those of W_K (METHODS.md 0). WQ, WK: C x d. */
+ * transposes of W_Q's columns, the K rows those of W_K (doc/methods.md 0). WQ, WK: C x d. */
 static void to_qkvw(const double *WQ, const double *WK, int C, int d, float *qkvw) {
     memset(qkvw, 0, sizeof(float) * 3 * (size_t)d * C);
     for (int j = 0; j < d; j++) {
@@ -109,7 +110,7 @@ static HeadStats sd_head(int C, int d, const double *w, int nplanes, const float
     return hs;
 }
 
-/* Analytic metrics of k planes with frequencies w (METHODS.md 3.9: each counts twice). */
+/* Analytic metrics of k planes with frequencies w (doc/methods.md 3.9: each counts twice). */
 static void analytic_planes(const double *w, int k, double *erank, double *pr, double *sr, int *n90) {
     double s = 0.0, s2 = 0.0, ent = 0.0, mx = 0.0;
     for (int i = 0; i < k; i++) { s += 2 * w[i]; s2 += 2 * w[i] * w[i]; mx = fmax(mx, w[i]); }
@@ -277,7 +278,7 @@ static void test_sd_one_plane_and_stability(void) {
               hs.rank.rank == 2 && hs.rank.n90 == 1,
           "S-D head, S one plane: erank %.7f, PR %.7f, SR %.7f == 2 (1e-4), rank %d",
           hs.rank.erank, hs.rank.pr, hs.rank.sr, hs.rank.rank);
-    CHECK(hs.alpha < 0 && !hs.unstable, "L = S - D: alpha(L) = %.4f < 0 (METHODS.md 3.5), not unstable",
+    CHECK(hs.alpha < 0 && !hs.unstable, "L = S - D: alpha(L) = %.4f < 0 (doc/methods.md 3.5), not unstable",
           hs.alpha);
     CHECK(fabs(hs.d_spread - spec_cv(dv, 8)) < 1e-6 && hs.d_spread > 0.1,
           "vector D: spread = CV of softplus(theta) = %.4f", hs.d_spread);
@@ -300,7 +301,7 @@ static void test_rank_stats_edges(void) {
     const double tiny[4] = {1.0, 1.0, 1e-8, 1e-8}; /* below 1e-6 sigma_1: not counted */
     RankStats t = spec_rank_stats(tiny, 4, 0.0);
     CHECK(t.rank == 2 && fabs(t.erank - 2) < 1e-12, "singular values below 1e-6 sigma_1 are dropped "
-          "(METHODS.md 3.9): rank %d", t.rank);
+          "(doc/methods.md 3.9): rank %d", t.rank);
     HeadStats hs[4];
     memset(hs, 0, sizeof(hs));
     const double e[4] = {2.0, 10.0, 4.0, 3.0};

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 . test/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
 # Tiny models: OpenMP start-up and contention on a shared machine cost more than they save, and
-# the CPU forward is bit-identical for any thread count (llmc/cpu_kernels.h).
+# the CPU forward is bit-identical for any thread count (llmc/cpu/kernels.h).
 export OMP_NUM_THREADS=1
 export PYTHON
 d=build/tmp_spectrum

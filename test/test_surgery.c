@@ -1,5 +1,5 @@
 /*
- * test/test_surgery.c: sd_attention/surgery.h on small in-memory models (METHODS.md 3.13).
+ * test/test_surgery.c: sd_attention/surgery.h on small in-memory models (doc/methods.md 3.13).
  *
  *   - rank shrink is exact where it should be: on a constructed S-D head whose U rows lie in the
  *     span of the top m planes of S, with scalar D and a value-output map of rank <= 2m (random
@@ -22,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/gpt2_cpu.h"
+#include "../llmc/cpu/gpt2_cpu.h"
 #include "../sd_attention/surgery.h"
 #include "harness.h"
+#include "../kinds/registry_cpu.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static double urand(void) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_surgery.sh: ./sd_surgery end to end (METHODS.md 3.13; doc/sd_tools.md) on a model
+# test/test_surgery.sh: ./sd_surgery end to end (doc/methods.md 3.13; doc/sd_tools.md) on a model
 # written by train_gpt2.py (table 4:sd 4:sd 4:sdlin 4, -ln 0, random theta so that D is far from
 # scalar, the output projections and wte scaled up so that attention visibly matters to the loss):
 #   linearize  the body is byte-identical (only the kinds change), the kinds are right, the loss
@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 . test/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
 # Tiny models: OpenMP start-up and contention on a shared machine cost more than they save, and
-# the CPU forward is bit-identical for any thread count (llmc/cpu_kernels.h).
+# the CPU forward is bit-identical for any thread count (llmc/cpu/kernels.h).
 export OMP_NUM_THREADS=1
 d=build/tmp_surgery
 rm -rf "$d"; mkdir -p "$d"

@@ -26,7 +26,7 @@
 
 #include <vector>
 
-#include "../llmc/gpu_shared.h"
+#include "../llmc/scalar_math.h"
 
 namespace {
 

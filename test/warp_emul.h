@@ -3,9 +3,9 @@
  * threads talk through warp instructions (shuffles, tensor-core mma.sync) and not only through
  * shared memory.
  *
- * The routines of llmc/flash_attention.h can be run by one CPU thread doing every warp's work,
+ * The routines of llmc/attention/flash.h can be run by one CPU thread doing every warp's work,
  * because their threads meet only at barriers. A routine that keeps its tiles in registers, split
- * over the 32 lanes of a warp by the PTX fragment layouts (llmc/flash_mma.h), cannot: each lane
+ * over the 32 lanes of a warp by the PTX fragment layouts (llmc/attention/mma.h), cannot: each lane
  * holds a different part of a tile and the lanes exchange values in the middle of a loop. Here
  * every thread of the block runs the routine's own code on its own stack (a ucontext coroutine)
  * until it reaches a warp instruction or a barrier; when every lane of the warp (every thread of

@@ -1,18 +1,18 @@
 /*
- * dev/cpu/bench_kernels.c: the CPU trainer's kernels (llmc/cpu_kernels.h) against plain OpenMP
+ * dev/cpu/bench_kernels.c: the CPU trainer's kernels (llmc/cpu/kernels.h) against plain OpenMP
  * loop implementations of the same layers, on the shapes the trainer runs. Prints, per kernel,
  * the time of each, the speed-up (plain / ours) and the max relative difference of the outputs.
  *
  *   make -C dev/cpu bench && ./dev/cpu/bench_kernels [N C T]     (default N 1024, C 256, T 256)
  *
  * "Plain" means the textbook loops with `#pragma omp parallel for` on the outer loop, which is
- * what the CPU reference must not be slower than (issue: foundation, item 10).
+ * what the CPU reference must not be slower than.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../llmc/cpu_kernels.h"
+#include "../../llmc/cpu/kernels.h"
 
 static void fill(float *x, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++) {

@@ -3,7 +3,7 @@
  * loop with fixed settings) on this project's model, data loader and AdamW, printing upstream's
  * line formats, so that `scripts/ab_upstream.sh PATH_TO_LLMC --cpu` can compare the two step by
  * step. Our train_gpt2 cannot play upstream's part: it fixes beta2 = 0.95 and clips the gradient
- * norm at 1.0 (llm.c's GPU recipe, FORMATS.md), where upstream's CPU demo uses 0.999 and no clip.
+ * norm at 1.0 (llm.c's GPU recipe, doc/formats.md), where upstream's CPU demo uses 0.999 and no clip.
  *
  *   build/upstream_cpu_loop [-e gpt2_124M.bin] [-x 40]
  *
@@ -21,10 +21,11 @@
 #include <string.h>
 
 #include "../../llmc/cli.h"
-#include "../../llmc/cpu_eval.h" /* gpt2_val_loss */
+#include "../../llmc/cpu/cpu_eval.h" /* gpt2_val_loss */
 #include "../../llmc/dataloader.h"
-#include "../../llmc/gpt2_cpu.h"
+#include "../../llmc/cpu/gpt2_cpu.h"
 #include "../../llmc/utils.h"
+#include "../../kinds/registry_cpu.h"
 
 #define UP_B 4
 #define UP_T 64
@@ -32,6 +33,8 @@
 #define UP_VAL_EVERY 10
 #define UP_TRAIN "dev/data/tinyshakespeare/tiny_shakespeare_train.bin"
 #define UP_VAL "dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
+/* upstream's CPU demo optimizer: AdamW(lr 1e-4, betas (0.9, 0.999), eps 1e-8), no weight decay */
+static const AdamWHyper UP_ADAMW = {1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
 
 typedef struct {
     char init[4096];
@@ -68,7 +71,7 @@ int main(int argc, char **argv) {
         gpt2_forward(&model, train.inputs, train.targets, UP_B, UP_T);
         gpt2_zero_grad(&model);
         gpt2_backward(&model, 1.0f / (UP_B * UP_T));
-        gpt2_update(&model, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 1.0f, step + 1);
+        gpt2_update(&model, &UP_ADAMW, 1.0f, step + 1);
         printf("step %d: train loss %f (took %f ms)\n", step, model.mean_loss, (wall_seconds() - t0) * 1e3);
         fflush(stdout);
     }

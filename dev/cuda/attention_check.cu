@@ -1,11 +1,11 @@
 /*
  * dev/cuda/attention_check.cu: standalone correctness and timing check of one attention path of
  * the trainer, built three times by dev/cuda/Makefile:
- *   attention_own     the own kernels (llmc/attention_own.cu): any head size, any T
- *   attention_cudnn   cuDNN flash attention (llmc/cudnn_att.cpp, -DCHECK_CUDNN)
- *   attention_flash   the own tiled tensor-core kernels (llmc/attention_flash.cu, -DCHECK_FLASH):
+ *   attention_own     the own kernels (llmc/attention/own.cu): any head size, any T
+ *   attention_cudnn   cuDNN flash attention (llmc/attention/cudnn.cpp, -DCHECK_CUDNN)
+ *   attention_flash   the own tiled tensor-core kernels (llmc/attention/flash.cu, -DCHECK_FLASH):
  *                     head sizes that are multiples of 16 up to 256 (the trainer's -attn flash)
- *   attention_mma     the register-tile kernels (llmc/attention_flash_mma.cu, -DCHECK_FLASH_MMA):
+ *   attention_mma     the register-tile kernels (llmc/attention/mma.cu, -DCHECK_FLASH_MMA):
  *                     multiples of 16 up to 256 (where the backward does not fit the GPU's shared
  *                     memory, e.g. d 128 and d >= 192 with 99 KB per block, checked and timed
  *                     forward only); where their blocks take 128-row tiles (d <= 64: two 16-row
@@ -26,21 +26,21 @@
  */
 #include "attention_ref.h"
 
-#include "../../llmc/gpu_host.h"
+#include "../../llmc/attention/paths.h"
 #if defined(CHECK_CUDNN)
-#include "../../llmc/cudnn_att.h"
+#include "../../llmc/attention/cudnn.h"
 #define PATH_NAME "cudnn"
 #define PATH_HAS_STATS 1
 #elif defined(CHECK_FLASH)
-#include "../../llmc/attention_flash.cuh"
+#include "../../llmc/attention/flash.cuh"
 #define PATH_NAME "flash"
 #define PATH_HAS_STATS 1
 #elif defined(CHECK_FLASH_MMA)
-#include "../../llmc/attention_flash_mma.cuh"
+#include "../../llmc/attention/mma.cuh"
 #define PATH_NAME "mma"
 #define PATH_HAS_STATS 1
 #else
-#include "../../llmc/attention_own.cuh"
+#include "../../llmc/attention/own.cuh"
 #define PATH_NAME "own"
 #define PATH_HAS_STATS 0
 #endif

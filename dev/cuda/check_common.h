@@ -35,7 +35,7 @@
 #include <omp.h>
 #endif
 
-#include "../../llmc/gpu_shared.h"
+#include "../../llmc/scalar_math.h"
 #include "../../llmc/utils.h"
 #include "../../test/harness.h"
 
@@ -172,7 +172,7 @@ static inline int omp_threads(void) {
 #ifdef __CUDACC__
 /* ----------------------------------------------------------------------------------------------
  * Device helpers (nvcc). */
-#include "../../llmc/cuda_common.cuh"
+#include "../../llmc/cuda/cuda_common.cuh"
 
 /* 0xff bytes are a NaN in bf16 and fp32: whatever a kernel fails to write stays NaN and fails the
  * metric. cudaMemset runs on the legacy stream, which the kernels' non-blocking stream does not

@@ -1,7 +1,7 @@
 /*
  * dev/cuda/linear_attention_check.cu: standalone correctness and timing check of the GPU's causal
- * ELU+1 linear attention (llmc/linear_attention.cu, the chunked scan; METHODS.md 3.12) against the
- * exact O(T^2) fp32 CPU reference of llmc/cpu_kernels.h (linear_attention_forward / _backward).
+ * ELU+1 linear attention (sd_attention/linear_scan.cu, the chunked scan; doc/methods.md 3.12) against the
+ * exact O(T^2) fp32 CPU reference of sd_attention/linear_cpu.h (linear_attention_forward / _backward).
  *
  *   ./linear_attention_check [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
  *
@@ -19,9 +19,10 @@
  */
 #include "check_common.h"
 
-#include "../../llmc/cpu_kernels.h"
-#include "../../llmc/linear_attention.cuh"
-#include "../../llmc/linear_scan.h"
+#include "../../llmc/cpu/kernels.h"
+#include "../../sd_attention/linear_cpu.h"
+#include "../../sd_attention/linear_scan.cuh"
+#include "../../sd_attention/linear_scan.h"
 
 #define TOL (1.0 / 128.0)
 

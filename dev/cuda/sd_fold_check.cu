@@ -1,6 +1,6 @@
 /*
  * dev/cuda/sd_fold_check.cu: standalone correctness and timing check of the GPU's S-D fold
- * (llmc/sd_gpu.cu; METHODS.md 3.8) against the fp32 CPU reference of llmc/cpu_kernels.h
+ * (sd_attention/sd_fold.cu; doc/methods.md 3.8) against the fp32 CPU reference of sd_attention/sd_cpu.h
  * (sd_build_generator, sd_keys_forward, sd_keys_backward, sd_params_backward).
  *
  *   ./sd_fold_check [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]
@@ -23,8 +23,9 @@
  */
 #include "check_common.h"
 
-#include "../../llmc/cpu_kernels.h"
-#include "../../llmc/sd_gpu.cuh"
+#include "../../llmc/cpu/kernels.h"
+#include "../../sd_attention/sd_cpu.h"
+#include "../../sd_attention/sd_fold.cuh"
 
 #define TOL_L 1e-5
 #define TOL_OUT (1.0 / 128.0)

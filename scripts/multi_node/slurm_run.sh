@@ -7,7 +7,7 @@
 # Inside a Slurm allocation: checks the inputs once, then repeats
 #     srun bash scripts/run_gpt2.sh ... --launcher slurm-task
 # until DONE_<last step> exists. Each task runs one rank of train_gpt2cu with
-# -pn $SLURM_NTASKS -pr $SLURM_PROCID -pg $SLURM_NTASKS_PER_NODE and the NCCL rendezvous (FORMATS.md
+# -pn $SLURM_NTASKS -pr $SLURM_PROCID -pg $SLURM_NTASKS_PER_NODE and the NCCL rendezvous (doc/formats.md
 # 14): fs, through ncclUniqueId.<job>.<step>.sync in a directory every node sees (a new name for
 # every srun step, so a stale id from an earlier attempt is never read; this job's leftovers of
 # crashed attempts are removed before each launch), or tcp, to rank 0's address on port 12345.

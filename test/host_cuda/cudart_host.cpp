@@ -1,6 +1,6 @@
 /*
  * test/host_cuda/cudart_host.cpp: the part of the CUDA runtime API the trainer's host code calls,
- * implemented on host memory, so that the GPU trainer's host side (llmc/gpt2_gpu.cu,
+ * implemented on host memory, so that the GPU trainer's host side (llmc/gpu/gpt2_gpu.cu,
  * train_gpt2.cu, test/test_gpt2.cu, eval_gpt2.cu) links and runs on a machine without a GPU.
  * The kernels' side is test/host_cuda/kernels_host.cpp; why both exist: test/host_cuda/README.md.
  *

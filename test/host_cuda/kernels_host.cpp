@@ -1,8 +1,8 @@
 /*
- * test/host_cuda/kernels_host.cpp: every launcher the GPU model calls (llmc/gpu_kernels.cuh,
+ * test/host_cuda/kernels_host.cpp: every launcher the GPU model calls (llmc/cuda/kernels.cuh,
  * attention_own.cuh, attention_flash.cuh, sd_gpu.cuh, linear_attention.cuh) and the cuBLASLt
- * problem runner lt_matmul (llmc/matmul_problem.h), executed on the CPU, plus the GPU context.
- * With test/host_cuda/cudart_host.cpp this lets llmc/gpt2_gpu.cu, llmc/matmul.cu's row-major to
+ * problem runner lt_matmul (llmc/cuda/matmul_problem.h), executed on the CPU, plus the GPU context.
+ * With test/host_cuda/cudart_host.cpp this lets llmc/gpu/gpt2_gpu.cu, llmc/cuda/matmul.cu's row-major to
  * column-major mapping, train_gpt2.cu and test/test_gpt2.cu run unchanged on a machine without a
  * GPU (test/host_cuda/README.md says what that checks and what it cannot).
  *
@@ -10,10 +10,10 @@
  * where the CUDA kernel stores bf16 (once per stored value; reductions in another order than
  * the GPU's, so results agree with the GPU's to rounding, not bit for bit). Four kinds run the
  * device code itself: the flash attention, S-D fold and linear-scan launchers call the block
- * routines of llmc/flash_attention.h, sd_fold.h and linear_scan.h block by block with one
+ * routines of llmc/attention/flash.h, sd_fold.h and linear_scan.h block by block with one
  * thread (as test/test_flash_emul.c and test/test_gpu_emul.c do); the register-tile attention
- * runs llmc/flash_mma.h's kernels with every thread a coroutine (test/flash_mma_emul.h). Two run the .cu files' own
- * sequence of steps with CPU steps: the own softmax attention (llmc/attention_own_seq.h, its
+ * runs llmc/attention/mma.h's kernels with every thread a coroutine (test/flash_mma_emul.h). Two run the .cu files' own
+ * sequence of steps with CPU steps: the own softmax attention (llmc/attention/own_seq.h, its
  * cuBLAS calls as GemmDescs) and the linear attention (linear_scan.h lin_*_seq). Matmuls go through matmul.cu's own mapping into LtMatmul problems
  * and lt_matmul below runs them with cuBLASLt's column-major semantics and epilogues
  * (D = op(A) op(B) [+ C] [+ bias], GELU_AUX, DGELU), so a wrong transpose or leading dimension
@@ -23,19 +23,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../llmc/attention_flash.cuh"
-#include "../../llmc/attention_flash_mma.cuh"
-#include "../../llmc/attention_own.cuh"
-#include "../../llmc/attention_own_seq.h"
-#include "../../llmc/flash_attention.h"
-#include "../../llmc/gpu_host.h"
-#include "../../llmc/gpu_kernels.cuh"
-#include "../../llmc/linear_attention.cuh"
-#include "../../llmc/linear_scan.h"
-#include "../../llmc/matmul.cuh"
-#include "../../llmc/matmul_problem.h"
-#include "../../llmc/sd_fold.h"
-#include "../../llmc/sd_gpu.cuh"
+#include "../../llmc/attention/flash.cuh"
+#include "../../llmc/attention/mma.cuh"
+#include "../../llmc/attention/own.cuh"
+#include "../../llmc/attention/own_seq.h"
+#include "../../llmc/attention/flash.h"
+#include "../../llmc/attention/paths.h"
+#include "../../llmc/cuda/adamw.h"
+#include "../../llmc/cuda/kernels.cuh"
+#include "../../sd_attention/linear_scan.cuh"
+#include "../../sd_attention/linear_scan.h"
+#include "../../llmc/cuda/matmul.cuh"
+#include "../../llmc/cuda/matmul_problem.h"
+#include "../../sd_attention/sd_fold.h"
+#include "../../sd_attention/sd_fold.cuh"
 #include "../flash_mma_emul.h"
 #include "host_cuda.h"
 
@@ -79,7 +80,7 @@ void gpu_allow_smem(const void *, size_t bytes, size_t *memo) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * cuBLASLt problems (llmc/matmul_problem.h): column-major, element (i, j) of D at D[i + j ldd];
+ * cuBLASLt problems (llmc/cuda/matmul_problem.h): column-major, element (i, j) of D at D[i + j ldd];
  * op(A)(i, p) = A[p + i lda] when transposed, else A[i + p lda]; likewise B. fp32 sums of bf16
  * products, C = D read before the product when accumulating, one rounding of the result. */
 /* op(X) of a column-major bf16 operand as a dense fp32 (rows x inner) row-major copy: row r holds
@@ -369,7 +370,7 @@ void sum_partials(float *out, const float *partials, size_t count, bool accumula
 }
 
 /* ----------------------------------------------------------------------------------------------
- * A GemmDesc (llmc/gpu_shared.h) with cuBLAS's column-major strided-batched semantics on bf16
+ * A GemmDesc (llmc/scalar_math.h) with cuBLAS's column-major strided-batched semantics on bf16
  * operands, fp32 sums: into fp32 C (Cf) or bf16 C rounded once (Cb). */
 static void gemm_desc_run(const GemmDesc *g, const floatX *A, const floatX *Bm, float *Cf, floatX *Cb) {
 #pragma omp parallel for collapse(2) schedule(static)
@@ -391,7 +392,7 @@ static void gemm_desc_run(const GemmDesc *g, const floatX *A, const floatX *Bm, 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Own softmax attention: attention_own.cu's sequence (llmc/attention_own_seq.h) with CPU
+ * Own softmax attention: attention_own.cu's sequence (llmc/attention/own_seq.h) with CPU
  * primitives; the split/merge and softmax loops do what the kernels of attention_own.cu do. */
 static void own_split(const GpuCtx *, floatX *dst, const floatX *src, size_t row_stride, int B, int T, int h, int d) {
     for (int b = 0; b < B; b++)
@@ -460,7 +461,7 @@ void attention_own_backward(floatX *dqkv, floatX *datt, floatX *scratch, const f
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Flash attention: llmc/flash_attention.h's block routines over attention_flash.cu's grids. */
+ * Flash attention: llmc/attention/flash.h's block routines over attention_flash.cu's grids. */
 void flash_delta(const FlashArgs *a, cudaStream_t) {
     for (size_t r = 0; r < (size_t)a->B * a->h * a->T; r++) flash_delta_row(a, r);
 }
@@ -524,7 +525,7 @@ void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Register-tile attention: llmc/flash_mma.h's kernels over attention_flash_mma.cu's grids, thread by
+ * Register-tile attention: llmc/attention/mma.h's kernels over attention_flash_mma.cu's grids, thread by
  * thread (test/flash_mma_emul.h); the checks of attention_flash_mma.cu's launchers. */
 int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
@@ -570,7 +571,7 @@ void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, co
 }
 
 /* ----------------------------------------------------------------------------------------------
- * S-D fold: llmc/sd_fold.h's routines over sd_gpu.cu's grids; dL by cuBLAS's column-major
+ * S-D fold: sd_attention/sd_fold.h's routines over sd_gpu.cu's grids; dL by cuBLAS's column-major
  * strided-batched semantics from sd_dl_gemm_desc (fp32 output). */
 void copy_columns(floatX *dst, size_t ldd, const floatX *src, size_t lds, size_t N, int width, cudaStream_t) {
     for (size_t r = 0; r < N; r++) memcpy(dst + r * ldd, src + r * lds, (size_t)width * sizeof(floatX));
@@ -643,7 +644,7 @@ void sd_gpu_params_backward(floatX *dskew, floatX *dtheta, const float *dL, cons
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Linear attention: llmc/linear_scan.h's routines in linear_attention.cu's launch order. */
+ * Linear attention: sd_attention/linear_scan.h's routines in linear_attention.cu's launch order. */
 static LinLayer lin_host(float *scratch, int B, int T, int h, int d, int prescale, const GpuCtx *ctx) {
     LinLayer L;
     if (!lin_layer_init(&L, scratch, B, T, h, d, prescale, ctx->smem_optin))

@@ -1,5 +1,5 @@
 /*
- * test/host_cuda/nccl_host.cpp: the NCCL calls of llmc/multi_gpu.cpp for processes on one machine
+ * test/host_cuda/nccl_host.cpp: the NCCL calls of llmc/cuda/multi_gpu.cpp for processes on one machine
  * without GPUs, so that several train_gpt2cu_host processes (test/host_cuda/README.md) train one
  * model data-parallel: the rendezvous (-pi fs / tcp), ZeRO-1's reduce-scatter and all-gather, the
  * all-reduces of -z 0, the loss and norm reductions and the barriers all run for real, on host
@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../llmc/gpu_shared.h" /* bf16_to_f32, f32_to_bf16 */
+#include "../../llmc/scalar_math.h" /* bf16_to_f32, f32_to_bf16 */
 
 #define MAX_RANKS 16
 #define DEFAULT_SLOT_BYTES ((size_t)64 << 20) /* per rank; LLMC_NCCL_HOST_SLOT_MB overrides */

@@ -1,0 +1,64 @@
+/*
+ * llmc/cpu/cpu_eval.h: the CPU model's two evaluations, shared by ./train_gpt2, ./eval_gpt2 and
+ * sd_attention/sd_surgery:
+ *   gpt2_val_loss        the val loss as ./train_gpt2 reports it ("val loss" in the log) and
+ *                        sd_surgery reports it before and after an operation: the mean of the
+ *                        per-batch mean losses over the first N batches of the val data, read in
+ *                        order from the start (no shuffle), so every call sees the same tokens
+ *   GPT2Eval / gpt2_eval_init / gpt2_eval_forward / gpt2_eval_free
+ *                        the zero-shot evaluator's forward (llmc/evalloader.h EvalForwardFn, ctx =
+ *                        a GPT2Eval): the logits, then the losses (and for greedy files the argmax)
+ *                        at the scored positions, in (B, T) buffers it owns
+ * The GPU model has its own of both (train_gpt2.cu's val loss stays on the device and is averaged
+ * over ranks; gpt2gpu_eval_forward pads into the allocated shape).
+ */
+#ifndef LLMC_CPU_EVAL_H
+#define LLMC_CPU_EVAL_H
+
+#include "../dataloader.h"
+#include "../evalloader.h"
+#include "gpt2_cpu.h"
+#include "../utils.h"
+
+/* batches: how many (dataloader_val_batches gives -m's count); the loader is rewound first. */
+static inline float gpt2_val_loss(GPT2 *model, DataLoader *val, int batches) {
+    dataloader_reset(val);
+    double sum = 0.0;
+    for (int i = 0; i < batches; i++) {
+        dataloader_next_batch(val);
+        gpt2_forward(model, val->inputs, val->targets, val->B, val->T);
+        sum += model->mean_loss;
+    }
+    return (float)(sum / batches);
+}
+
+typedef struct {
+    GPT2 *model;
+    float *losses; /* (B, T) */
+    int *argmax;   /* (B, T) */
+} GPT2Eval;
+
+static inline void gpt2_eval_init(GPT2Eval *e, GPT2 *model, int B, int T) {
+    e->model = model;
+    e->losses = (float *)xmalloc((size_t)B * T * sizeof(float));
+    e->argmax = (int *)xmalloc((size_t)B * T * sizeof(int));
+}
+
+static inline void gpt2_eval_forward(void *ctx, const int *inputs, const int *targets, int B, int T,
+                                     int need_argmax, const float **losses, const int **argmax) {
+    GPT2Eval *e = (GPT2Eval *)ctx;
+    gpt2_forward(e->model, inputs, NULL, B, T);
+    eval_losses_from_logits(e->model->acts.logits, targets, B * T, e->model->config.vocab_size, e->losses,
+                            need_argmax ? e->argmax : NULL);
+    *losses = e->losses;
+    *argmax = e->argmax;
+}
+
+static inline void gpt2_eval_free(GPT2Eval *e) {
+    free(e->losses);
+    free(e->argmax);
+    e->losses = NULL;
+    e->argmax = NULL;
+}
+
+#endif /* LLMC_CPU_EVAL_H */

@@ -1,0 +1,62 @@
+/*
+ * llmc/gpu/kind_gpu.cuh: how the GPU model runs a layer kind's two stages (llmc/layer_kind.h),
+ * the GPU twin of llmc/cpu/kind_cpu.h.
+ *
+ * Defines:
+ *   GpuStageArgs      everything a stage reads and writes for one layer and one (B, T), bf16
+ *                     unless marked fp32
+ *   GpuStage          a stage's forward, backward and whether it can run a layer here
+ *   GpuKind, GPU_KINDS   a kind's two stages, indexed by kind code; defined by kinds/registry_gpu.cu
+ *   QKV_PROJECTION_GPU   Q | K | V = x W^T + b on cuBLASLt (llmc/gpu/gpt2_gpu.cu)
+ *   SOFTMAX_MIXER_GPU    a placeholder: softmax layers run on the path chosen for them
+ *                        (llmc/attention/paths.h), so the model never calls it
+ * A projection's forward fills qkv from x and its backward turns dqkv into dx (overwritten) and
+ * its parameter gradients (accumulated); a mixer's forward fills atty, its backward dqkv from
+ * datty. Buffers are sized by the stages' gpu_* entries (llmc/gpu/act_plan.h lays them out).
+ */
+#ifndef LLMC_KIND_GPU_CUH
+#define LLMC_KIND_GPU_CUH
+
+#include <stddef.h>
+
+#include "../config.h"
+#include "../cuda/cuda_common.cuh"
+#include "../param_layout.h"
+
+typedef struct {
+    const GPT2Config *c;
+    const LayerSpec *ls;
+    int B, T;
+    size_t N;                      /* B T */
+    floatX *w[NUM_PARAM_SLOTS];    /* the layer's block of each parameter slot */
+    floatX *g[NUM_PARAM_SLOTS];    /* and of its gradient (backward only) */
+    const floatX *x;               /* (N, C) the sub-block's input */
+    floatX *dx;                    /* (N, C) backward: overwritten */
+    floatX *qkv;                   /* (N, 3A) Q | K | V */
+    floatX *dqkv;                  /* (N, 3A) backward */
+    floatX *atty;                  /* (N, A) */
+    const floatX *datty;           /* (N, A) backward */
+    float *proj_state;             /* fp32, this layer's (gpu_state_f32) */
+    floatX *proj_scratch;          /* shared by all layers (gpu_scratch_bf16) */
+    float *proj_scratch_f32;       /* shared (gpu_scratch_f32) */
+    float *mix_scratch;            /* fp32, shared (Mixer gpu_scratch_f32) */
+    float *colsum_scratch;         /* matmul_backward's bias-gradient partial sums */
+    const GpuCtx *ctx;
+} GpuStageArgs;
+
+typedef struct {
+    void (*forward)(const GpuStageArgs *a);
+    void (*backward)(const GpuStageArgs *a);
+    /* 1 when the stage's kernels run layer ls on this GPU, else 0 with the reason; NULL: always */
+    int (*supported)(const LayerSpec *ls, const GpuCtx *ctx, char *why, size_t cap);
+} GpuStage;
+
+typedef struct {
+    const GpuStage *proj, *mix;
+} GpuKind;
+
+extern const GpuKind GPU_KINDS[];
+extern const GpuStage QKV_PROJECTION_GPU;
+extern const GpuStage SOFTMAX_MIXER_GPU;
+
+#endif /* LLMC_KIND_GPU_CUH */

@@ -1,0 +1,117 @@
+/*
+ * sd_attention/stages.h: the S-D projection and the ELU+1 linear mixer as every program sees
+ * them (llmc/layer_kind.h): parameter shapes, init, FLOPs, buffer sizes, the start-up line. Their
+ * CPU kernels are in sd_cpu.h and linear_cpu.h, their GPU kernels in sd_fold.cu and
+ * linear_scan.cu; kinds/list.h pairs them into the kinds sd, lin and sdlin.
+ *
+ * SD_PROJECTION (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md 3.4, 3.7, 3.8): per head one
+ * projection u = x W_U + b_U serves as query, and the key is the fold k' = u L^T with the
+ * generator L = S -/+ D (generator.h), so that q k'^T = u L u^T. Parameters of layer l: qkvw
+ * (2A, C) = U rows then V rows, qkvb (2A), sdskew (h, d(d-1)/2), sdtheta (h, d) or (h).
+ *
+ * LINEAR_MIXER (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md 3.12): causal
+ * attention with the positive feature map phi = ELU + 1 instead of the softmax,
+ * o_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s / (sum_{s<=t} phi(q_t) . phi(k_s) + eps).
+ *
+ * Also: sd_layer, linear_layer   whether a layer uses these stages (the S-D tools ask).
+ */
+#ifndef SD_STAGES_H
+#define SD_STAGES_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../llmc/config.h"
+#include "../llmc/layer_kind.h"
+#include "../llmc/param_layout.h"
+#include "../llmc/rand.h"
+#include "generator.h"
+#include "linear_scan.h" /* lin_scratch_floats */
+
+/* ----------------------------------------------------------------------------------------------
+ * The S-D projection. */
+static inline size_t sd_slot_size(const GPT2Config *c, const LayerSpec *ls, int slot) {
+    const size_t h = (size_t)ls->n_head;
+    if (slot == P_SDSKEW) return h * sd_pack_count(ls->head_size);
+    if (slot == P_SDTHETA) return c->sd_scalar_d ? h : h * (size_t)ls->head_size;
+    return 0;
+}
+
+/* K' = U L^T: per head a d x d product per token */
+static inline double sd_extra_flops(const LayerSpec *ls) {
+    return 2.0 * attn_width(ls) * ls->head_size;
+}
+
+/* After qkvw's draw (std 0.02): the U rows (the first A of the 2A) rescaled to std sd_init_u, so
+ * that the generator's stream is the same whatever sd_init_u is; then S ~ N(0, sd_init_s^2) and
+ * theta = sd_init_theta (doc/methods.md 3.7). */
+static inline void sd_init(const GPT2Config *c, const LayerSpec *ls, const LayerParams *p,
+                           TorchGenerator *g) {
+    const float std = 0.02f;
+    if (c->sd_init_u != std) {
+        const float f = c->sd_init_u / std;
+        const size_t n = (size_t)attn_width(ls) * c->channels;
+        for (size_t k = 0; k < n; k++) p->qkvw[k] *= f;
+    }
+    torch_normal_(p->sdskew, sd_slot_size(c, ls, P_SDSKEW), 0.0f, c->sd_init_s, g);
+    const size_t nt = sd_slot_size(c, ls, P_SDTHETA);
+    for (size_t k = 0; k < nt; k++) p->sdtheta[k] = c->sd_init_theta;
+}
+
+static inline void sd_describe(const GPT2Config *c, FILE *out) {
+    fprintf(out, ", S-D logits u (S %c D) u^T%s", c->sd_d_sign < 0 ? '-' : '+',
+            c->sd_scalar_d ? " with scalar D" : "");
+}
+
+/* the generators L (h, d, d): built in the forward, read by the backward; dL in the backward */
+static inline size_t sd_generator_floats(const LayerSpec *ls) {
+    return (size_t)ls->n_head * ls->head_size * ls->head_size;
+}
+static inline size_t sd_cpu_state(const LayerSpec *ls, size_t N) { (void)N; return sd_generator_floats(ls); }
+static inline size_t sd_cpu_scratch(const LayerSpec *ls, size_t N) { (void)N; return sd_generator_floats(ls); }
+/* the GPU's U | V projection (bf16, then its gradient) */
+static inline size_t sd_gpu_scratch_bf16(const LayerSpec *ls, size_t N) { return N * 2 * (size_t)attn_width(ls); }
+static inline size_t sd_gpu_scratch_f32(const LayerSpec *ls, size_t N) { (void)N; return sd_generator_floats(ls); }
+
+static const Projection SD_PROJECTION = {
+    "sd", 2, sd_slot_size, sd_extra_flops, sd_init, sd_describe,
+    sd_cpu_state, sd_cpu_scratch, sd_generator_floats, sd_gpu_scratch_bf16, sd_gpu_scratch_f32};
+
+/* ----------------------------------------------------------------------------------------------
+ * The linear mixer. */
+
+/* state += k~^T v and q~ . state: O(d^2) per head and token */
+static inline double linear_flops(const LayerSpec *ls, int T) {
+    (void)T;
+    return 2.0 * 2.0 * attn_width(ls) * ls->head_size;
+}
+
+static inline void linear_describe(const GPT2Config *c, FILE *out) {
+    if (c->lin_prescale) fprintf(out, ", linear q/k prescaled by d^-1/4");
+}
+
+/* the CPU reference keeps phi(q), phi(k) (B, T, 2A) and the normalizers Z (B, h, T) */
+static inline size_t linear_cpu_state(const LayerSpec *ls, int B, int T) {
+    const size_t N = (size_t)B * T;
+    return N * 2 * (size_t)attn_width(ls) + N * (size_t)ls->n_head;
+}
+static inline size_t linear_gpu_scratch(const LayerSpec *ls, size_t N) {
+    return lin_scratch_floats(N, ls->n_head, ls->head_size);
+}
+
+static const Mixer LINEAR_MIXER = {"linear", 0, linear_flops, 1.0, linear_describe, linear_cpu_state,
+                                   linear_gpu_scratch};
+
+/* ----------------------------------------------------------------------------------------------
+ * Which layers use them (by name: the stages are static objects of every translation unit). */
+static inline int sd_layer(const LayerSpec *ls) {
+    const LayerKind *k = layer_kind_of(ls->kind);
+    return k != NULL && strcmp(k->proj->name, SD_PROJECTION.name) == 0;
+}
+static inline int linear_layer(const LayerSpec *ls) {
+    const LayerKind *k = layer_kind_of(ls->kind);
+    return k != NULL && strcmp(k->mix->name, LINEAR_MIXER.name) == 0;
+}
+
+#endif /* SD_STAGES_H */

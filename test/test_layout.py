@@ -1,0 +1,110 @@
+"""test/test_layout.py: the dependency direction of doc/design.md, held over every #include.
+
+Every C, C++ and CUDA file of the repository belongs to a module by its folder; a module may
+include only the modules below it in the table (and itself). A program (a file that defines
+main(): the trainers, the tools, dev/ and test/) stands above every module and may include any.
+The test also runs the checker on a small tree with one include against the direction (the
+framework including a method folder) and expects that include to be the one reported.
+
+    python test/test_layout.py            (from the repository root)
+"""
+import os
+import re
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import check, finish  # noqa: E402
+
+# module -> the modules it may include (besides itself); doc/design.md "Dependencies" draws it
+ALLOWED = {
+    "llmc": [],
+    "llmc/cpu": ["llmc"],
+    "llmc/cuda": ["llmc"],
+    "llmc/attention": ["llmc", "llmc/cuda"],
+    "llmc/gpu": ["llmc", "llmc/cuda", "llmc/attention"],
+    "sd_attention": ["llmc", "llmc/cpu", "llmc/cuda", "llmc/gpu"],
+    "prism": ["llmc", "llmc/cpu"],
+    "kinds": ["llmc", "llmc/cpu", "llmc/cuda", "llmc/gpu", "sd_attention"],
+}
+SOURCE_EXT = (".c", ".h", ".cu", ".cuh", ".cpp")
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+MAIN = re.compile(r'^\s*int\s+main\s*\(', re.M)
+
+
+def module_of(rel):
+    """The module of a repository path, or None for files outside every module (programs)."""
+    d = os.path.dirname(rel)
+    return d if d in ALLOWED else None
+
+
+def sources(root):
+    for base, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("build", "cudnn-frontend")]
+        for f in files:
+            if f.endswith(SOURCE_EXT):
+                yield os.path.relpath(os.path.join(base, f), root)
+
+
+def violations(root):
+    """(file, include, reason) for every include against the direction; also the files checked."""
+    bad, checked = [], 0
+    for rel in sorted(sources(root)):
+        text = open(os.path.join(root, rel), errors="replace").read()
+        mod = module_of(rel)
+        if mod is None or MAIN.search(text):
+            continue  # a program: anything goes
+        checked += 1
+        for inc in INCLUDE.findall(text):
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+            if not os.path.exists(os.path.join(root, target)):
+                bad.append((rel, inc, "does not exist"))
+                continue
+            tmod = module_of(target)
+            if tmod == mod:
+                continue
+            if tmod is None:
+                bad.append((rel, inc, "%s includes a program or test file" % mod))
+            elif tmod not in ALLOWED[mod]:
+                bad.append((rel, inc, "%s may not include %s" % (mod, tmod)))
+    return bad, checked
+
+
+def negative_control():
+    """A tiny tree: llmc/a.h includes sd_attention/b.h (against the direction), llmc/c.h includes
+    llmc/a.h (fine), sd_attention/b.h includes llmc/c.h (fine)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "llmc"))
+        os.makedirs(os.path.join(tmp, "sd_attention"))
+        files = {"llmc/a.h": '#include "../sd_attention/b.h"\n', "llmc/c.h": '#include "a.h"\n',
+                 "sd_attention/b.h": '#include "../llmc/c.h"\n'}
+        for k, v in files.items():
+            with open(os.path.join(tmp, k), "w") as f:
+                f.write(v)
+        return violations(tmp)
+
+
+def main():
+    bad, checked = violations(ROOT)
+    for rel, inc, why in bad:
+        print("  %s: #include \"%s\": %s" % (rel, inc, why))
+    check(checked >= 60, "the modules' files are found and checked (%d files)" % checked)
+    check(not bad, "every #include of llmc/, its sub-folders, sd_attention/, prism/ and kinds/ follows "
+          "the direction of doc/design.md (%d against it)" % len(bad))
+    for mod in ALLOWED:
+        check(os.path.isdir(os.path.join(ROOT, mod)), "module %s exists" % mod)
+    nb, _ = negative_control()
+    check(len(nb) == 1 and nb[0][0] == "llmc/a.h" and "llmc may not include sd_attention" in nb[0][2],
+          "negative control: the framework including a method folder is reported: %s" % nb)
+    # the design doc draws the same table
+    design = open(os.path.join(ROOT, "doc", "design.md")).read()
+    for mod, deps in ALLOWED.items():
+        row = re.search(r"^\| `%s/` \|[^\n]*\| ([^|\n]*) \|$" % re.escape(mod), design, re.M)
+        listed = sorted(re.findall(r"`([a-z_/]+)/`", row.group(1))) if row else None
+        check(listed == sorted(deps), "doc/design.md lists what %s/ may include: %s" % (mod, listed))
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
