@@ -39,7 +39,7 @@ static void gpu_eval_open(EvalModel *em, const char *spec, int B, int T_request,
     float *params = eval_host_params(spec, &c);
     em->T = eval_choose_T(T_request, needed, c.max_seq_len);
     gpt2gpu_check_shapes(&c, em->T);
-    multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
+    multi_gpu_init_single(&g->mg);
     gpu_ctx_init(&g->ctx, 0);
     g->cudnn = gpt2gpu_choose_paths(&c, "auto", 0, B, em->T, &g->ctx, g->path); /* forward-only support */
     attn_print_paths(&c, g->path, stdout);

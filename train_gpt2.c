@@ -85,7 +85,7 @@ static void resume_state(Run *r, int resume_step) {
     const size_t n = r->model.layout.total;
     r->model.m = (float *)xcalloc(n, sizeof(float));
     r->model.v = (float *)xcalloc(n, sizeof(float));
-    const TrainState expect = train_state_at(&t->train_loader, run_shape(1, 0, 0), resume_step,
+    const TrainState expect = train_state_at(&t->train_loader, run_shape_single(), resume_step,
                                              rounding_rng(ROUNDING_RNG_SEED, ROUNDING_RNG_SEED));
     TrainState got;
     state_read(path, &got, r->model.m, r->model.v, NULL, n, &t->train_loader, &expect);
@@ -170,7 +170,7 @@ static void save_checkpoint(Run *r, int step) {
     checkpoint_write_fp32(path, &r->model.config, r->model.params);
     ckpt_state_path(path, sizeof(path), a->out_dir, step, 0);
     const DataLoader *dl = &r->loop.train_loader;
-    const TrainState s = train_state_at(dl, run_shape(1, 0, 0), step, rounding_rng(ROUNDING_RNG_SEED, ROUNDING_RNG_SEED));
+    const TrainState s = train_state_at(dl, run_shape_single(), step, rounding_rng(ROUNDING_RNG_SEED, ROUNDING_RNG_SEED));
     state_write(path, &s, r->model.m, r->model.v, NULL, r->model.layout.total, dl);
     train_checkpoint_done(a, step, 1);
 }

@@ -203,7 +203,7 @@ static void setup(Run *r, int *argc, char ***argv) {
         printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
                (long long)t->train_loader.total_tokens, t->train_loader.n_files, t->val_batches);
         if (r->peak_tflops > 0) printf("MFU: %.3g GFLOP per token against %.1f TFLOP/s bf16 peak\n", r->flops_per_token / 1e9, r->peak_tflops);
-        else printf("MFU: %s is not in the peak table (llmc/gpu_host.h); MFU prints -100%%\n", r->ctx.name);
+        else printf("MFU: %s is not in the peak table (llmc/cuda/mfu.h); MFU prints -100%%\n", r->ctx.name);
     }
 }
 

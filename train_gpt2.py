@@ -324,7 +324,10 @@ class CausalSelfAttention(nn.Module):
             self.sd_theta = _param(n_head) if cfg.sd_scalar_d else _param(n_head, head_size)
 
     def generator(self):
-        """L (h, d, d) = S + sign * diag(softplus(theta)) for every head."""
+        """L (h, d, d) = S + sign * diag(softplus(theta)) for every head: the mirror of the C
+        definition sd_build_generator (sd_attention/generator.h; doc/methods.md 3.4), the same
+        packing and softplus threshold; test/test_gpt2.sh checks the two models' S-D layers
+        (forward and every gradient) against each other."""
         h, d = self.n_head, self.head_size
         iu, ju = torch.triu_indices(d, d, offset=1)
         A = torch.zeros(h, d, d, dtype=self.sd_skew.dtype)

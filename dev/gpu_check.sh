@@ -372,7 +372,7 @@ grep -h "^attention:" "$OUTDIR"/bench_prism_B16.log 2>/dev/null | sed 's/^/    /
 # the new layer kinds at B 16: every layer S-D without LayerNorm, every layer linear
 printf '12:sd*12\n' > "$OUTDIR/d12_sd.txt"
 printf '12:lin*12\n' > "$OUTDIR/d12_lin.txt"
-log "    kind          | ms      tok/s    MFU  (B 16; MFU counts each kind's own FLOPs, llmc/gpu_host.h)"
+log "    kind          | ms      tok/s    MFU  (B 16; MFU counts each kind's own FLOPs, llmc/cuda/mfu.h)"
 for k in sd lin; do
   label=$k
   extra=(-prism "$OUTDIR/d12_$k.txt")

@@ -159,6 +159,9 @@ static inline RunShape run_shape(int nproc, int rank, int master_weights) {
     return r;
 }
 
+/* The CPU trainer's: one process, no master weights (its parameters are fp32 already). */
+static inline RunShape run_shape_single(void) { return run_shape(1, 0, 0); }
+
 /* The stochastic-rounding RNG of the GPU's bf16 update, and its value before the last update. */
 typedef struct {
     uint64_t state, last_update;

@@ -158,7 +158,7 @@ $(CHECK_DIR)/eval_gpt2cu_cudnn: $(call gpu_obj,$(GPU_CHECK_ARCHS),eval_gpt2.cu) 
 
 # dev/cuda: the standalone attention checks (dev/cuda/attention_check.cu), one per path (own,
 # cudnn, and flash: the tiled kernels of llmc/attention/flash.cu, -attn flash), and the
-# checks of the S-D fold and the linear attention (CPU references from llmc/cpu/kernels.h)
+# checks of the S-D fold and the linear attention (CPU references from sd_attention/sd_cpu.h, linear_cpu.h)
 DEV_CUDA_HEADERS = $(wildcard dev/cuda/*.h) $(TEST_HEADERS)
 GPU_BASE_SRCS = llmc/cuda/matmul.cu llmc/cuda/kernels.cu
 dev_attn_objs = $(call gpu_obj,$(1),llmc/attention/own.cu $(GPU_BASE_SRCS))

@@ -94,7 +94,7 @@ static inline void fmma_emulate(const FlashArgs *a, int kind) {
     free(smem);
 }
 
-/* dK and dV (one kernel, or two above FMMA_SPLIT_D), then dQ: attention_flash_mma.cu's order */
+/* dK and dV (one kernel, or two above FMMA_SPLIT_D), then dQ: llmc/attention/mma.cu's order */
 static inline void fmma_emulate_backward(const FlashArgs *a) {
     fmma_emulate(a, FMMA_DKDV);
     if (a->d > FMMA_SPLIT_D) fmma_emulate(a, FMMA_EMUL_DK);

@@ -153,7 +153,7 @@ typedef struct {
 static void gpu_setup(Gpu *g, const GPT2Config *c, const float *params, int B, int T, const char *attn,
                       int recompute, int gelu_fusion) {
     memset(g, 0, sizeof(*g));
-    multi_gpu_init(&g->mg, NULL, NULL, "fs", 1, 0, 1, 0);
+    multi_gpu_init_single(&g->mg);
     gpu_ctx_init(&g->ctx, 0);
     g->cudnn = gpt2gpu_choose_paths(c, attn, 1, B, T, &g->ctx, g->path);
     attn_print_paths(c, g->path, stdout);

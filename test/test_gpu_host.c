@@ -1,5 +1,5 @@
 /*
- * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/gpu_host.h), on the CPU.
+ * test/test_gpu_host.c: the CUDA trainer's host-side decisions (llmc/attention/paths.h, llmc/gpu/act_plan.h and the plain-C headers of llmc/cuda/), on the CPU.
  *
  *   - cuDNN support per (SM, head size, training, backend version): doc/formats.md 15.2's matrix;
  *   - attention path per layer for -attn auto|cudnn|own|flash|mma, and the one-line errors; forward-only

@@ -1,6 +1,6 @@
 /*
  * llmc/attention/cudnn.h: cuDNN flash attention (causal, bf16) for the layers that attn_select_paths
- * (gpu_host.h) puts on cuDNN. Implemented in llmc/attention/cudnn.cpp with the cuDNN C++ frontend
+ * (llmc/attention/paths.h) puts on cuDNN. Implemented in llmc/attention/cudnn.cpp with the cuDNN C++ frontend
  * (header-only, pinned to 1.32.0; doc/gpu.md says why); a build without USE_CUDNN=1 compiles the
  * same file into stubs, so the trainer links either way.
  *

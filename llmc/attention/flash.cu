@@ -54,7 +54,7 @@ static void check_aligned(const void *p, const char *name) {
     if ((uintptr_t)p % 16 != 0) llmc_die("flash attention: %s is not 16-byte aligned (the kernels load 8 bf16 at once)", name);
 }
 
-/* The arguments of one layer's call (gpu_host.h flash_args_init); dies with the reason when the
+/* The arguments of one layer's call (llmc/attention/paths.h flash_args_init); dies with the reason when the
  * shape cannot run. */
 static FlashArgs flash_args(const floatX *qkv, int B, int T, int h, int d, const GpuCtx *ctx) {
     char why[256];

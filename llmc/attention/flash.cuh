@@ -9,7 +9,7 @@
  *   dout  (B, T, A) bf16; dqkv (B, T, 3A) bf16, every element overwritten
  *   D     (B, h, T) fp32 backward scratch (D = dO . O per row)
  * Head sizes: multiples of 16 in [16, 256] whose tiles fit the GPU's shared memory
- * (flash_path_supports of llmc/gpu_host.h, which the path selection asks); any T >= 1. SM 8.0+ (bf16 WMMA). Deterministic: no atomics, each
+ * (flash_path_supports of llmc/attention/paths.h, which the path selection asks); any T >= 1. SM 8.0+ (bf16 WMMA). Deterministic: no atomics, each
  * output element is summed by one block in a fixed order.
  *
  * Status: the block routines are checked on the CPU (test/test_flash_emul.c) and the kernels on an

@@ -65,7 +65,7 @@ static void launch_forward(const FlashArgs &a, cudaStream_t stream) {
     launch<fmma_fwd_kernel<D, 1>, D, 1>(a, FMMA_FWD, stream);
 }
 
-/* dK and dV in one kernel up to FMMA_SPLIT_D, in two above (flash_mma.h fmma_dkdv_block), then dQ */
+/* dK and dV in one kernel up to FMMA_SPLIT_D, in two above (mma.h fmma_dkdv_block), then dQ */
 template <int D>
 static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
     if constexpr (D <= FMMA_RW2_MAX_D) {
@@ -83,7 +83,7 @@ static void launch_backward(const FlashArgs &a, cudaStream_t stream) {
     launch<fmma_dq_kernel<D, 1>, D, 1>(a, FMMA_DQ, stream);
 }
 
-/* gpu_host.h mma_args_init with the block tile bq (0: fmma_block_rows(d)), or a one-line error */
+/* llmc/attention/paths.h mma_args_init with the block tile bq (0: fmma_block_rows(d)), or a one-line error */
 static FlashArgs args_of(const floatX *qkv, int B, int T, int h, int d, int training, int bq, const GpuCtx *ctx) {
     char why[256];
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};

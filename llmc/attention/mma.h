@@ -9,7 +9,7 @@
  * and accumulators in registers, in the documented layout of mma.sync.m16n8k16, so the softmax
  * works on the registers and the probabilities feed the next product without leaving them.
  *
- * Math (as flash_attention.h, per (batch, head), s = 1/sqrt(d)): S = s Q K^T with the causal mask,
+ * Math (as flash.h, per (batch, head), s = 1/sqrt(d)): S = s Q K^T with the causal mask,
  * online softmax over key tiles with m (running max) and l (running sum), O = sum e^(S - m) V / l,
  * lse = m + ln l. Exponentials in base 2 with s log2(e) folded into the scores (the same values).
  *
@@ -38,12 +38,12 @@
  * Tiles go from global to shared memory by cp.async (16 bytes a thread, zeros for rows past T,
  * whose outputs are not written), and up to d = FMMA_STAGE2_MAX_D in two stages: the next key (or
  * query) tile is in flight while the warps compute on the current one.
- * Probabilities are rounded to bf16 for the P V product (as in flash_attention.h); sums are fp32.
+ * Probabilities are rounded to bf16 for the P V product (as in flash.h); sums are fp32.
  *
- * The backward (two kernels after a D = dO . O pass, as flash_attention.h: nothing summed across
+ * The backward (two kernels after a D = dO . O pass, as flash.h: nothing summed across
  * blocks) is described at fmma_dkdv_block and fmma_dq_block.
  *
- * Defines (C and C++):
+ * Defines (the tile shapes, shared memory and fmma_supports_dir are in mma_tiles.h, C and C++):
  *   FMMA_THREADS, FMMA_BQ, FMMA_BK, FMMA_SPLIT_D     block shape; the d above which dK and dV
  *                                    take two kernels
  *   FMMA_STAGES(d)                   buffers per streamed tile: 2 up to FMMA_STAGE2_MAX_D (one
@@ -54,7 +54,7 @@
  *                                    FMMA_FWD, FMMA_DKDV, FMMA_DQ (its own tile bq rows; of
  *                                    fmma_block_rows(d))
  *   fmma_supports_dir(d, training, sm, smem_optin, why, cap)   host: can it run here
- * C++ only (templates over the head size D):
+ * In this file, C++ only (templates over the head size D):
  *   fmma_fwd_block<D, RW>, fmma_dkdv_block<D, PARTS, RW>, fmma_dq_block<D, RW>   one thread's part of
  *                                    one block (RW: groups of 16 rows per warp: queries; dK/dV keys)
  *   fmma_load_tile, fmma_load_kv, fmma_load_qdo, fmma_load_a, fmma_k_step, fmma_rows_rows,
@@ -76,17 +76,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "flash.h" /* FlashArgs */
 #include "../scalar_math.h"
+#include "flash.h" /* FlashArgs */
+#include "mma_tiles.h"
 
-#define FMMA_THREADS 128
-#define FMMA_BQ 64
-#define FMMA_BK 64
-#define FMMA_PAD 8
-/* every loop over fragments is unrolled: the accumulators must stay registers (an index the
- * compiler cannot resolve puts an array in local memory); the tile copies' loop is kept rolled
- * (unrolled, the compiler hoists every piece's addresses out of the tile loop into registers:
- * up to 32 more per thread, and spills at d >= 160) */
 #if defined(__CUDACC__)
 #define FMMA_UNROLL _Pragma("unroll")
 #define FMMA_ROLLED _Pragma("unroll 1")
@@ -94,60 +87,6 @@
 #define FMMA_UNROLL
 #define FMMA_ROLLED
 #endif
-
-enum { FMMA_FWD = 0, FMMA_DKDV = 1, FMMA_DQ = 2 };
-/* above this head size dK and dV (d / 2 fp32 registers per lane each) are computed by two kernels */
-#define FMMA_SPLIT_D 128
-/* up to this head size the streamed tiles are double-buffered (the next one loads during the
- * current one's products); above, one buffer keeps a block within an A100's 163 KB */
-#define FMMA_STAGE2_MAX_D 128
-#define FMMA_STAGES(d) ((d) <= FMMA_STAGE2_MAX_D ? 2 : 1)
-
-/* Rows of the tile a block owns (queries in the forward and dQ, keys in dK/dV): 128 (RW = 2
- * groups of 16 rows per warp) up to this head size, 64 above, where two groups' scores and
- * accumulators (forward 2 x 16 x (64 + d) fp32 per warp, dQ 2 x 16 x (2 x 64 + d), dK/dV
- * 2 x 16 x (2 x 32 + 2 d)) would not fit in registers. */
-#define FMMA_RW2_MAX_D 64
-static inline LLMC_HD int fmma_block_rows(int d) { return d <= FMMA_RW2_MAX_D ? 2 * FMMA_BQ : FMMA_BQ; }
-
-/* Shared memory of one block: bf16 tiles of 64 rows x d (rows of d + 8; the block's own tiles, Q
- * and dO or K and V, bq rows), S = FMMA_STAGES(d) of each streamed one, plus the backward's
- * per-query lse and D (64 fp32 each, per stage).
- *   forward  Q; S x (K, V)
- *   dK, dV   K, V; S x (Q, dO, lse, D)
- *   dQ       Q, dO; S x (K, V) */
-static inline LLMC_HD size_t fmma_smem_bytes_bq(int kind, int d, int bq) {
-    const size_t row = (size_t)(d + FMMA_PAD) * 2, tile = FMMA_BQ * row, stages = FMMA_STAGES(d);
-    if (kind == FMMA_FWD) return bq * row + 2 * stages * tile;
-    if (kind == FMMA_DKDV) return 2 * bq * row + 2 * stages * tile + stages * 2 * FMMA_BQ * sizeof(float);
-    return 2 * bq * row + 2 * stages * tile;
-}
-static inline LLMC_HD size_t fmma_smem_bytes_kind(int kind, int d) {
-    return fmma_smem_bytes_bq(kind, d, fmma_block_rows(d));
-}
-static inline LLMC_HD size_t fmma_smem_bytes(int d) { return fmma_smem_bytes_kind(FMMA_FWD, d); }
-
-/* Host: 1 if the kernels can run head size d on an SM `sm` GPU with `smem_optin` bytes of shared
- * memory per block (training: the backward too); else 0 with the reason. */
-static inline int fmma_supports_dir(int d, int training, int sm, size_t smem_optin, char *why, size_t cap) {
-    if (d < 16 || d > 256 || d % 16 != 0) {
-        snprintf(why, cap, "head size %d: the register-tile kernel needs a multiple of 16 in [16, 256]", d);
-        return 0;
-    }
-    if (sm < 80) {
-        snprintf(why, cap, "mma.sync with bf16 needs SM 8.0 or newer; this GPU is SM %d.%d", sm / 10, sm % 10);
-        return 0;
-    }
-    /* training: the larger of the dK/dV and dQ blocks (both hold more tiles than the forward's) */
-    const size_t dkdv = fmma_smem_bytes_kind(FMMA_DKDV, d), dq = fmma_smem_bytes_kind(FMMA_DQ, d);
-    const size_t need = training ? (dkdv > dq ? dkdv : dq) : fmma_smem_bytes(d);
-    if (need > smem_optin) {
-        snprintf(why, cap, "head size %d: %zu bytes of shared memory per block, %zu available", d, need, smem_optin);
-        return 0;
-    }
-    if (why && cap) why[0] = '\0';
-    return 1;
-}
 
 /* ---- the kernels' routines (C++: templates over the head size) ---- */
 #ifdef __cplusplus
@@ -556,7 +495,7 @@ FMMA_FN void fmma_fwd_block(const FlashArgs *a, int qt, int bh, char *smem, int 
 /*
  * Backward, after D = dO . O per row (flash_delta_row, in a->D). P = e^(S - lse) is recomputed
  * from Q, K and the forward's lse; dP = dO V^T; dS = P (dP - D); dV = P^T dO; dK = s dS^T Q;
- * dQ = s dS K (flash_attention.h). P and dS are rounded to bf16 for their products.
+ * dQ = s dS K (flash.h). P and dS are rounded to bf16 for their products.
  *
  * dK, dV: block (bh, key tile kt of 64 RW keys); warp w owns keys 16 RW w .. 16 RW (w + 1) - 1
  * of the tile (RW groups of 16, as the forward's queries) and holds the transposed tiles S^T, P^T,

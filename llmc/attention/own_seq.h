@@ -7,7 +7,7 @@
  * so that which buffer goes into which GEMM, transposed or not, with which leading dimensions and
  * batch strides, is exercised by the CPU tests exactly as the GPU runs it.
  *
- * Buffers (attention_own.cuh): qkv (B, T, 3A), A = h d; att and datt (B, h, T, T); scratch 7 n bf16
+ * Buffers (llmc/attention/own.cuh): qkv (B, T, 3A), A = h d; att and datt (B, h, T, T); scratch 7 n bf16
  * with n = B T A: q, k, v, o|dO, dq, dk, dv, each (B, h, T, d). cuBLAS is column-major: a
  * row-major (R, K) matrix is a column-major (K, R) one with ld K, which is how each call below
  * reads its operands; C_i = op(A_i) op(B_i) for the B h (batch, head) pairs, fp32 sums, bf16 C.

@@ -34,8 +34,8 @@
 
 #include "../config.h"
 #include "../layer_kind.h"
-#include "flash.h" /* FlashArgs, flash_choose */
-#include "mma.h"   /* fmma_supports_dir, fmma_block_rows */
+#include "flash_tiles.h" /* FlashArgs, flash_choose */
+#include "mma_tiles.h"   /* fmma_supports_dir, fmma_block_rows, FMMA_BQ */
 
 /* ATT_PATH_MIXER: the layer's kind mixes by its own kernels, not by softmax */
 typedef enum { ATT_PATH_OWN = 0, ATT_PATH_CUDNN = 1, ATT_PATH_MIXER = 2, ATT_PATH_FLASH = 3, ATT_PATH_MMA = 4 } AttPath;

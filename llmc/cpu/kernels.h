@@ -263,7 +263,7 @@ static inline void layernorm_backward(float *dx, float *dw, float *db, const flo
 }
 
 /* ----------------------------------------------------------------------------------------------
- * GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (gpu_shared.h
+ * GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (llmc/scalar_math.h
  * gelu_tanhf and its derivative gelu_tanh_gradf: the GPU kernels' formulas). */
 static inline void gelu_forward(float *out, const float *x, size_t n) {
 #pragma omp parallel for schedule(static)

@@ -70,8 +70,8 @@ typedef struct {
     /* Host-side memos that launchers fill in through a const GpuCtx * (hence mutable; they only
      * save repeated work): cuBLASLt's algorithm per matmul problem (matmul.cu, created on the
      * first matmul, freed by gpu_ctx_free), and the largest dynamic shared memory the
-     * linear-attention scan kernel has been allowed so far (linear_attention.cu), and the same
-     * for the three flash attention kernels (attention_flash.cu). */
+     * linear-attention scan kernel has been allowed so far (sd_attention/linear_scan.cu), and the same
+     * for the three flash attention kernels (llmc/attention/flash.cu). */
     mutable struct LtAlgoCache *lt_algos;
     mutable size_t lin_scan_smem_set;
     mutable size_t flash_smem_set[3];

@@ -1,5 +1,5 @@
 /*
- * llmc/cuda/kernels.cu: the memory-bound kernels of the GPU model (declared in gpu_kernels.cuh).
+ * llmc/cuda/kernels.cu: the memory-bound kernels of the GPU model (declared in kernels.cuh).
  *
  * Conventions: bf16 storage, fp32 arithmetic; one warp per token row for row-wise work
  * (LayerNorm, softmax-like reductions), 16-byte packs (8 bf16) wherever the width is a multiple
@@ -342,7 +342,7 @@ void layernorm_backward(floatX *dinp, floatX *dw, floatX *db, float *scratch, co
 }
 
 /* ----------------------------------------------------------------------------------------------
- * GELU, tanh approximation (gpu_shared.h gelu_tanhf, gelu_tanh_gradf: the CPU model's formula). */
+ * GELU, tanh approximation (llmc/scalar_math.h gelu_tanhf, gelu_tanh_gradf: the CPU model's formula). */
 __global__ void gelu_forward_kernel(floatX *out, const floatX *inp, size_t n) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= n) return;
@@ -457,7 +457,7 @@ void fused_classifier(floatX *logits, float *losses_acc, const int *targets, flo
 }
 
 /* ----------------------------------------------------------------------------------------------
- * AdamW: gpu_host.h adamw_element per parameter (the CPU model's expression order, stochastic
+ * AdamW: llmc/cuda/adamw.h adamw_element per parameter (the CPU model's expression order, stochastic
  * rounding from (seed, global index)); p is the fp32 master when there is one, else the bf16
  * parameter widened. */
 __global__ void adamw_kernel(floatX *params, float *master, const floatX *grads, float *m, float *v,

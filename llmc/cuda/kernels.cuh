@@ -7,7 +7,7 @@
  * Shapes: N = B*T token rows, row-major; C % 8 == 0 (the trainer checks it at start-up).
  *
  *   encoder_forward / encoder_backward     wte + wpe; the wte gradient summed per token from the
- *                                          host-built buckets (gpu_host.h encoder_buckets)
+ *                                          host-built buckets (llmc/cuda/encoder_buckets.h encoder_buckets)
  *   layernorm_forward / fused_residual_layernorm_forward / layernorm_apply (recompute)
  *   layernorm_backward                     dinp += ..., dw += ..., db += ... (deterministic)
  *   gelu_forward / gelu_backward_inplace   tanh approximation, as the CPU model
@@ -72,7 +72,7 @@ void bias_backward(floatX *db, const floatX *dout, float *scratch, size_t N, int
 void fused_classifier(floatX *logits, float *losses_acc, const int *targets, float dloss, size_t N,
                       int V, int Vp, bool write_dlogits, cudaStream_t stream);
 
-/* One AdamW call over `count` elements (AdamWArgs, adamw_element: llmc/gpu_host.h): params/grads
+/* One AdamW call over `count` elements (AdamWArgs, adamw_element: llmc/cuda/adamw.h): params/grads
  * at global_off (parameter buffer), m/v/master at shard_off (this rank's optimizer buffers). */
 void adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v,
                   size_t global_off, size_t shard_off, size_t count, const AdamWArgs *a,

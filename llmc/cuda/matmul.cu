@@ -8,7 +8,7 @@
  * The heuristic assumes 256-byte aligned pointers unless told otherwise, so the true alignment of
  * each operand (pointer and leading dimension) is passed as a preference: the per-layer buffers
  * of odd head sizes are then still served, by the algorithms that allow them. The heuristic's
- * choice is cached per problem in the context (gpu_host.h LtAlgoKey says what a problem is).
+ * choice is cached per problem in the context (llmc/cuda/lt_algo.h LtAlgoKey says what a problem is).
  */
 #include "../utils.h"
 #include "kernels.cuh"
@@ -67,7 +67,7 @@ static uint32_t operand_alignment(const void *p, int64_t ld) {
     return (uint32_t)(a & (~a + 1)); /* lowest set bit */
 }
 
-/* The algorithms of the problems seen so far, slot by slot with the keys (gpu_host.h). */
+/* The algorithms of the problems seen so far, slot by slot with the keys (llmc/cuda/lt_algo.h). */
 struct LtAlgoCache {
     LtAlgoTable table;
     cublasLtMatmulAlgo_t algo[LT_ALGO_SLOTS];
@@ -145,7 +145,7 @@ static cublasLtMatmulAlgo_t lt_algo(const LtMatmul *mm, cublasLtMatmulDesc_t des
     } else if (!c->warned_full) {
         c->warned_full = 1;
         fprintf(stderr, "warning: cuBLASLt algorithm cache full (%d problems): new matmul shapes now run "
-                "the heuristic on every call (raise LT_ALGO_SLOTS in llmc/gpu_host.h)\n", LT_ALGO_SLOTS);
+                "the heuristic on every call (raise LT_ALGO_SLOTS in llmc/cuda/lt_algo.h)\n", LT_ALGO_SLOTS);
     }
     return algo;
 }

@@ -43,6 +43,11 @@ void multi_gpu_build_features(char *buf, size_t cap);
 
 void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_method, int num_processes,
                     int process_rank, int gpus_per_node, int zero_stage);
+/* One process on one GPU (the evaluator, the tests): no rendezvous, ZeRO-0. */
+static inline void multi_gpu_init_single(MultiGpu *mg) {
+    multi_gpu_init(mg, NULL, NULL, "fs", /*num_processes*/ 1, /*process_rank*/ 0, /*gpus_per_node*/ 1,
+                   /*zero_stage*/ 0);
+}
 void multi_gpu_connect(MultiGpu *mg, const char *init_method, const char *server_ip,
                        const char *fs_path);
 void multi_gpu_free(MultiGpu *mg);

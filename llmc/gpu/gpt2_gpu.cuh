@@ -4,10 +4,10 @@
  * The CPU model (llmc/cpu/gpt2_cpu.h) is the reference this mirrors, layer by layer; the differences
  * are the GPU's: bf16 parameters, gradients and activations with fp32 master weights (-w 1),
  * fp32 LayerNorm statistics and losses; cuBLASLt matmuls; attention per layer on cuDNN or the own
- * kernels (gpu_host.h attn_select_paths), S-D layers through the fold K' = U L^T (sd_attention/sd_fold.cu)
+ * kernels (llmc/attention/paths.h attn_select_paths), S-D layers through the fold K' = U L^T (sd_attention/sd_fold.cu)
  * into either, linear layers on the chunked scan (sd_attention/linear_scan.cu); blocks with or
  * without ln_1/ln_2 (-ln 0); optional recompute (-r) and GELU fusion (-ge);
- * ZeRO-0/1 optimizer state (gpu_host.h ShardPlan) with gradient reduction overlapped with the
+ * ZeRO-0/1 optimizer state (llmc/cuda/zero_plan.h ShardPlan) with gradient reduction overlapped with the
  * backward (multi_gpu.h).
  *
  *   GPT2GPU               everything the model owns on the device and the host staging buffers
@@ -100,7 +100,7 @@ typedef struct {
  * checked once with a one-line error. */
 void gpt2gpu_check_shapes(const GPT2Config *c, int T);
 /* The attention path of every layer for attn = "auto", "cudnn", "own" or "flash" on this GPU and build
- * (gpu_host.h attn_select_paths) and the linear-attention limits; dies with one line naming the
+ * (llmc/attention/paths.h attn_select_paths) and the linear-attention limits; dies with one line naming the
  * layer. Returns the cuDNN context when some layer runs on cuDNN, else NULL. training = 1: cuDNN
  * must also run the layer's backward (a trainable model); 0: the forward only, for a model built
  * with opt.inference (eval_gpt2cu), so that e.g. d = 129...256 heads on SM 8.x run on cuDNN too.

@@ -1,6 +1,6 @@
 /*
  * test/host_cuda/kernels_host.cpp: every launcher the GPU model calls (llmc/cuda/kernels.cuh,
- * attention_own.cuh, attention_flash.cuh, sd_gpu.cuh, linear_attention.cuh) and the cuBLASLt
+ * llmc/attention/own.cuh, flash.cuh, mma.cuh, sd_attention/sd_fold.cuh, linear_scan.cuh) and the cuBLASLt
  * problem runner lt_matmul (llmc/cuda/matmul_problem.h), executed on the CPU, plus the GPU context.
  * With test/host_cuda/cudart_host.cpp this lets llmc/gpu/gpt2_gpu.cu, llmc/cuda/matmul.cu's row-major to
  * column-major mapping, train_gpt2.cu and test/test_gpt2.cu run unchanged on a machine without a
@@ -338,7 +338,7 @@ void fused_classifier(floatX *logits, float *losses_acc, const int *targets, flo
     }
 }
 
-/* the kernel's body (gpu_host.h adamw_element): the same update and rounding bits */
+/* the kernel's body (llmc/cuda/adamw.h adamw_element): the same update and rounding bits */
 void adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, size_t global_off,
                   size_t shard_off, size_t count, const AdamWArgs *a, cudaStream_t) {
     dev(params, global_off + count, "parameters");
@@ -392,8 +392,8 @@ static void gemm_desc_run(const GemmDesc *g, const floatX *A, const floatX *Bm, 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Own softmax attention: attention_own.cu's sequence (llmc/attention/own_seq.h) with CPU
- * primitives; the split/merge and softmax loops do what the kernels of attention_own.cu do. */
+ * Own softmax attention: llmc/attention/own.cu's sequence (llmc/attention/own_seq.h) with CPU
+ * primitives; the split/merge and softmax loops do what the kernels of llmc/attention/own.cu do. */
 static void own_split(const GpuCtx *, floatX *dst, const floatX *src, size_t row_stride, int B, int T, int h, int d) {
     for (int b = 0; b < B; b++)
         for (int k = 0; k < h; k++)
@@ -461,7 +461,7 @@ void attention_own_backward(floatX *dqkv, floatX *datt, floatX *scratch, const f
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Flash attention: llmc/attention/flash.h's block routines over attention_flash.cu's grids. */
+ * Flash attention: llmc/attention/flash.h's block routines over llmc/attention/flash.cu's grids. */
 void flash_delta(const FlashArgs *a, cudaStream_t) {
     for (size_t r = 0; r < (size_t)a->B * a->h * a->T; r++) flash_delta_row(a, r);
 }
@@ -525,8 +525,8 @@ void attention_flash_backward(floatX *dqkv, float *D, const floatX *dout, const 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Register-tile attention: llmc/attention/mma.h's kernels over attention_flash_mma.cu's grids, thread by
- * thread (test/flash_mma_emul.h); the checks of attention_flash_mma.cu's launchers. */
+ * Register-tile attention: llmc/attention/mma.h's kernels over llmc/attention/mma.cu's grids, thread by
+ * thread (test/flash_mma_emul.h); the checks of llmc/attention/mma.cu's launchers. */
 int attention_flash_mma_supports(int d, int training, const GpuCtx *ctx, char *why, size_t cap) {
     const AttnEnv env = {ctx->sm, 0, 0, ctx->smem_optin};
     return mma_path_supports(&env, d, training, why, cap);
@@ -571,7 +571,7 @@ void attention_flash_mma_backward(floatX *dqkv, float *D, const floatX *dout, co
 }
 
 /* ----------------------------------------------------------------------------------------------
- * S-D fold: sd_attention/sd_fold.h's routines over sd_gpu.cu's grids; dL by cuBLAS's column-major
+ * S-D fold: sd_attention/sd_fold.h's routines over sd_attention/sd_fold.cu's grids; dL by cuBLAS's column-major
  * strided-batched semantics from sd_dl_gemm_desc (fp32 output). */
 void copy_columns(floatX *dst, size_t ldd, const floatX *src, size_t lds, size_t N, int width, cudaStream_t) {
     for (size_t r = 0; r < N; r++) memcpy(dst + r * ldd, src + r * lds, (size_t)width * sizeof(floatX));
@@ -644,7 +644,7 @@ void sd_gpu_params_backward(floatX *dskew, floatX *dtheta, const float *dL, cons
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Linear attention: sd_attention/linear_scan.h's routines in linear_attention.cu's launch order. */
+ * Linear attention: sd_attention/linear_scan.h's routines in sd_attention/linear_scan.cu's launch order. */
 static LinLayer lin_host(float *scratch, int B, int T, int h, int d, int prescale, const GpuCtx *ctx) {
     LinLayer L;
     if (!lin_layer_init(&L, scratch, B, T, h, d, prescale, ctx->smem_optin))
