@@ -94,7 +94,7 @@ test: $(ALL_BINS) $(TEST_BINS) $(TOOLKIT_TEST_BINS) data evals
 else
 test: $(ALL_BINS) $(TEST_BINS) data evals
 	@if [ "$(CI)" = true ]; then \
-	  echo "error: CI=true and no CUDA toolkit at $(NVCC) (with $(CUDA_HOME)/include): CI builds every GPU variant" >&2; \
+	  echo "error: CI=true and no CUDA toolkit (nvcc not found at $(NVCC)): CI builds and checks every GPU variant" >&2; \
 	  exit 1; fi
 	PYTHON=$(PYTHON) SKIP_TESTS="$(TOOLKIT_TESTS)" \
 	  SKIP_REASON="no CUDA toolkit (nvcc not found at $(NVCC)); install it or set NVCC=/path/to/nvcc" \

@@ -41,7 +41,7 @@ def padded_vocab(v):
     return (v + 127) // 128 * 128
 
 
-# Attention kinds of the layer table (doc/formats.md "Layer table").
+# Attention kinds of the layer table (doc/formats.md 2.4).
 KINDS = ("mha", "sd", "lin", "sdlin")
 SD_KINDS = (1, 3)               # a shared query/key projection U, skew S, theta
 LINEAR_KINDS = (2, 3)           # ELU+1 linear attention instead of softmax
@@ -131,7 +131,7 @@ class GPTConfig:
 
     def is_uniform(self):
         """True when llm.c can read the model: every layer mha with the same h and h*d == C
-        (doc/formats.md "Model checkpoint"); such a model is written as version 3/5."""
+        (doc/formats.md 2.1, 2.4); such a model is written as version 3/5."""
         h0 = self.layers[0][0]
         return self.use_ln and all(
             kind == 0 and h == h0 and h * d == self.n_embd for h, d, kind in self.layers)
@@ -467,7 +467,7 @@ def init_weights(model, seed=42):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints (doc/formats.md 2.1, 2.4; doc/formats.md "Model checkpoint")
+# Checkpoints (doc/formats.md 2.1, 2.4; doc/formats.md 2.1, 2.4)
 
 def _tensor_bytes(t, dtype):
     t = t.detach().contiguous()
@@ -638,7 +638,7 @@ def eval_loss(model, shard, B, T, batches):
 
 
 # ---------------------------------------------------------------------------------------------
-# Debug state and the reference AdamW trajectory (doc/formats.md 7, 11; doc/formats.md "Debug state")
+# Debug state and the reference AdamW trajectory (doc/formats.md 7, 11; doc/formats.md 7)
 
 @torch.no_grad()
 def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip, decay_sd_skew=False):

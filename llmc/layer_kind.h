@@ -1,5 +1,5 @@
 /*
- * llmc/layer_kind.h: the seam between the model and a layer kind (doc/design.md "Layer kinds").
+ * llmc/layer_kind.h: the seam between the model and a layer kind (doc/design.md "The layer-kind seam").
  *
  * The attention sub-block of layer l maps its input x (B, T, C) to atty (B, T, A), A = h d, in
  * two stages, and a kind is a pair of them:
@@ -8,7 +8,9 @@
  *                it owns the layer's qkvw / qkvb rows and any parameters of its own
  *   mixer        qkv -> atty: causal attention of some form; no parameters
  *
- * The framework has the standard stage of each: QKV_PROJECTION (Q | K | V = x W^T + b) and
+ * S-D attention (arXiv 2605.18826) changes the projection, ELU+1 linear attention the mixer; Prism
+ * (arXiv 2606.27449) changes neither, only the table's head counts. The framework has the
+ * standard stage of each: QKV_PROJECTION (Q | K | V = x W^T + b) and
  * SOFTMAX_MIXER (softmax(q k^T / sqrt(d)) v), which make GPT-2's kind "mha". A method defines its
  * stages in its own folder (sd_attention/: the S-D projection and the ELU+1 linear mixer), and
  * kinds/list.h pairs them, one line per kind.

@@ -1,5 +1,6 @@
 /*
- * prism/attn_distance.c: per-layer attention distance of a checkpoint (doc/methods.md 2.7), and the
+ * prism/attn_distance.c: per-layer attention distance of a checkpoint (Prism, arXiv 2606.27449;
+ * doc/methods.md 2.7), and the
  * difference between two checkpoints on the same tokens (Prism minus uniform: the "flip" claim P7).
  *
  *   ./attn_distance -e model.bin -j VAL_SHARD [-b B -t T -n N] [-csv out.csv] [-json out.json]

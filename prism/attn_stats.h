@@ -1,6 +1,7 @@
 /*
  * prism/attn_stats.h: attention-distance statistics of causal attention probabilities
- * (doc/methods.md 2.7), as pure functions of probability arrays. `attn_distance` applies them to the
+ * (the Prism paper's attention-distance claims, arXiv 2606.27449, measured as doc/methods.md 2.7
+ * defines it), as pure functions of probability arrays. `attn_distance` applies them to the
  * CPU model's m.acts.att[l]; test/test_attn_stats.c checks them on patterns with known answers.
  *
  * Defines:

@@ -1,5 +1,6 @@
 """sd_attention/import_hf.py: a Hugging Face GPT-2 checkpoint -> our (llm.c) model checkpoint, so that the
-diagnostics (./sd_spectrum) and the evaluators run on pretrained GPT-2 small/medium/large/XL.
+diagnostics (./sd_spectrum; the head analysis of arXiv 2605.18826) and the evaluators run on
+pretrained GPT-2 small/medium/large/XL.
 
     python sd_attention/import_hf.py path/to/model.safetensors -o gpt2_124M.bin
     python sd_attention/import_hf.py path/to/pytorch_model.bin -o gpt2_124M.bin [--n_head 12]

@@ -1,6 +1,6 @@
 /*
- * sd_attention/linear_scan.h: the chunked causal scan behind the GPU's ELU+1 linear attention (doc/methods.md
- * 3.12), written once for the CUDA kernels (sd_attention/linear_scan.cu) and the CPU emulation test
+ * sd_attention/linear_scan.h: the chunked causal scan behind the GPU's ELU+1 linear attention
+ * (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md 3.12), written once for the CUDA kernels (sd_attention/linear_scan.cu) and the CPU emulation test
  * (test/test_gpu_emul.c).
  *
  * One primitive, run once forward and three times backward. For one sequence of T rows:

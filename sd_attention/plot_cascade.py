@@ -1,4 +1,4 @@
-"""sd_attention/plot_cascade.py: the spectral cascade (doc/methods.md 3.10) as a PNG: effective rank
+"""sd_attention/plot_cascade.py: the spectral cascade (arXiv 2605.18826; doc/methods.md 3.10) as a PNG: effective rank
 of the routing part over depth, from the output of ./sd_spectrum.
 
     python3 sd_attention/plot_cascade.py spectrum.json cascade.png

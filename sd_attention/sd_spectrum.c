@@ -2,7 +2,7 @@
  * sd_attention/sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
  * (standard, Prism, S-D, mixed kinds, -ln 0): the routing/filtering split, effective ranks of
  * the routing part, the spectral abscissa and unstable heads, the spread of S-D filtering
- * (doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
+ * (arXiv 2605.18826; doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
  *
  *   ./sd_spectrum model.bin [-heads 1] [-csv out.csv] [-json out.json] [-png out.png] [-eps E]
  *   ./sd_spectrum --help

@@ -1,5 +1,6 @@
 /*
- * sd_attention/sd_surgery.c: post-hoc surgery on a checkpoint (doc/methods.md 3.13), writing a new
+ * sd_attention/sd_surgery.c: post-hoc surgery on a checkpoint (arXiv 2605.18826; doc/methods.md 3.13),
+ * writing a new
  * checkpoint, its layer table as a schedule file, and a JSON report with the val loss and
  * perplexity before and after (CPU forward, llm.c's val order).
  *

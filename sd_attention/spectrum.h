@@ -1,6 +1,7 @@
 /*
  * sd_attention/spectrum.h: spectral diagnostics of attention heads, as pure functions (no I/O,
- * no globals). Every eigen- and singular value comes from LAPACK (LAPACKE, double precision).
+ * no globals): the routing/filtering analysis of Jamil and Kapadia, arXiv 2605.18826
+ * (doc/methods.md 3.2-3.10). Every eigen- and singular value comes from LAPACK (LAPACKE, double precision).
  *
  * Defines:
  *   RankStats / spec_rank_stats    effective ranks of a routing matrix from its singular values:

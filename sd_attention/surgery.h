@@ -1,5 +1,6 @@
 /*
- * sd_attention/surgery.h: post-hoc interventions on a trained model (doc/methods.md 3.13), as pure
+ * sd_attention/surgery.h: post-hoc interventions on a trained model (the interventions of the S-D
+ * paper's abstract, arXiv 2605.18826, as read in doc/methods.md 3.13), as pure
  * functions from (config, parameters) to a new (config, parameters). No I/O.
  *
  * Defines:

@@ -97,6 +97,19 @@ def main():
     nb, _ = negative_control()
     check(len(nb) == 1 and nb[0][0] == "llmc/a.h" and "llmc may not include sd_attention" in nb[0][2],
           "negative control: the framework including a method folder is reported: %s" % nb)
+    # the README's layout table names every folder, and everything it names exists
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    table = readme[readme.index("## Layout"):]
+    table = table[:table.index("\n## ", 3)]
+    named = set()
+    for row in re.findall(r"^\| ([^|]+) \|", table, re.M):
+        named.update(p.rstrip("/") for p in re.findall(r"`([^`]+)`", row))
+    missing = [p for p in named if not os.path.exists(os.path.join(ROOT, p))]
+    check(named and not missing, "every path of the README's layout table exists (%d; missing %s)" % (len(named), missing))
+    folders = sorted(set(list(ALLOWED) + [d for d in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, d))
+                                          and not d.startswith(".") and d not in ("build", "out", "log")]))
+    unnamed = [d for d in folders if not any(n == d or n.startswith(d + "/") for n in named)]
+    check(not unnamed, "the README's layout table names every folder (%d; not named: %s)" % (len(folders), unnamed))
     # the design doc draws the same table
     design = open(os.path.join(ROOT, "doc", "design.md")).read()
     for mod, deps in ALLOWED.items():
