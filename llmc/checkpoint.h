@@ -92,15 +92,22 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
     c->use_ln = 1;
     c->sd_d_sign = -1;
     *is_bf16 = (v == CKPT_V_BF16 || v == CKPT_V_TABLE_BF16);
-    if (c->num_layers < 1 || c->num_layers > LLMC_MAX_LAYERS) {
-        llmc_die("%s: header[4] num_layers = %d: expected 1..%d", path, c->num_layers,
-                 LLMC_MAX_LAYERS);
+    /* every shape field within its bound (llmc/config.h) before any arithmetic on it */
+    const struct { int index; const char *name; int max; } fields[] = {
+        {2, "max_seq_len", LLMC_MAX_SEQ_LEN}, {3, "vocab_size", LLMC_MAX_VOCAB},
+        {4, "num_layers", LLMC_MAX_LAYERS},   {5, "num_heads", LLMC_MAX_HEADS},
+        {6, "channels", LLMC_MAX_CHANNELS},   {7, "padded_vocab_size", LLMC_MAX_VOCAB},
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        const int x = h[fields[i].index];
+        if (x < 1 || x > fields[i].max) {
+            llmc_die("%s: header[%d] %s = %d: expected 1..%d", path, fields[i].index, fields[i].name, x,
+                     fields[i].max);
+        }
     }
-    if (c->channels < 1 || c->max_seq_len < 1 || c->vocab_size < 1 ||
-        c->padded_vocab_size < c->vocab_size) {
-        llmc_die("%s: header[2..7] (maxT %d, V %d, L %d, NH %d, C %d, Vp %d): expected positive "
-                 "sizes with Vp >= V", path, c->max_seq_len, c->vocab_size, c->num_layers,
-                 c->num_heads, c->channels, c->padded_vocab_size);
+    if (c->padded_vocab_size < c->vocab_size) {
+        llmc_die("%s: header[7] padded_vocab_size = %d: expected at least header[3] vocab_size = %d",
+                 path, c->padded_vocab_size, c->vocab_size);
     }
     if (v == CKPT_V_FP32 || v == CKPT_V_BF16) {
         if (c->num_heads < 1 || c->channels % c->num_heads != 0) {
@@ -126,10 +133,13 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
             ls->n_head = h[16 + 3 * l];
             ls->head_size = h[17 + 3 * l];
             ls->kind = h[18 + 3 * l];
-            if (ls->n_head < 1 || ls->head_size < 1 || layer_kind_of(ls->kind) == NULL) {
-                llmc_die("%s: header[%d..%d] layer %d: heads %d, head size %d, kind %d: expected "
-                         "positive sizes and a kind in 0..%d", path, 16 + 3 * l, 18 + 3 * l, l,
-                         ls->n_head, ls->head_size, ls->kind, N_LAYER_KINDS - 1);
+            if (ls->n_head < 1 || ls->n_head > LLMC_MAX_HEADS || ls->head_size < 1 ||
+                ls->head_size > LLMC_MAX_HEAD_SIZE || (int64_t)ls->n_head * ls->head_size > LLMC_MAX_ATTN_WIDTH ||
+                layer_kind_of(ls->kind) == NULL) {
+                llmc_die("%s: header[%d..%d] layer %d: heads %d, head size %d, kind %d: expected 1..%d "
+                         "heads of size 1..%d, at most %d wide, and a kind in 0..%d", path, 16 + 3 * l,
+                         18 + 3 * l, l, ls->n_head, ls->head_size, ls->kind, LLMC_MAX_HEADS,
+                         LLMC_MAX_HEAD_SIZE, LLMC_MAX_ATTN_WIDTH, N_LAYER_KINDS - 1);
             }
         }
     }

@@ -23,6 +23,16 @@
 #include "utils.h"
 
 #define LLMC_MAX_LAYERS 80 /* the checkpoint header holds 3 ints per layer from slot 16 */
+/* Bounds of a model's shape (doc/formats.md 2.1). Inside them every size computed from a config
+ * (parameters below 2^44, their bytes, activations of a bounded (B, T)) fits in 64 bits and every
+ * per-layer width h*d in an int; a header field, flag or table entry outside them is an error
+ * before any arithmetic. GPT-3 175B (C 12288, 96 heads of 128, V 50257) is well inside. */
+#define LLMC_MAX_CHANNELS 65536
+#define LLMC_MAX_SEQ_LEN 1048576
+#define LLMC_MAX_VOCAB 16777216 /* V and the padded Vp */
+#define LLMC_MAX_HEADS 4096
+#define LLMC_MAX_HEAD_SIZE 4096
+#define LLMC_MAX_ATTN_WIDTH 65536 /* h_l * d_l */
 #define GPT2_VOCAB 50257
 #define GPT2_EOT 50256
 

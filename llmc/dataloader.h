@@ -6,7 +6,7 @@
  *   DataLoader            B x T batches from a sorted glob of shards, rank r reading slice r of
  *                         every nproc*B*T window; optional shuffling with llm.c's exact order
  *   dataloader_init / _reset / _next_batch / _resume / _free
- *   dataloader_write_shuffle / dataloader_read_shuffle
+ *   dataloader_write_shuffle / dataloader_read_shuffle / dataloader_shuffle_bytes
  *                         the permutation part of a state file (doc/formats.md 8)
  *   dataloader_val_batches  -m: the val batches each evaluation takes
  *
@@ -224,27 +224,57 @@ static inline void dataloader_write_shuffle(const DataLoader *dl, AtomicFile *af
     atomic_write(af, &dl->shuffle_rng, sizeof(Mt19937), 1);
 }
 
+/* The bytes dataloader_write_shuffle writes for a sample order of m entries. */
+static inline int64_t dataloader_shuffle_bytes(const DataLoader *dl, int64_t m) {
+    return (int64_t)sizeof(size_t) + 4 * (int64_t)dl->n_files + (int64_t)sizeof(size_t) + 4 * m +
+           (int64_t)sizeof(Mt19937);
+}
+
+/* 1 if p[0..n) holds every value of 0..n-1 once; else 0 with the first bad entry in *bad. */
+static inline int dl_is_permutation_(const int32_t *p, int64_t n, int64_t *bad) {
+    unsigned char *seen = (unsigned char *)xcalloc((size_t)(n > 0 ? n : 1), 1);
+    int ok = 1;
+    for (int64_t i = 0; i < n && ok; i++) {
+        if (p[i] < 0 || p[i] >= n || seen[p[i]]) {
+            *bad = i;
+            ok = 0;
+        } else {
+            seen[p[i]] = 1;
+        }
+    }
+    free(seen);
+    return ok;
+}
+
+/* Reads what dataloader_write_shuffle wrote. The shard order must be a permutation of the
+ * pattern's shards and the sample order one of 0..m-1 (m at most the largest shard's sample
+ * count; dataloader_resume checks it against the shard it resumes in): the orders steer every
+ * read of the data, so a state file never points a read outside it. */
 static inline void dataloader_read_shuffle(DataLoader *dl, FILE *f, const char *path) {
     size_t n = 0, m = 0;
+    int64_t bad = 0;
     xfread(&n, sizeof(size_t), 1, f, path, "loader shard count");
     if (n != (size_t)dl->n_files) {
         llmc_die("%s: the state was saved with %zu shards; the pattern now matches %d", path, n,
                  dl->n_files);
     }
     xfread(dl->shard_indices, sizeof(int32_t), n, f, path, "loader shard order");
+    if (!dl_is_permutation_(dl->shard_indices, (int64_t)n, &bad)) {
+        llmc_die("%s: loader shard order entry %lld = %d: expected a permutation of 0..%zu", path,
+                 (long long)bad, dl->shard_indices[bad], n - 1);
+    }
     xfread(&m, sizeof(size_t), 1, f, path, "loader sample count");
     if (m > (size_t)dl->max_samples) {
         llmc_die("%s: %zu samples in the saved shard order; the shards hold at most %lld", path, m,
                  (long long)dl->max_samples);
     }
     xfread(dl->intra_shard_indices, sizeof(int32_t), m, f, path, "loader sample order");
+    if (!dl_is_permutation_(dl->intra_shard_indices, (int64_t)m, &bad)) {
+        llmc_die("%s: loader sample order entry %lld = %d: expected a permutation of 0..%lld", path,
+                 (long long)bad, dl->intra_shard_indices[bad], (long long)m - 1);
+    }
     dl->restored_samples = (int64_t)m;
     xfread(&dl->shuffle_rng, sizeof(Mt19937), 1, f, path, "loader rng");
-    for (size_t i = 0; i < n; i++) {
-        if (dl->shard_indices[i] < 0 || dl->shard_indices[i] >= dl->n_files) {
-            llmc_die("%s: shard order entry %zu = %d out of range", path, i, dl->shard_indices[i]);
-        }
-    }
 }
 
 /* -m against the val data: the batches each evaluation takes. -1 is the whole val data (capped at
@@ -256,7 +286,7 @@ static inline int dataloader_val_batches(int requested, const DataLoader *val) {
 }
 
 static inline void dataloader_free(DataLoader *dl) {
-    if (dl->f != NULL) fclose(dl->f);
+    if (dl->f != NULL) xfclose(dl->f, dl->current_path);
     globfree(&dl->glob);
     free(dl->buffer);
     free(dl->inputs);

@@ -244,11 +244,11 @@ static inline int evalfile_check_vocab(const EvalFile *ef, int vocab_size, char 
 static inline int evalfile_read(EvalFile *ef, const char *path, int vocab_size, char *err, size_t err_cap) {
     memset(ef, 0, sizeof(*ef));
     snprintf(ef->path, sizeof(ef->path), "%s", path);
+    const int64_t size = file_size_or_neg(path); /* a directory or special file: named, no open */
     FILE *f = fopen(path, "rb");
     if (f == NULL) EVAL_FAIL("%s: cannot open eval file: %s", path, strerror(errno));
     int32_t h[256];
     const size_t got = fread(h, sizeof(int32_t), 256, f);
-    const int64_t size = file_size_or_neg(path);
     if (got != 256 || size < 1024) {
         fclose(f);
         EVAL_FAIL("%s: header: %lld bytes, expected at least the 1024-byte header (truncated?)", path, (long long)size);

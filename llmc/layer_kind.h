@@ -35,6 +35,7 @@
 #define LLMC_LAYER_KIND_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -171,10 +172,17 @@ static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
         snprintf(msg, cap, "num_layers %d out of range [1, %d]", c->num_layers, LLMC_MAX_LAYERS);
         return 0;
     }
-    if (c->channels < 1 || c->max_seq_len < 1 || c->vocab_size < 1) {
-        snprintf(msg, cap, "non-positive shape (maxT %d, V %d, C %d)", c->max_seq_len,
-                 c->vocab_size, c->channels);
-        return 0;
+    const struct { const char *name; int v, max; } dims[] = {
+        {"channels C", c->channels, LLMC_MAX_CHANNELS},
+        {"maxT", c->max_seq_len, LLMC_MAX_SEQ_LEN},
+        {"vocab V", c->vocab_size, LLMC_MAX_VOCAB},
+        {"padded vocab Vp", c->padded_vocab_size, LLMC_MAX_VOCAB},
+    };
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+        if (dims[i].v < 1 || dims[i].v > dims[i].max) {
+            snprintf(msg, cap, "%s %d out of range [1, %d]", dims[i].name, dims[i].v, dims[i].max);
+            return 0;
+        }
     }
     if (c->padded_vocab_size < c->vocab_size) {
         snprintf(msg, cap, "padded vocab %d < vocab %d", c->padded_vocab_size, c->vocab_size);
@@ -182,9 +190,12 @@ static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
     }
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
-        if (ls->n_head < 1 || ls->head_size < 1) {
-            snprintf(msg, cap, "layer %d: heads %d, head size %d: both must be >= 1", l,
-                     ls->n_head, ls->head_size);
+        if (ls->n_head < 1 || ls->n_head > LLMC_MAX_HEADS || ls->head_size < 1 ||
+            ls->head_size > LLMC_MAX_HEAD_SIZE ||
+            (int64_t)ls->n_head * ls->head_size > LLMC_MAX_ATTN_WIDTH) {
+            snprintf(msg, cap, "layer %d: %d heads x %d: expected 1..%d heads of size 1..%d, at most "
+                     "%d wide", l, ls->n_head, ls->head_size, LLMC_MAX_HEADS, LLMC_MAX_HEAD_SIZE,
+                     LLMC_MAX_ATTN_WIDTH);
             return 0;
         }
         if (layer_kind_of(ls->kind) == NULL) {

@@ -105,6 +105,11 @@ static inline int layer_table_entry_(const char *tok, const char *path, int line
         p = end;
     }
     if (*p != '\0') goto bad;
+    if (*h > LLMC_MAX_HEADS || *d > LLMC_MAX_HEAD_SIZE || (int64_t)*h * (*d ? *d : 1) > LLMC_MAX_ATTN_WIDTH) {
+        return layer_table_fail(s, path, line, "entry '%s': %d heads x %d: expected at most %d heads "
+                                "of size at most %d, at most %d wide", tok, *h, *d, LLMC_MAX_HEADS,
+                                LLMC_MAX_HEAD_SIZE, LLMC_MAX_ATTN_WIDTH);
+    }
     return 1;
 bad:
     return layer_table_fail(s, path, line, "bad entry '%s': expected H, HxD, H:kind, each with an "

@@ -123,11 +123,18 @@ static inline void state_read(const char *path, TrainState *s, float *m, float *
     if (s->step != expect->step) {
         llmc_die("%s: header[10] step %d, but its DONE_ marker says %d", path, s->step, expect->step);
     }
-    int64_t size = file_size_or_neg(path);
-    int64_t body = (int64_t)n * 4 * (s->use_master_weights ? 3 : 2);
-    if (size < 1024 + body) {
-        llmc_die("%s: %lld bytes; the header and %zu optimizer values need %lld (truncated, or a "
-                 "different model)", path, (long long)size, n, (long long)(1024 + body));
+    /* exact size before any read past the header: this model's optimizer values, then (shuffled
+     * runs) the loader state, whose sample order holds up to max_samples entries */
+    const int64_t size = file_size_or_neg(path);
+    const int64_t body = (int64_t)n * 4 * (s->use_master_weights ? 3 : 2);
+    const int64_t lo = 1024 + body + (s->should_shuffle ? dataloader_shuffle_bytes(loader, 0) : 0);
+    const int64_t hi = 1024 + body + (s->should_shuffle ? dataloader_shuffle_bytes(loader, loader->max_samples) : 0);
+    if (size < lo || size > hi || (size - lo) % 4 != 0) {
+        char want[96];
+        if (lo == hi) snprintf(want, sizeof(want), "%lld bytes", (long long)lo);
+        else snprintf(want, sizeof(want), "%lld to %lld bytes", (long long)lo, (long long)hi);
+        llmc_die("%s: %lld bytes; the header, %zu optimizer values of this model and the loader state "
+                 "take %s (truncated, or saved for a different model or data)", path, (long long)size, n, want);
     }
     xfread(m, sizeof(float), n, f, path, "AdamW m");
     xfread(v, sizeof(float), n, f, path, "AdamW v");

@@ -47,6 +47,10 @@ static inline void tokenizer_init(Tokenizer *t, const char *path) {
     if (h[2] == 0 || h[2] > (1u << 24)) llmc_die("%s: header[2] vocab size %u out of range", path, h[2]);
     t->vocab_size = h[2];
     t->eot_token = h[1] == 2 ? h[3] : 50256u;
+    if (h[1] == 2 && t->eot_token >= t->vocab_size) {
+        llmc_die("%s: header[3] end-of-text token %u: expected a token id below the vocab size %u", path,
+                 t->eot_token, t->vocab_size);
+    }
     t->token = (char **)xcalloc(t->vocab_size, sizeof(char *));
     for (uint32_t i = 0; i < t->vocab_size; i++) {
         unsigned char len = 0;

@@ -7,9 +7,12 @@
  *   xmalloc / xcalloc           allocation that dies with a message naming the size
  *   xfopen / xfread / xfwrite / xfclose / xfseek
  *                               file operations that die naming the file on any failure
- *   file_size_or_neg            size of a file in bytes, -1 if it cannot be stat'ed
- *   AtomicFile                  write to "<path>.tmp", then rename to <path> on commit, so a file
- *                               with its final name is always complete (doc/formats.md)
+ *   file_size_or_neg            size of a file in bytes, -1 if it cannot be stat'ed; a directory
+ *                               or special file is an error naming it (require_regular_file)
+ *   AtomicFile                  write to "<path>.tmp", fsync, rename to <path> and fsync the
+ *                               directory on commit, so a file with its final name is always
+ *                               complete and on disk; a failed write removes the .tmp
+ *                               (doc/formats.md 1)
  *   path_join, file_exists, make_dir
  *
  * Header-only (static inline) and valid C11 and C++17, so train_gpt2.c and train_gpt2.cu include
@@ -19,6 +22,7 @@
 #define LLMC_UTILS_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,18 +41,43 @@
 #define LLMC_NORETURN
 #endif
 
+#ifdef LLMC_FUZZ
+/* The fuzz targets (test/fuzz/fuzz.h): an error returns to the target's setjmp instead of ending
+ * the process, and xfopen records the files it opens so that the target closes what an error
+ * left open. */
+#include <setjmp.h>
+#define LLMC_FUZZ_MAX_FILES 64
+extern jmp_buf llmc_fuzz_env;
+extern int llmc_fuzz_quiet;
+extern FILE *llmc_fuzz_files[LLMC_FUZZ_MAX_FILES];
+extern int llmc_fuzz_nfiles;
+#endif
+
 static inline LLMC_NORETURN LLMC_PRINTF(1, 2) void llmc_die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
+#ifdef LLMC_FUZZ
+    if (!llmc_fuzz_quiet) {
+        fputs("error: ", stdout);
+        vfprintf(stdout, fmt, ap);
+        fputc('\n', stdout);
+    }
+    va_end(ap);
+    longjmp(llmc_fuzz_env, 1);
+#else
     fflush(stdout);
     fputs("error: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
     exit(EXIT_FAILURE);
+#endif
 }
 
 static inline LLMC_PRINTF(1, 2) void llmc_warn(const char *fmt, ...) {
+#ifdef LLMC_FUZZ
+    if (llmc_fuzz_quiet) return;
+#endif
     va_list ap;
     va_start(ap, fmt);
     fflush(stdout);
@@ -70,9 +99,21 @@ static inline void *xcalloc(size_t count, size_t size) {
     return p;
 }
 
+/* Dies naming what the path is when it is not a regular file: a directory or a device, pipe or
+ * socket given where a file is read would otherwise be reported as truncated or empty. */
+static inline void require_regular_file(const char *path, const struct stat *st) {
+    if (S_ISDIR(st->st_mode)) llmc_die("%s: is a directory; expected a file", path);
+    if (!S_ISREG(st->st_mode)) llmc_die("%s: is not a regular file (a device, pipe or socket); expected a file", path);
+}
+
 static inline FILE *xfopen(const char *path, const char *mode) {
+    struct stat st; /* before the open: opening a FIFO to read would wait for a writer */
+    if (mode[0] == 'r' && stat(path, &st) == 0) require_regular_file(path, &st);
     FILE *f = fopen(path, mode);
     if (f == NULL) llmc_die("%s: cannot open (mode %s): %s", path, mode, strerror(errno));
+#ifdef LLMC_FUZZ
+    if (mode[0] == 'r' && llmc_fuzz_nfiles < LLMC_FUZZ_MAX_FILES) llmc_fuzz_files[llmc_fuzz_nfiles++] = f;
+#endif
     return f;
 }
 
@@ -101,12 +142,17 @@ static inline void xfseek(FILE *f, int64_t offset, const char *path) {
 }
 
 static inline void xfclose(FILE *f, const char *path) {
+#ifdef LLMC_FUZZ
+    for (int i = 0; i < llmc_fuzz_nfiles; i++)
+        if (llmc_fuzz_files[i] == f) llmc_fuzz_files[i--] = llmc_fuzz_files[--llmc_fuzz_nfiles];
+#endif
     if (fclose(f) != 0) llmc_die("%s: close failed: %s", path, strerror(errno));
 }
 
 static inline int64_t file_size_or_neg(const char *path) {
     struct stat st;
     if (stat(path, &st) != 0) return -1;
+    require_regular_file(path, &st);
     return (int64_t)st.st_size;
 }
 
@@ -138,6 +184,24 @@ static inline void make_dir(const char *path) {
 
 /* ----------------------------------------------------------------------------------------------
  * AtomicFile: writers never leave a partial file under the final name. */
+/* fsync of the directory holding path, so that a rename into it is on disk. A file system that
+ * cannot sync a directory (EINVAL) is accepted; any other failure is an error. */
+static inline void fsync_parent_dir(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+    else if (slash == path) snprintf(dir, sizeof(dir), "/");
+    else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    const int fd = open(dir, O_RDONLY);
+    if (fd < 0) llmc_die("%s: cannot open its directory %s to sync it: %s", path, dir, strerror(errno));
+    if (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+        const int e = errno;
+        close(fd);
+        llmc_die("%s: fsync of its directory %s failed: %s", path, dir, strerror(e));
+    }
+    close(fd);
+}
+
 typedef struct {
     FILE *f;
     char path[4096];
@@ -163,19 +227,31 @@ static inline void atomic_open(AtomicFile *af, const char *path) {
     af->f = xfopen(af->tmp, "wb");
 }
 
-static inline void atomic_write(AtomicFile *af, const void *src, size_t size, size_t count) {
-    xfwrite(src, size, count, af->f, af->tmp);
+/* A failed write leaves nothing behind: the .tmp goes, the final name was never touched. */
+static inline LLMC_NORETURN void atomic_fail_(AtomicFile *af, const char *what, int err) {
+    if (af->f != NULL) fclose(af->f);
+    af->f = NULL;
+    remove(af->tmp);
+    llmc_die("%s: %s: %s", af->path, what, strerror(err));
 }
 
+static inline void atomic_write(AtomicFile *af, const void *src, size_t size, size_t count) {
+    if (count == 0) return;
+    if (fwrite(src, size, count, af->f) != count) atomic_fail_(af, "write failed", errno);
+}
+
+/* The file's data reaches the disk before its name does, and the name before the caller goes on
+ * (a DONE_ marker written next can never survive a power loss that its checkpoint did not). */
 static inline void atomic_commit(AtomicFile *af) {
     /* an earlier buffered fprintf may have failed (disk full) without anyone checking */
-    if (ferror(af->f)) llmc_die("%s: write failed", af->tmp);
-    if (fflush(af->f) != 0) llmc_die("%s: flush failed: %s", af->tmp, strerror(errno));
-    xfclose(af->f, af->tmp);
+    if (ferror(af->f)) atomic_fail_(af, "write failed", EIO);
+    if (fflush(af->f) != 0) atomic_fail_(af, "flush failed", errno);
+    if (fsync(fileno(af->f)) != 0) atomic_fail_(af, "fsync failed", errno);
+    FILE *f = af->f;
     af->f = NULL;
-    if (rename(af->tmp, af->path) != 0) {
-        llmc_die("%s: cannot rename to %s: %s", af->tmp, af->path, strerror(errno));
-    }
+    if (fclose(f) != 0) atomic_fail_(af, "close failed", errno);
+    if (rename(af->tmp, af->path) != 0) atomic_fail_(af, "cannot rename the .tmp to it", errno);
+    fsync_parent_dir(af->path);
 }
 
 /* An empty file, created atomically (the DONE_ markers). */

@@ -162,14 +162,14 @@ typedef struct {
     double seconds;
 } Eval;
 
-static double evaluate(const char *model_path, const Options *o, int T, int *batches) {
+/* The val loss of a model given by its config and fp32 parameters (the input as loaded, or the
+ * surgery's result before it is written), on the val loader `dl` from its start. */
+static double evaluate(const GPT2Config *c, const float *params, DataLoader *dl, int batches) {
     GPT2 m;
-    gpt2_build_from_checkpoint(&m, model_path);
-    DataLoader dl;
-    dataloader_init(&dl, o->val, o->B, T, 0, 1, 0, m.config.vocab_size);
-    *batches = dataloader_val_batches(o->batches, &dl);
-    const double loss = gpt2_val_loss(&m, &dl, *batches);
-    dataloader_free(&dl);
+    gpt2_alloc(&m, c, "surgery model");
+    memcpy(m.params, params, m.layout.total * sizeof(float));
+    dataloader_reset(dl);
+    const double loss = gpt2_val_loss(&m, dl, batches);
     gpt2_free(&m);
     return loss;
 }
@@ -320,23 +320,22 @@ int main(int argc, char **argv) {
     if (!config_validate(&r.cfg, msg, sizeof(msg))) llmc_die("%s: result: %s", o.out, msg);
     print_summary(&ic, &r, &o);
 
-    checkpoint_write_fp32(o.out, &r.cfg, r.params);
-    char sched[OPT_CAP + 32], report[OPT_CAP + 32];
-    sibling_path(o.out, ".schedule.txt", sched, sizeof(sched));
-    sibling_path(o.out, ".report.json", report, sizeof(report));
-    write_schedule(&r.cfg, sched, o.op);
-    printf("wrote %s, %s\n", o.out, sched);
-
+    /* everything is checked and evaluated before the first output is written: a bad -j, or a
+     * token outside the vocabulary, leaves no out.bin behind */
     Eval ev;
     memset(&ev, 0, sizeof(ev));
     if (o.val[0]) {
+        DataLoader dl;
+        dataloader_init(&dl, o.val, o.B, T, 0, 1, 0, ic.vocab_size);
         const double t0 = wall_seconds();
         ev.done = 1;
         ev.B = o.B;
         ev.T = T;
-        ev.loss_before = o.eval_before ? evaluate(o.model, &o, T, &ev.batches) : NAN; /* NAN: null in the report */
-        ev.loss_after = evaluate(o.out, &o, T, &ev.batches); /* the file just written */
+        ev.batches = dataloader_val_batches(o.batches, &dl);
+        ev.loss_before = o.eval_before ? evaluate(&ic, ip, &dl, ev.batches) : NAN; /* NAN: null in the report */
+        ev.loss_after = evaluate(&r.cfg, r.params, &dl, ev.batches);
         ev.seconds = wall_seconds() - t0;
+        dataloader_free(&dl);
         if (o.eval_before) {
             printf("val loss before %.6f (ppl %.4f), after %.6f (ppl %.4f): perplexity %+.2f%% "
                    "(%d batches of %d x %d, %.1f s)\n", ev.loss_before, exp(ev.loss_before), ev.loss_after,
@@ -348,6 +347,12 @@ int main(int argc, char **argv) {
                    ev.seconds);
         }
     }
+    checkpoint_write_fp32(o.out, &r.cfg, r.params);
+    char sched[OPT_CAP + 32], report[OPT_CAP + 32];
+    sibling_path(o.out, ".schedule.txt", sched, sizeof(sched));
+    sibling_path(o.out, ".report.json", report, sizeof(report));
+    write_schedule(&r.cfg, sched, o.op);
+    printf("wrote %s, %s\n", o.out, sched);
     write_report(report, &o, &ic, &r, &ev);
     printf("wrote %s\n", report);
     if (r.owns) free(r.params);

@@ -58,4 +58,56 @@ mkdir -p "$root/E"
 cp "$root/A/model_00000005.bin" "$root/A/DONE_00000005" "$root/E/"
 head -c 3000 "$root/A/state_00000005_00000.bin" > "$root/E/state_00000005_00000.bin"
 expect_error "truncated state file" "state_00000005_00000.bin.*(truncated|bytes)" ./train_gpt2 "${COMMON[@]}" -o "$root/E" -y 1
+
+# A state file steers the loader: its orders must be permutations, its size exact. Each corrupted
+# copy of the step-5 state must stop the resume with one line naming the state file and the field,
+# before any training (a sample order entry of -5 used to seek into the shard's header and train
+# on it). patch_state FILE FIELD INDEX VALUE: FIELD is shard (the shard order) or sample.
+patch_state() {
+  "$PYTHON" - "$@" <<'PY'
+import os, struct, sys
+path, field, idx, val = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+model = os.path.join(os.path.dirname(path), "model_00000005.bin")
+n = (os.path.getsize(model) - 1024) // 4          # fp32 parameters = optimizer values
+b = bytearray(open(path, "rb").read())
+off = 1024 + 2 * 4 * n                            # m, v; then the loader state
+nf = struct.unpack_from("<Q", b, off)[0]
+off = off + 8 if field == "shard" else off + 8 + 4 * nf + 8
+struct.pack_into("<i", b, off + 4 * idx, val)
+open(path, "wb").write(bytes(b))
+PY
+}
+corrupt() {  # corrupt NAME FIELD INDEX VALUE: a resume directory with the patched state
+  mkdir -p "$root/$1"
+  cp "$root/A/model_00000005.bin" "$root/A/state_00000005_00000.bin" "$root/A/DONE_00000005" "$root/$1/"
+  patch_state "$root/$1/state_00000005_00000.bin" "$2" "$3" "$4"
+}
+st=state_00000005_00000.bin
+corrupt S1 sample 0 -5
+expect_error "state: a negative sample order entry" "$st: loader sample order entry 0 = -5: expected a permutation" ./train_gpt2 "${COMMON[@]}" -o "$root/S1" -y 1
+corrupt S2 sample 3 1000000
+expect_error "state: a sample order entry past the shard (blames the state file, not the shard)" "$st: loader sample order entry 3 = 1000000: expected a permutation" ./train_gpt2 "${COMMON[@]}" -o "$root/S2" -y 1
+first=$("$PYTHON" -c "import struct,os,sys; p='$root/A/$st'; n=(os.path.getsize('$root/A/model_00000005.bin')-1024)//4; b=open(p,'rb').read(); o=1024+8*n; nf=struct.unpack_from('<Q',b,o)[0]; print(struct.unpack_from('<i',b,o+8+4*nf+8)[0])")
+corrupt S3 sample 1 "$first"
+expect_error "state: a repeated sample order entry" "$st: loader sample order entry 1 = $first: expected a permutation" ./train_gpt2 "${COMMON[@]}" -o "$root/S3" -y 1
+corrupt S4 shard 0 3
+expect_error "state: a shard order entry outside the pattern's shards" "$st: loader shard order entry 0 = 3: expected a permutation of 0..0" ./train_gpt2 "${COMMON[@]}" -o "$root/S4" -y 1
+check "no corrupted resume wrote a step" test -z "$(ls "$root"/S?/DONE_00000006 "$root"/S?/model_00000010.bin 2>/dev/null)"
+# a state file of another model: its size is not this model's, and the error says so instead of
+# reading the loader state at a wrong offset
+printf '1x32 2 4*2\n' > "$root/prism2.txt"   # layer 0 attention width 32: fewer parameters
+OTHER=("${COMMON[@]}")
+OTHER[3]="$root/prism2.txt"
+./train_gpt2 "${OTHER[@]}" -x 5 -o "$root/F" > "$root/F.log" 2>&1
+mkdir -p "$root/G"
+cp "$root/A/model_00000005.bin" "$root/A/DONE_00000005" "$root/G/"
+cp "$root/F/state_00000005_00000.bin" "$root/G/"
+# a checkpoint write that fails (here the file-size limit, as a full disk would) is one error line
+# naming the file, and leaves neither a .tmp nor a file under the final name
+mkdir -p "$root/H"
+UNIFORM=("${COMMON[@]:0:2}" "${COMMON[@]:4}")   # without -prism: no schedule warnings
+full_run() { ulimit -f 2000; trap '' XFSZ; ./train_gpt2 "${UNIFORM[@]}" -x 2 -v 2 -n 2 -o "$root/H"; }
+expect_error "a failed checkpoint write" "model_00000002.bin: write failed: File too large" full_run
+check "the failed write left no .tmp and no model file" test -z "$(ls "$root/H" | grep -v '^main.log$')"
+expect_error "state: another model's state file is named by its size" "$st: [0-9]+ bytes; the header, [0-9]+ optimizer values of this model and the loader state take" ./train_gpt2 "${COMMON[@]}" -o "$root/G" -y 1
 finish

@@ -142,6 +142,13 @@ expect_error "a flag of another op" "^error: -planes: applies to -op shrink only
 expect_error "shrink with both -planes and -rank90" "^error: -planes/-rank90: " ./sd_surgery -e "$M" -o "$d/x.bin" -op shrink -planes 2 -rank90 1
 expect_error "shrink without sd layers" "no sd layers to shrink" ./sd_surgery -e "$d/lin.bin" -o "$d/x.bin" -op shrink -planes 2
 expect_error "scalar_d without S-D layers" "no S-D layers" ./sd_surgery -e "$S" -o "$d/x.bin" -op scalar_d
+# a bad -j is found before any output exists: no out.bin, out.schedule.txt or report under their
+# names (they used to be written first), and no .tmp left
+printf 'not a shard' > "$d/bad_val.bin"
+expect_error "a bad val shard" "bad_val.bin" ./sd_surgery -e "$M" -o "$d/badj.bin" -op linearize -k 1 -j "$d/bad_val.bin"
+check "a bad val shard leaves no output" test -z "$(ls "$d"/badj.* 2>/dev/null)"
+expect_error "no val shard matches -j" "no file matches" ./sd_surgery -e "$M" -o "$d/badj.bin" -op linearize -k 1 -j "$d/none_*.bin"
+check "a missing val shard leaves no output" test -z "$(ls "$d"/badj.* 2>/dev/null)"
 expect_error "-o missing" "^error: -o: expected" ./sd_surgery -e "$M" -op scalar_d
 expect_error "-o without .bin" "^error: -o: expected a name ending in .bin" ./sd_surgery -e "$M" -o "$d/x" -op scalar_d
 expect_error "-o equal to -e" "^error: -o: the output must differ" ./sd_surgery -e "$M" -o "$M" -op scalar_d
