@@ -257,6 +257,7 @@ static void teardown(Run *r) {
 
 int main(int argc, char **argv) {
     static Run run; /* large (the loader and schedule tables); static keeps it off the stack */
+    stdout_line_buffered();
     train_args_parse(&run.args, argc, argv, TRAINER_CPU, run.given);
     setup(&run);
     train(&run);

@@ -392,6 +392,7 @@ static void teardown(Run *r) {
 
 int main(int argc, char **argv) {
     static Run run; /* large (loaders, tables); static keeps it off the stack */
+    stdout_line_buffered();
     train_args_parse(&run.args, argc, argv, TRAINER_GPU, run.given);
     if (train_args_given(run.given, "-f")) {
         printf("note: -f %d has no effect: this trainer is bf16 (TF32 applies to llm.c's FP32 builds)\n",

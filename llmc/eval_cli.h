@@ -278,6 +278,7 @@ static inline void eval_write_json(const char *path, const EvalArgs *a, int T, c
  * is scored. */
 static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn open_model, EvalCloseFn close_model) {
     static EvalArgs a;
+    stdout_line_buffered();
     eval_args_parse(&a, argc, argv);
     static EvalJob tasks[EVAL_MAX_TASKS];
     const int ntasks = eval_resolve_tasks(&a, tasks);

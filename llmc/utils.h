@@ -4,6 +4,7 @@
  * Defines:
  *   llmc_die(fmt, ...)          print one "error: ..." line to stderr and exit(1)
  *   llmc_warn(fmt, ...)         print one "warning: ..." line to stderr
+ *   stdout_line_buffered        stdout flushed per line when redirected too
  *   xmalloc / xcalloc           allocation that dies with a message naming the size
  *   xfopen / xfread / xfwrite / xfclose / xfseek
  *                               file operations that die naming the file on any failure
@@ -73,6 +74,10 @@ static inline LLMC_NORETURN LLMC_PRINTF(1, 2) void llmc_die(const char *fmt, ...
     exit(EXIT_FAILURE);
 #endif
 }
+
+/* stdout one line at a time even into a file or a pipe (`> log`, `| tee`), as on a terminal: a
+ * long run's progress is visible at once and survives a kill. Called first by every program. */
+static inline void stdout_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
 
 static inline LLMC_PRINTF(1, 2) void llmc_warn(const char *fmt, ...) {
 #ifdef LLMC_FUZZ

@@ -48,6 +48,9 @@ HOST_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra -D_GNU_SOURCE -I$(CUDA_HOME)/includ
 # unversioned link, hence -l:libcudnn.so.9 and an rpath)
 PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null)
 CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),$(if $(wildcard /usr/include/cudnn.h),/usr,$(PY_SITE)/nvidia/cudnn))
+# cuDNN from apt has its headers in /usr/include, which the compiler searches already: passing it as
+# -isystem reorders the system directories and breaks libstdc++'s #include_next <stdlib.h>
+CUDNN_INC = $(if $(filter /usr /usr/,$(CUDNN_HOME)),,-isystem $(CUDNN_HOME)/include)
 CUDNN_LIBDIR = $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so* /usr/lib/x86_64-linux-gnu/libcudnn.so*))
 CUDNN_LIB = $(if $(wildcard $(dir $(CUDNN_LIBDIR))libcudnn.so),-lcudnn,-l:libcudnn.so.9)
 # the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md 15.3)
@@ -96,7 +99,7 @@ model_objs = $(call gpu_obj,$(1),$(GPU_KERNEL_SRCS))
 $(GPU_OBJDIR)/cudnn_att_cudnn.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
 	@test -n "$(CUDNN_FRONTEND_PATH)" || { echo "error: cudnn_frontend.h not found: pip install nvidia-cudnn-frontend==1.32.0 or set CUDNN_FRONTEND_PATH" >&2; exit 1; }
-	$(CXX_HOST) $(HOST_CXXFLAGS) -DENABLE_CUDNN -isystem $(CUDNN_FRONTEND_PATH) -isystem $(CUDNN_HOME)/include -c $< -o $@
+	$(CXX_HOST) $(HOST_CXXFLAGS) -DENABLE_CUDNN -isystem $(CUDNN_FRONTEND_PATH) $(CUDNN_INC) -c $< -o $@
 $(GPU_OBJDIR)/cudnn_att_stub.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -c $< -o $@

@@ -384,6 +384,7 @@ static void write_json(const char *path, const Report *reports, int n, const Opt
 /* ----------------------------------------------------------------------------------------------
  * main */
 int main(int argc, char **argv) {
+    stdout_line_buffered();
     Options o;
     parse_options(&o, argc, argv);
     const int n = o.model2[0] ? 2 : 1;

@@ -350,6 +350,7 @@ static int run_plot(const char *argv0, const char *data, const char *png, char *
 /* ----------------------------------------------------------------------------------------------
  * main */
 int main(int argc, char **argv) {
+    stdout_line_buffered();
     Options o;
     parse_options(&o, argc, argv);
     Report r;

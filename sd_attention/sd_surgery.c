@@ -304,6 +304,7 @@ static void print_summary(const GPT2Config *ic, const Result *r, const Options *
 }
 
 int main(int argc, char **argv) {
+    stdout_line_buffered();
     Options o;
     parse_options(&o, argc, argv);
     GPT2Config ic;

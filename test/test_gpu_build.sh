@@ -116,4 +116,11 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 else
   echo "NOTE a GPU is present: the no-GPU error checks are skipped; the GPU checks are dev/gpu_check.sh's"
 fi
+# cuDNN installed from apt (headers in /usr/include, CUDNN_HOME=/usr): the cuDNN object's compile
+# command must not put /usr/include on the -isystem list (that broke libstdc++'s <cstdlib>), and
+# that command compiles here
+cmd=$(make -s -n -B build/cuda/cudnn_att_cudnn.o CUDNN_HOME=/usr 2>/dev/null | grep 'cudnn.cpp')
+check "apt's cuDNN layout: no -isystem /usr/include in the cuDNN compile" test -n "$cmd" -a -z "$(printf '%s' "$cmd" | grep -e '-isystem /usr/include\( \|$\)')"
+syntax=$(printf '%s' "$cmd" | sed -e 's/ -c / -fsyntax-only /' -e 's/ -o [^ ]*//')
+check "apt's cuDNN layout: the cuDNN code compiles with it" bash -c "$syntax"
 finish

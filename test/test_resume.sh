@@ -5,7 +5,9 @@
 #     gradient accumulation (2 micro-steps);
 #   - the DONE_ marker decides: a model file without DONE_ is ignored on resume;
 #   - -y 1 on an empty directory starts from scratch;
-#   - -nk/-nm retention; no .tmp file is left behind; main.log is appended on resume.
+#   - -nk/-nm retention; no .tmp file is left behind; main.log is appended on resume;
+#   - hostile state files (orders not permutations, another model's file), kill -9 during a
+#     checkpoint write, and a write that fails (the file-size limit as a full disk).
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -102,6 +104,26 @@ OTHER[3]="$root/prism2.txt"
 mkdir -p "$root/G"
 cp "$root/A/model_00000005.bin" "$root/A/DONE_00000005" "$root/G/"
 cp "$root/F/state_00000005_00000.bin" "$root/G/"
+# kill -9 in the middle of a checkpoint write: the resume starts from the newest complete
+# checkpoint and ends byte-identical to a run never interrupted
+KILLX=(-x 6 -n 1 -v 6)
+./train_gpt2 "${COMMON[@]}" "${KILLX[@]}" -o "$root/R" > "$root/R.log" 2>&1
+./train_gpt2 "${COMMON[@]}" "${KILLX[@]}" -o "$root/K" > "$root/K.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do   # up to 30 s: kill as soon as a checkpoint after the first is being written
+  [ -e "$root/K/DONE_00000001" ] && [ -n "$(find "$root/K" -name '*.tmp' 2>/dev/null)" ] && break
+  sleep 0.01
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "kill -9 landed before the run finished" test ! -e "$root/K/DONE_00000006"
+./train_gpt2 "${COMMON[@]}" "${KILLX[@]}" -o "$root/K" -y 1 > "$root/K2.log" 2>&1
+resumed=$(grep -o 'resumed from step [0-9]*' "$root/K2.log")
+check "after kill -9 the run resumed from a complete checkpoint ($resumed) and finished" test -n "$resumed" -a -f "$root/K/DONE_00000006"
+check "... its final model is byte-identical to the uninterrupted run's" cmp -s "$root/R/model_00000006.bin" "$root/K/model_00000006.bin"
+check "... and so is its state file" cmp -s "$root/R/state_00000006_00000.bin" "$root/K/state_00000006_00000.bin"
+check "... and no .tmp is left" test -z "$(find "$root/K" -name '*.tmp')"
+
 # a checkpoint write that fails (here the file-size limit, as a full disk would) is one error line
 # naming the file, and leaves neither a .tmp nor a file under the final name
 mkdir -p "$root/H"

@@ -44,4 +44,18 @@ check "main.log: s:2 eval: (HellaSwag, llm.c's line), eval_piqa:, eval_lambada:"
   bash -c "grep -Eq '^s:2 eval:[0-9.]+$' '$d/evals/main.log' && grep -Eq '^s:2 eval_piqa:[0-9.]+$' '$d/evals/main.log' && grep -Eq '^s:2 eval_lambada:[0-9.]+$' '$d/evals/main.log'"
 expect_error "-ht with an unknown task" "^error: -ht 'mmlu': unknown task" \
   ./train_gpt2 -e L2C64H2T256 -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 4 -t 256 -x 1 -s 0 -h 1 -ht piqa,mmlu
+# stdout into a file is written line by line: a d12 model's start-up table is in the file long
+# before its first val loss is computed (block buffering held it back until the first flush)
+./train_gpt2 -e d12 -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 64 -x 10 -m 20 \
+  > "$d/live.log" 2>&1 &
+pid=$!
+seen=0
+for _ in $(seq 1 600); do
+  if grep -q '^train: ' "$d/live.log" 2>/dev/null && ! grep -q '^val loss' "$d/live.log"; then seen=1; break; fi
+  grep -q '^val loss' "$d/live.log" 2>/dev/null && break
+  sleep 0.05
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+check "stdout redirected to a file: the start-up lines are there while the first evaluation runs" test "$seen" = 1
 finish
