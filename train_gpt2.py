@@ -169,7 +169,7 @@ class GPTConfig:
 
 
 def parse_descriptor(desc):
-    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md, doc/formats.md 2.2)."""
+    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md 2.2)."""
     m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
     if m:
         depth = int(m.group(1))
@@ -251,13 +251,13 @@ def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
                                  f"{prev_h}; schedules must be non-decreasing "
                                  f"(--prism_unchecked allows it)")
             if len(table) + n > n_layer:
-                raise ValueError(f"{where}: entry '{tok}': schedule covers more than "
+                raise ValueError(f"{where}: entry '{tok}': the table covers more than "
                                  f"L={n_layer} layers")
             table.extend([(h, d, KINDS.index(kind))] * n)
             prev_h = h
             last_line = lineno
     if len(table) != n_layer:
-        raise ValueError(f"{path}:{last_line}: schedule covers {len(table)} layers, "
+        raise ValueError(f"{path}:{last_line}: the table covers {len(table)} layers, "
                          f"the model has L={n_layer}")
     return table
 
@@ -467,7 +467,7 @@ def init_weights(model, seed=42):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints (doc/formats.md 2.1, 2.4; doc/formats.md 2.1, 2.4)
+# Checkpoints (doc/formats.md 2.1, 2.4)
 
 def _tensor_bytes(t, dtype):
     t = t.detach().contiguous()
@@ -638,7 +638,7 @@ def eval_loss(model, shard, B, T, batches):
 
 
 # ---------------------------------------------------------------------------------------------
-# Debug state and the reference AdamW trajectory (doc/formats.md 7, 11; doc/formats.md 7)
+# Debug state and the reference AdamW trajectory (doc/formats.md 7, 11)
 
 @torch.no_grad()
 def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip, decay_sd_skew=False):

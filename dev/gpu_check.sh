@@ -3,16 +3,16 @@
 # (doc/gpu.md records the results).
 #
 #   bash dev/gpu_check.sh            results in build/gpu_check/ (GPU_CHECK_OUT=dir to change);
-#                                    with $OUT set (a folder a remote runner returns, 8 files at
-#                                    most) $OUT/summary.txt grows line by line, so a run killed from
+#                                    with $OUT set (a results folder that a batch system copies
+#                                    back; at most 8 files go there) $OUT/summary.txt grows line by line, so a run killed from
 #                                    outside still returns what it found, and the logs come back
 #                                    as one $OUT/gpu_check_logs.tar.gz (never the states or data)
 #
 # Steps, each under its own time limit inside a global budget (GPU_CHECK_BUDGET seconds, 470):
 #   1. versions: driver, GPU, CUDA (nvcc), cuDNN (header, library, PyTorch's), NCCL
 #   2. libraries: cuDNN from the toolkit or, failing that, PyTorch's site-packages nvidia/cudnn;
-#      the cuDNN frontend headers from pip or build/cudnn_frontend/include (carry a copy there
-#      from a machine that has them); without headers the cuDNN path is not built, which is a
+#      the cuDNN frontend headers from pip or build/cudnn_frontend/include (make gpu_frontend_copy
+#      on a machine that has them, then copy that folder along); without headers the cuDNN path is not built, which is a
 #      failure unless GPU_CHECK_NO_CUDNN=1
 #   3. build for this GPU: train_gpt2cu, test_gpt2cu, dev/cuda/attention_own, attention_cudnn,
 #      attention_flash, sd_fold_check, linear_attention_check
@@ -41,7 +41,7 @@
 # Exit status: non-zero if any check failed. The summary ends with "N passed, N failed".
 #
 # GPU_CHECK_HOST=1 runs the script on a machine without a GPU (make test does, as the suite
-# gpu_check_host), so the script itself is known to work before a GPU lease is spent on it: the
+# gpu_check_host), so the script itself is known to work before it runs on a GPU: the
 # trainer, test and evaluator are test/host_cuda's CPU builds (build/*_host), steps 5, 6 and 8
 # (dev/cuda programs, timings) are skipped, step 7 runs 2 steps and 8 examples instead of 150 and
 # 64, time limits are 8x and the budget 1500 s. Its numbers say nothing about a GPU.
@@ -157,7 +157,7 @@ else
   why="cuDNN: ${CUDNN_HOME:-missing}, frontend headers: ${FRONTEND:-missing}"
   if [ "$HOST" = 1 ]; then log "host mode: no cuDNN needed ($why)"
   elif [ "${GPU_CHECK_NO_CUDNN:-0}" = 1 ]; then log "cuDNN path not built ($why; GPU_CHECK_NO_CUDNN=1): own kernels only"
-  else result 1 "cuDNN path built ($why; carry build/cudnn_frontend, doc/gpu.md): own kernels only"; fi
+  else result 1 "cuDNN path built ($why; copy the frontend headers to build/cudnn_frontend, doc/gpu.md): own kernels only"; fi
 fi
 if [ "$HOST" = 1 ] && [ "$USE_CUDNN" = 1 ]; then USE_CUDNN=0; log "host mode: the CPU builds have no cuDNN path"; fi
 CC_GPU=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
@@ -437,7 +437,7 @@ if [ -f "$TS/tiny_shakespeare_train.bin" ] && [ -f dev/data/hellaswag/hellaswag_
 else
   # host mode runs in make test, where a missing dependency is a failure (make data evals)
   if [ "$HOST" = 1 ]; then result 1 "step 7: TinyShakespeare or the eval files missing under dev/data (make data evals)"
-  else log "skipped: carry dev/data (TinyShakespeare and the eval files; doc/gpu.md) to run it"; fi
+  else log "skipped: copy dev/data (TinyShakespeare and the eval files; doc/gpu.md) along to run it"; fi
 fi
 
 # ---------------------------------------------------------------------------------------------

@@ -228,17 +228,18 @@ static inline void config_print(const GPT2Config *c, FILE *out) {
     fprintf(out, "model: L %d, C %d, maxT %d, V %d (padded %d), base heads %d%s", c->num_layers,
             c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_heads,
             c->use_ln ? "" : ", no per-block LayerNorm");
-    /* each stage present describes its options once, in the order of first appearance */
-    for (int l = 0; l < c->num_layers; l++) {
-        const LayerKind *k = layer_kind_of(c->layer[l].kind);
-        int seen_proj = 0, seen_mix = 0;
-        for (int e = 0; e < l; e++) {
-            const LayerKind *ke = layer_kind_of(c->layer[e].kind);
-            seen_proj |= ke->proj->describe == k->proj->describe;
-            seen_mix |= ke->mix->describe == k->mix->describe;
+    /* each stage present describes its options once: the projections' first, then the mixers' */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int l = 0; l < c->num_layers; l++) {
+            const LayerKind *k = layer_kind_of(c->layer[l].kind);
+            void (*fn)(const GPT2Config *, FILE *) = pass == 0 ? k->proj->describe : k->mix->describe;
+            int seen = 0;
+            for (int e = 0; e < l && !seen; e++) {
+                const LayerKind *ke = layer_kind_of(c->layer[e].kind);
+                seen = (pass == 0 ? ke->proj->describe : ke->mix->describe) == fn;
+            }
+            if (fn && !seen) fn(c, out);
         }
-        if (k->proj->describe && !seen_proj) k->proj->describe(c, out);
-        if (k->mix->describe && !seen_mix) k->mix->describe(c, out);
     }
     fprintf(out, "\n");
     int start = 0;

@@ -47,13 +47,22 @@ typedef struct {
     char error[LAYER_TABLE_MAX_MSG];
 } LayerTable;
 
+/* "path:line: " at the start of a message buffer; returns where the text goes on, within the
+ * buffer whatever the path's length (a long path is cut to its last 200 bytes). */
+static inline size_t layer_table_prefix_(char *dst, const char *path, int line) {
+    const size_t len = strlen(path);
+    const char *shown = len > 200 ? path + len - 200 : path;
+    const int n = snprintf(dst, LAYER_TABLE_MAX_MSG, "%s%s:%d: ", len > 200 ? "..." : "", shown, line);
+    return n < 0 ? 0 : (size_t)n < LAYER_TABLE_MAX_MSG ? (size_t)n : LAYER_TABLE_MAX_MSG - 1;
+}
+
 static inline LLMC_PRINTF(4, 5) int layer_table_fail(LayerTable *s, const char *path, int line,
                                                 const char *fmt, ...) {
     if (s->has_error) return 0; /* keep the first error: it is the one to fix first */
-    int n = snprintf(s->error, LAYER_TABLE_MAX_MSG, "%s:%d: ", path, line);
+    const size_t n = layer_table_prefix_(s->error, path, line);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->error + n, LAYER_TABLE_MAX_MSG - (size_t)n, fmt, ap);
+    vsnprintf(s->error + n, LAYER_TABLE_MAX_MSG - n, fmt, ap);
     va_end(ap);
     s->has_error = 1;
     return 0;
@@ -63,10 +72,10 @@ static inline LLMC_PRINTF(4, 5) void layer_table_warn(LayerTable *s, const char 
                                                  const char *fmt, ...) {
     if (s->n_warnings >= LAYER_TABLE_MAX_WARNINGS) return;
     char *dst = s->warning[s->n_warnings++];
-    int n = snprintf(dst, LAYER_TABLE_MAX_MSG, "%s:%d: ", path, line);
+    const size_t n = layer_table_prefix_(dst, path, line);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(dst + n, LAYER_TABLE_MAX_MSG - (size_t)n, fmt, ap);
+    vsnprintf(dst + n, LAYER_TABLE_MAX_MSG - n, fmt, ap);
     va_end(ap);
 }
 
@@ -148,6 +157,10 @@ static inline int layer_table_parse(const char *text, const char *path, const GP
                                    " use a divisor of C or an explicit size HxD", h, C, (double)C / h);
             }
             d = C / h;
+            if (d > LLMC_MAX_HEAD_SIZE) {
+                return layer_table_fail(s, path, line, "entry '%s': head size C / %d = %d: expected at "
+                                        "most %d", tok, h, d, LLMC_MAX_HEAD_SIZE);
+            }
         }
         if (repeat > L || s->n_layers + repeat > L) {
             return layer_table_fail(s, path, line, "entry '%s' brings the table to %lld layers; the "

@@ -45,6 +45,13 @@ static inline void tokenizer_init(Tokenizer *t, const char *path) {
     }
     if (h[1] != 1 && h[1] != 2) llmc_die("%s: unsupported version %u in header[1]: expected 1 or 2", path, h[1]);
     if (h[2] == 0 || h[2] > (1u << 24)) llmc_die("%s: header[2] vocab size %u out of range", path, h[2]);
+    /* every token takes at least 2 bytes (its length and one byte): the table is allocated only
+     * for a file that can hold it */
+    const int64_t size = file_size_or_neg(path);
+    if (size < 1024 + 2 * (int64_t)h[2]) {
+        llmc_die("%s: %lld bytes cannot hold header[2] = %u tokens (at least %lld bytes; truncated?)", path,
+                 (long long)size, h[2], 1024 + 2 * (long long)h[2]);
+    }
     t->vocab_size = h[2];
     t->eot_token = h[1] == 2 ? h[3] : 50256u;
     if (h[1] == 2 && t->eot_token >= t->vocab_size) {

@@ -227,8 +227,9 @@ clean_gpu:
 	  dev/cuda/sd_fold_check \
 	  dev/cuda/linear_attention_check
 
-# The cuDNN frontend headers for a GPU machine without pip access (no network): copy them under build/ and carry build/cudnn_frontend there; dev/gpu_check.sh finds
-# them. `make gpu_frontend_copy`
+# The cuDNN frontend headers for a GPU machine without pip access (no network): copy them under
+# build/ here and build/cudnn_frontend along to that machine; dev/gpu_check.sh finds them.
+# `make gpu_frontend_copy`
 .PHONY: gpu_frontend_copy
 gpu_frontend_copy:
 	@test -n "$(CUDNN_FRONTEND_PATH)" -a -f "$(CUDNN_FRONTEND_PATH)/cudnn_frontend.h" || \

@@ -1,5 +1,5 @@
 /*
- * test/test_checkpoint.c: model checkpoint files (doc/formats.md, doc/formats.md 2).
+ * test/test_checkpoint.c: model checkpoint files (doc/formats.md 2).
  *
  *   ./test_checkpoint UNIFORM_FP32.bin PRISM_FP32.bin UNIFORM_BF16.bin OUT_DIR
  *

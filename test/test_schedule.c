@@ -435,7 +435,29 @@ static void test_control_files(void) {
           "missing file: \"%s\"", s.error);
 }
 
+/* A path longer than a message buffer: the messages keep their text (the path is cut), and
+ * nothing is written past the buffers (a 700-byte path used to push the text out of them). */
+static void test_long_path(void) {
+    GPT2Config d12;
+    char msg[256];
+    config_from_descriptor("d12", &d12, msg, sizeof(msg));
+    char path[720];
+    memset(path, 'p', sizeof(path) - 1);
+    path[sizeof(path) - 1] = '\0';
+    LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
+    int ok = prism_schedule_parse("3 6*2 12*9\n", path, &d12, 0, s);
+    const char *w = s->n_warnings > 0 ? s->warning[0] : "";
+    CHECK(ok && s->n_warnings >= 1 && strlen(w) < LAYER_TABLE_MAX_MSG && strncmp(w, "...", 3) == 0 &&
+              strstr(w, "ppp:1: ") != NULL && strstr(w, "Prism holds each non-base width") != NULL,
+          "a 719-byte path: the warning keeps its text, the path cut to its end (%zu bytes)", strlen(w));
+    ok = prism_schedule_parse("12*11\n", path, &d12, 0, s);
+    CHECK(!ok && strlen(s->error) < LAYER_TABLE_MAX_MSG && strstr(s->error, "the table covers 11 layers") != NULL,
+          "a 719-byte path: the error keeps its text (%zu bytes)", strlen(s->error));
+    free(s);
+}
+
 int main(void) {
+    test_long_path();
     test_valid();
     test_errors();
     test_warnings();

@@ -9,8 +9,8 @@
  * S = Q blockdiag(w_i [[0, 1], [-1, 0]]) Q^T with a random orthogonal Q (d x d).
  *
  * Tolerances: the head-level functions read fp32 weights (as in a checkpoint), so values that
- * are exact in real arithmetic (erank = PR = SR = 2) are checked to 1e-4 (the brief's figure;
- * observed errors are ~1e-6); double-level checks use 1e-9. Negative controls: a negative
+ * are exact in real arithmetic (erank = PR = SR = 2) are checked to 1e-4 (the
+ * required accuracy; observed errors are ~1e-6); double-level checks use 1e-9. Negative controls: a negative
  * filtering part is not flagged unstable, L with +D has alpha > 0, a second plane gives erank > 2.
  */
 #include <lapacke.h>

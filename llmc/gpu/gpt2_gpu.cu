@@ -146,10 +146,11 @@ CudnnAtt *gpt2gpu_choose_paths(const GPT2Config *c, const char *attn, int traini
     if (!attn_select_paths(c, req, &env, training, path, err, sizeof(err))) llmc_die("%s", err);
     int any_cudnn = 0;
     for (int l = 0; l < c->num_layers; l++) {
-        const GpuStage *mix = GPU_KINDS[c->layer[l].kind].mix;
-        if (path[l] == ATT_PATH_MIXER && mix->supported && !mix->supported(&c->layer[l], ctx, err, sizeof(err))) {
-            llmc_die("layer %d (%s): %s", l, layer_kind_of(c->layer[l].kind)->name, err);
-        }
+        const GpuStage *proj = GPU_KINDS[c->layer[l].kind].proj, *mix = GPU_KINDS[c->layer[l].kind].mix;
+        const int proj_ok = proj->supported == NULL || proj->supported(&c->layer[l], ctx, err, sizeof(err));
+        const int mix_ok = !proj_ok || path[l] != ATT_PATH_MIXER || mix->supported == NULL ||
+                           mix->supported(&c->layer[l], ctx, err, sizeof(err));
+        if (!proj_ok || !mix_ok) llmc_die("layer %d (%s): %s", l, layer_kind_of(c->layer[l].kind)->name, err);
         any_cudnn |= path[l] == ATT_PATH_CUDNN;
     }
     if (!any_cudnn) return NULL;

@@ -10,9 +10,10 @@
  *     PASS/FAIL line per file and "N passed, N failed"; `make test` runs it on test/fuzz/corpus/.
  *
  * The readers end the process on bad input (llmc_die). Built with LLMC_FUZZ, llmc/utils.h instead
- * returns to the setjmp of FUZZ_RUN (a rejected input), and xfopen registers every file it opens
- * so that FUZZ_RUN closes the ones an error left open. Memory such an error leaves allocated is
- * not reclaimed: the targets keep their inputs small, and leak detection is off for the runs.
+ * returns to the setjmp of fuzz_run (a rejected input), and xfopen registers every file it opens
+ * for reading so that fuzz_run closes the ones an error left open. A target keeps what its reader
+ * allocates in static objects and sets fuzz_cleanup to free them: fuzz_run calls it after an
+ * error, before it closes the files, so nothing accumulates over millions of inputs.
  *
  * A target defines `static int fuzz_one(const char *path, const uint8_t *data, size_t size)`:
  * return 1 when the reader accepted the input, 0 when it rejected it without llmc_die.
@@ -36,13 +37,18 @@ FILE *llmc_fuzz_files[LLMC_FUZZ_MAX_FILES];
 int llmc_fuzz_nfiles;
 
 static int fuzz_one(const char *path, const uint8_t *data, size_t size);
+static void (*fuzz_cleanup)(void); /* the target's: frees what an error left allocated */
 
 /* Runs fuzz_one; 1 accepted, 0 rejected (cleanly: a return or an llmc_die). */
 static int fuzz_run(const char *path, const uint8_t *data, size_t size) {
     static volatile int result;
     result = 0;
-    if (setjmp(llmc_fuzz_env) == 0) result = fuzz_one(path, data, size);
-    else result = 0;
+    if (setjmp(llmc_fuzz_env) == 0) {
+        result = fuzz_one(path, data, size);
+    } else {
+        result = 0;
+        if (fuzz_cleanup != NULL && setjmp(llmc_fuzz_env) == 0) fuzz_cleanup();
+    }
     for (int i = 0; i < llmc_fuzz_nfiles; i++) fclose(llmc_fuzz_files[i]);
     llmc_fuzz_nfiles = 0;
     return result;

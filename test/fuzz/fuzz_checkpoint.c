@@ -5,16 +5,24 @@
 #include "../../llmc/checkpoint.h"
 #include "../../kinds/registry.h"
 
+static float *params;
+
+static void free_params(void) {
+    free(params);
+    params = NULL;
+}
+
 static int fuzz_one(const char *path, const uint8_t *data, size_t size) {
     (void)data, (void)size;
+    fuzz_cleanup = free_params;
     GPT2Config c;
     int bf16 = 0;
     checkpoint_read_header(path, &c, &bf16);
     ParamLayout layout;
     param_layout_init(&layout, &c);
     if (layout.total > ((size_t)1 << 22)) return 1; /* valid, but larger than an input is kept */
-    float *params = (float *)xmalloc(layout.total * sizeof(float));
+    params = (float *)xmalloc(layout.total * sizeof(float));
     checkpoint_read_fp32(path, &c, bf16, params);
-    free(params);
+    free_params();
     return 1;
 }

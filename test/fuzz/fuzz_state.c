@@ -32,10 +32,20 @@ static const char *fuzz_shards(void) {
     return pattern;
 }
 
+static DataLoader dl;
+static int dl_live;
+
+static void free_loader(void) {
+    if (dl_live) dataloader_free(&dl);
+    dl_live = 0;
+}
+
 static int fuzz_one(const char *path, const uint8_t *data, size_t size) {
     (void)data, (void)size;
-    DataLoader dl;
-    dataloader_init(&dl, fuzz_shards(), 1, 8, 0, 1, 1, GPT2_VOCAB);
+    fuzz_cleanup = free_loader;
+    const char *pattern = fuzz_shards();
+    dl_live = 1;
+    dataloader_init(&dl, pattern, 1, 8, 0, 1, 1, GPT2_VOCAB);
     TrainState expect, got;
     memset(&expect, 0, sizeof(expect));
     expect.num_processes = 1;
@@ -44,6 +54,6 @@ static int fuzz_one(const char *path, const uint8_t *data, size_t size) {
     float m[FUZZ_STATE_N], v[FUZZ_STATE_N];
     state_read(path, &got, m, v, NULL, FUZZ_STATE_N, &dl, &expect);
     for (int i = 0; i < 3; i++) dataloader_next_batch(&dl);
-    dataloader_free(&dl);
+    free_loader();
     return 1;
 }

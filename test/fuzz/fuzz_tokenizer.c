@@ -4,9 +4,13 @@
 
 #include "../../llmc/tokenizer.h"
 
+static Tokenizer t;
+
+static void free_tokenizer(void) { tokenizer_free(&t); }
+
 static int fuzz_one(const char *path, const uint8_t *data, size_t size) {
     (void)data, (void)size;
-    Tokenizer t;
+    fuzz_cleanup = free_tokenizer;
     tokenizer_init(&t, path);
     const int ok = t.init_ok;
     size_t total = 0;

@@ -90,6 +90,7 @@ put("tokenizer", "ok-v2.bin", tokenizer(words))
 put("tokenizer", "ok-v1.bin", tokenizer(words, version=1))
 put("tokenizer", "bad-truncated.bin", tokenizer(words)[:1030])
 put("tokenizer", "bad-eot.bin", tokenizer(words, eot=99))
+put("tokenizer", "bad-vocab-too-large.bin", header({0: 20240328, 1: 2, 2: 1 << 24, 3: 0}) + b"\x01a")
 
 # ---------------------------------------------------------------------------------------------
 # eval files (doc/formats.md 6, doc/evals.md): version 2, a choice and a greedy example
