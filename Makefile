@@ -4,9 +4,11 @@
 #                     model on the CPU (a few minutes on 2 cores)
 #   make test         every test; ends with "N passed, N failed"
 #   make bench_cpu    tokens/s of uniform vs Prism, measured side by side
+#   make test SANITIZE=1   the same suite on programs and tests built with AddressSanitizer and
+#                     UndefinedBehaviorSanitizer (any report fails the test that triggered it)
 #
 # Variables: NO_OMP=1 (single-threaded build), PYTHON=... (a Python 3 with torch and numpy),
-# CC=... (default gcc).
+# CC=... (default gcc), SANITIZE=1 (see above; `make` without it rebuilds the plain programs).
 
 ifeq ($(origin CC),default)
 CC = gcc
@@ -16,11 +18,30 @@ PYTHON ?= $(shell command -v /usr/bin/python3 2>/dev/null || command -v python3)
 # -ffast-math minus -ffinite-math-only: reassociation lets the compiler vectorize the reductions,
 # while isfinite()/INFINITY keep working (the trainer checks for a non-finite grad norm).
 MATHFLAGS = -fno-math-errno -fassociative-math -fno-signed-zeros -fno-trapping-math -freciprocal-math
+ifeq ($(SANITIZE),1)
+CFLAGS ?= -O2 -march=native
+else
 CFLAGS ?= -O3 -march=native
+endif
 CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra $(MATHFLAGS)
 # The finite-difference test must see exact IEEE arithmetic.
 CFLAGS_EXACT = -O2 -march=native -std=c11 -D_GNU_SOURCE -Wall -Wextra
 LDLIBS = -lm
+# SANITIZE=1: ASan + UBSan on every program the host compilers build (the CPU programs and tests,
+# the GPU trainer's host build in build/host_cuda); nvcc's objects and the GPU build checks are
+# left as they are. build/flavour names the flavour the binaries were built as: a switch rebuilds.
+SAN_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
+ifeq ($(SANITIZE),1)
+FLAVOUR = sanitize
+CFLAGS += $(SAN_FLAGS)
+CFLAGS_EXACT += $(SAN_FLAGS)
+HOST_SAN = $(SAN_FLAGS)
+else
+FLAVOUR = plain
+HOST_SAN =
+endif
+FLAVOUR_STAMP = build/flavour
+$(shell mkdir -p build; [ "$$(cat $(FLAVOUR_STAMP) 2>/dev/null)" = $(FLAVOUR) ] || echo $(FLAVOUR) > $(FLAVOUR_STAMP))
 ifneq ($(NO_OMP),1)
 CFLAGS += -fopenmp
 CFLAGS_EXACT += -fopenmp
@@ -29,9 +50,11 @@ CFLAGS += -Wno-unknown-pragmas
 CFLAGS_EXACT += -Wno-unknown-pragmas
 endif
 
-HEADERS = $(wildcard llmc/*.h llmc/*/*.h prism/*.h sd_attention/*.h kinds/*.h)
+SRC_HEADERS = $(wildcard llmc/*.h llmc/*/*.h prism/*.h sd_attention/*.h kinds/*.h)
+# what every host-compiled program depends on: the headers and the flavour it is built as
+HEADERS = $(SRC_HEADERS) $(FLAVOUR_STAMP)
 TEST_HEADERS = $(wildcard test/*.h)
-C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint \
+C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint test_tokenizer \
           test_dataloader test_headers_cxx
 TEST_BINS = $(addprefix build/,$(C_TESTS))
 TOOLKIT_TEST_BINS =
@@ -64,7 +87,7 @@ TEST_BINS += build/upstream_cpu_loop
 
 # Every llmc/ and prism/ header must compile as C++17 too: train_gpt2.cu includes them unchanged.
 build/test_headers_cxx: test/test_headers_cxx.cpp $(HEADERS) | build
-	g++ -std=c++17 -O1 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE $< -o $@ $(LDLIBS)
+	g++ -std=c++17 -O1 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE $(HOST_SAN) $< -o $@ $(LDLIBS)
 
 build/%: test/%.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
@@ -88,18 +111,41 @@ train: train_gpt2 data
 
 # Without the CUDA toolkit (no nvcc, or NVCC=/nonexistent/nvcc) the tests that build GPU code are
 # skipped with one line saying so; under CI=true that is an error, so CI builds every GPU variant.
+# SANITIZE=1 runs the suites of the C and C++ programs and skips, in one line: the Python suites
+# (data, reference, layout, spectrum_numpy, import_hf, plots: no sanitized code of their own),
+# gpu_build (nvcc's binaries, not sanitized), fuzz (built with the sanitizers already), and the
+# suites whose C code others run sanitized, at 10-60 times their plain cost under ASan:
+# gpu_check_host (the host GPU binaries of gpt2cu_host in 21 more configurations), flash_mma_emul
+# (the register-tile kernels, which gpt2cu_host runs with -attn mma), attention_fd, sd_fd and
+# sd_stability (finite differences and 30 steps of the layers gpt2_vs_pytorch checks), evals
+# (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals) and scripts (shell
+# around the trainer, plus upstream llm.c's CPU loop).
+SAN_SKIP_TESTS = data reference layout spectrum_numpy import_hf plots gpu_build fuzz gpu_check_host \
+                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts
+# Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
+# stderr), and test/run_all.sh fails the test during which one appeared.
+SAN_REPORTS = $(CURDIR)/build/logs/sanitizer
+SAN_ENV = SANITIZER_REPORTS=$(SAN_REPORTS) \
+          ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=86:log_path=$(SAN_REPORTS)/asan \
+          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87:log_path=$(SAN_REPORTS)/ubsan
 ifeq ($(HAVE_CUDA_TOOLKIT),1)
-test: $(ALL_BINS) $(TEST_BINS) $(TOOLKIT_TEST_BINS) data evals
-	PYTHON=$(PYTHON) bash test/run_all.sh
+TEST_PREREQS = $(ALL_BINS) $(TEST_BINS) $(TOOLKIT_TEST_BINS) data evals
 else
-test: $(ALL_BINS) $(TEST_BINS) data evals
-	@if [ "$(CI)" = true ]; then \
+TEST_PREREQS = $(ALL_BINS) $(TEST_BINS) data evals
+NO_TOOLKIT_SKIP = $(TOOLKIT_TESTS)
+NO_TOOLKIT_WHY = no CUDA toolkit (nvcc not found at $(NVCC)); install it or set NVCC=/path/to/nvcc
+endif
+ifeq ($(SANITIZE),1)
+TEST_ENV = $(SAN_ENV) SKIP_TESTS="$(sort $(NO_TOOLKIT_SKIP) $(SAN_SKIP_TESTS))" \
+           SKIP_REASON="SANITIZE=1 (the plain make test runs them)$(if $(NO_TOOLKIT_WHY),; $(NO_TOOLKIT_WHY))"
+else ifneq ($(NO_TOOLKIT_SKIP),)
+TEST_ENV = SKIP_TESTS="$(NO_TOOLKIT_SKIP)" SKIP_REASON="$(NO_TOOLKIT_WHY)"
+endif
+test: $(TEST_PREREQS)
+	@if [ "$(HAVE_CUDA_TOOLKIT)" != 1 ] && [ "$(CI)" = true ]; then \
 	  echo "error: CI=true and no CUDA toolkit (nvcc not found at $(NVCC)): CI builds and checks every GPU variant" >&2; \
 	  exit 1; fi
-	PYTHON=$(PYTHON) SKIP_TESTS="$(TOOLKIT_TESTS)" \
-	  SKIP_REASON="no CUDA toolkit (nvcc not found at $(NVCC)); install it or set NVCC=/path/to/nvcc" \
-	  bash test/run_all.sh
-endif
+	PYTHON=$(PYTHON) $(TEST_ENV) bash test/run_all.sh
 
 bench_cpu: train_gpt2 data
 	bash scripts/bench_cpu.sh

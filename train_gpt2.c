@@ -94,9 +94,13 @@ static void resume_state(Run *r, int resume_step) {
 
 static void setup(Run *r) {
     TrainArgs *a = &r->args;
+    train_flags_restore(a, r->given, 1); /* -y 1: the run's own flags, from <-o>/flags.txt */
     train_args_check(a, TRAINER_CPU);
+    if (a->out_dir[0] != '\0') {
+        make_dir(a->out_dir);
+        train_flags_save(a);
+    }
     if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
-    if (a->out_dir[0] != '\0') make_dir(a->out_dir);
 
     const int resume_step = build_model(r);
     const GPT2Config *c = &r->model.config;
@@ -113,7 +117,7 @@ static void setup(Run *r) {
         train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1);
         gpt2_eval_init(&r->eval, &r->model, a->B, a->T);
     }
-    r->sample_rng = 1337;
+    r->sample_rng = SAMPLE_RNG_SEED;
     if (resume_step >= 0) resume_state(r, resume_step);
     logger_init(&r->logger, a->out_dir, 0, resume_step >= 0);
 
@@ -141,14 +145,15 @@ static void run_evals(Run *r, int step) {
     }
 }
 
-/* Samples gen_tokens tokens after <|endoftext|> at temperature 1 and prints them decoded. */
+/* A sample as llm.c's train_gpt2.c draws it: -g is its genT, so genT - 1 tokens follow
+ * <|endoftext|>, at temperature 1, with one sampling RNG (seed 1337) carried from sample to sample. */
 static void generate(Run *r) {
     const GPT2Config *c = &r->model.config;
-    const int n = r->args.gen_tokens, window = r->args.T, V = c->vocab_size;
-    int *tokens = (int *)xmalloc(((size_t)n + 1) * sizeof(int));
+    const int genT = r->args.gen_tokens, window = r->args.T, V = c->vocab_size;
+    int *tokens = (int *)xmalloc((size_t)genT * sizeof(int));
     tokens[0] = GPT2_EOT;
     printf("generating:\n---\n");
-    for (int t = 1; t <= n; t++) {
+    for (int t = 1; t < genT; t++) {
         const int len = LLMC_MIN(t, window);
         gpt2_forward(&r->model, tokens + t - len, NULL, 1, len);
         const int next = sample_softmax(r->model.acts.logits + (size_t)(len - 1) * V, V, &r->sample_rng);
@@ -200,12 +205,6 @@ static StepResult train_step(Run *r, int step) {
     return res;
 }
 
-static void format_eta(double seconds, char *buf, size_t cap) {
-    long s = (long)(seconds + 0.5);
-    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
-    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
-}
-
 /* ----------------------------------------------------------------------------------------------
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
 static void train(Run *r) {
@@ -214,16 +213,24 @@ static void train(Run *r) {
     const int N = t->num_steps;
     double total_time = 0.0;
     int timed_steps = 0;
+    RunRecord rec;
+    run_record_init(&rec);
+    EtaClock clock = {{0}, 0};
+    eta_tick(&clock, rec.start_wall);
     for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
         if (train_due_val(a, step, last)) {
             const float val = gpt2_val_loss(&r->model, &t->val_loader, t->val_batches);
             printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
+            run_record_val(&rec, step, val);
         }
         if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);
         if (train_due_sample(a, step, last)) generate(r);
-        if (train_due_checkpoint(a, t, step, last)) save_checkpoint(r, step);
+        if (train_due_checkpoint(a, t, step, last)) {
+            save_checkpoint(r, step);
+            rec.last_ckpt_step = step;
+        }
         t->resumed = 0;
         if (last) break;
 
@@ -234,9 +241,9 @@ static void train(Run *r) {
             total_time += dt;
             timed_steps++;
         }
-        const double avg = timed_steps > 0 ? total_time / timed_steps : dt;
+        eta_tick(&clock, wall_seconds());
         char eta[32];
-        format_eta(avg * (N - step - 1), eta, sizeof(eta));
+        format_duration(eta_seconds(&clock, N - step - 1), eta, sizeof(eta));
         printf("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | %.0f tok/s | eta %s%s\n",
                step + 1, N, res.loss, res.loss_z, res.norm, res.norm_z, res.lr, dt * 1000.0,
                a->total_batch / dt, eta, res.skipped ? " | update skipped" : "");
@@ -244,6 +251,7 @@ static void train(Run *r) {
         logger_log_train(&r->logger, step, res.loss, res.lr, res.norm);
     }
     if (timed_steps > 0) printf("total average iteration time: %f ms\n", 1000.0 * total_time / timed_steps);
+    train_summary_print(&rec, a, N - t->start_step, N, "./eval_gpt2", stdout);
 }
 
 static void teardown(Run *r) {

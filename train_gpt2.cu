@@ -52,7 +52,6 @@ typedef struct {
     Tokenizer tokenizer;
     Logger logger;
     TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht) */
-    uint64_t sample_rng;
     double flops_per_token, peak_tflops;
     cudaEvent_t ev_start, ev_end;
 } Run;
@@ -102,6 +101,65 @@ static void print_device(const Run *r) {
     printf("processes: %d (this is rank %d on local GPU %d)\n", r->mg.nproc, r->mg.rank, r->mg.local_device);
 }
 
+/* Whether every rank holds the same 64-bit value. A value's 16 hex digits d are summed over the N
+ * ranks as floats, with their squares (exact integers: N <= 4096 keeps the sums below 2^24):
+ * N sum(d^2) = (sum d)^2 exactly when every rank has the same d (Cauchy-Schwarz), and every rank
+ * sees the same sums, so all of them conclude the same (none goes on alone into a collective the
+ * others never reach). */
+static int ranks_agree(Run *r, uint64_t value) {
+    if (r->mg.nproc == 1) return 1;
+    int agree = 1;
+    for (int k = 0; k < 16; k++) {
+        const float d = (float)((value >> (4 * k)) & 15u);
+        float v[2] = {d, d * d};
+        gpt2gpu_sum_over_ranks(&r->model, v, 2);
+        if ((double)r->mg.nproc * v[1] != (double)v[0] * v[0]) agree = 0;
+    }
+    return agree;
+}
+
+/* Before the first step, the ranks check that they run one job: the step they resume from (each
+ * found it in -o by itself: a stale directory cache on a network file system can show a rank an
+ * older DONE_), the flags, the model and the data. On any difference every rank stops with one
+ * line naming what differs and its own value. */
+static void check_ranks_agree(Run *r, int resume_step, const GPT2Config *c) {
+    if (r->mg.nproc == 1) return;
+    if (r->mg.nproc > 4096) llmc_die("-pn %d: the start-up agreement check handles up to 4096 processes", r->mg.nproc);
+    const TrainArgs *a = &r->args;
+    const int rank = r->mg.rank;
+    if (!ranks_agree(r, (uint64_t)(int64_t)resume_step)) {
+        llmc_die("rank %d: the ranks disagree on the step to resume from (this rank: %d, from -o %s); every rank "
+                 "must see the same checkpoints", rank, resume_step, a->out_dir);
+    }
+    if (!ranks_agree(r, train_flags_hash(a, -1))) {
+        for (int i = 0; i < ARG_TABLE_LEN; i++) { /* name the first flag that differs */
+            if (train_flag_per_launch(ARG_TABLE[i].flag) || ranks_agree(r, train_flags_hash(a, i))) continue;
+            char val[ARG_STR_CAP + 8];
+            cli_value_text(&ARG_TABLE[i], a, val, sizeof(val));
+            llmc_die("rank %d: the ranks disagree on %s (this rank: %s); every rank needs the same flags", rank,
+                     ARG_TABLE[i].flag, val);
+        }
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL) llmc_die("open_memstream: out of memory");
+    config_print(c, mem); /* every field of the model, layer table included */
+    fclose(mem);
+    const uint64_t model = fnv1a64(FNV64_START, text, len);
+    free(text);
+    if (!ranks_agree(r, model)) {
+        llmc_die("rank %d: the ranks disagree on the model (layers, widths or kinds; this rank's checkpoint or -e "
+                 "%s)", rank, a->init);
+    }
+    const uint64_t data = dataloader_hash(&r->loop.val_loader, dataloader_hash(&r->loop.train_loader, FNV64_START));
+    if (!ranks_agree(r, data)) {
+        llmc_die("rank %d: the ranks disagree on the data (this rank reads %zu train and %zu val shards for -i %s "
+                 "-j %s); every node needs the same files", rank, r->loop.train_loader.glob.gl_pathc,
+                 r->loop.val_loader.glob.gl_pathc, a->train_pattern, a->val_pattern);
+    }
+}
+
 /* -h 1 (llm.c's in-training HellaSwag, doc/formats.md 6, plus the -ht tasks): scored with the
  * training B and T. */
 static void evals_setup(Run *r) {
@@ -109,18 +167,12 @@ static void evals_setup(Run *r) {
     if (!a->hellaswag) return;
     train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, r->model.config.vocab_size,
                       is_rank0(r));
-    if (r->mg.nproc > 1) {
-        /* an eval file missing on some node only would leave the ranks issuing different numbers of
-         * all-reduces (a hang). With m the task mask (< 32) summed over the N ranks as floats (exact
-         * integers below 2^24), N sum(m^2) = (sum m)^2 exactly when every rank has the same m
-         * (Cauchy-Schwarz), and every rank sees the same two sums, so all of them stop or none. */
-        const float m = (float)train_evals_mask(&r->evals);
-        float v[2] = {m, m * m};
-        gpt2gpu_sum_over_ranks(&r->model, v, 2);
-        if ((double)r->mg.nproc * v[1] != (double)v[0] * v[0]) {
-            llmc_die("-h 1: the ranks found different eval files under dev/data (this rank's task mask %d): "
-                     "every node needs the same files", (int)m);
-        }
+    /* an eval file missing on some node only would leave the ranks issuing different numbers of
+     * all-reduces (a hang) */
+    const int mask = train_evals_mask(&r->evals);
+    if (!ranks_agree(r, (uint64_t)mask)) {
+        llmc_die("-h 1: the ranks found different eval files under dev/data (this rank's task mask %d): "
+                 "every node needs the same files", mask);
     }
 }
 
@@ -150,17 +202,27 @@ static void resume_state(Run *r, int resume_step) {
 static void setup(Run *r, int *argc, char ***argv) {
     TrainArgs *a = &r->args;
     train_args_check(a, TRAINER_GPU);
-    if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
+    multi_gpu_init(&r->mg, argc, argv, a->init_method, a->num_processes, a->process_rank,
+                   a->gpus_per_node, a->zero_stage);
+    /* -y 1: the run's own flags from <-o>/flags.txt (every rank reads them; the process and
+     * rendezvous flags above are per launch and never restored) */
+    if (train_flags_restore(a, r->given, is_rank0(r))) {
+        train_args_check(a, TRAINER_GPU);
+        if (a->zero_stage >= 2) a->zero_stage = 0; /* as main does for the command line */
+        r->mg.zero_stage = a->zero_stage;
+    }
     if (strcmp(a->attn, "cudnn") == 0 && !cudnn_att_built()) {
         llmc_die("-attn cudnn: this binary was built without cuDNN (make train_gpt2cu USE_CUDNN=1)");
     }
-    multi_gpu_init(&r->mg, argc, argv, a->init_method, a->num_processes, a->process_rank,
-                   a->gpus_per_node, a->zero_stage);
     gpu_ctx_init(&r->ctx, r->mg.local_device);
     multi_gpu_connect(&r->mg, a->init_method, a->server_ip, a->fs_path);
     print_device(r);
-    if (a->out_dir[0] != '\0' && is_rank0(r)) make_dir(a->out_dir);
+    if (a->out_dir[0] != '\0' && is_rank0(r)) {
+        make_dir(a->out_dir);
+        train_flags_save(a);
+    }
     multi_gpu_barrier(&r->mg);
+    if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
 
     char *init_path;
     const int resume_step = train_resume_point(a, is_rank0(r), &init_path);
@@ -187,9 +249,9 @@ static void setup(Run *r, int *argc, char ***argv) {
     }
     TrainLoop *t = &r->loop;
     train_loop_setup(t, a, r->mg.rank, r->mg.nproc, c.vocab_size, resume_step);
+    check_ranks_agree(r, resume_step, &c);
     tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     evals_setup(r);
-    r->sample_rng = 1337;
     if (resume_step >= 0) resume_state(r, resume_step);
     logger_init(&r->logger, a->out_dir, r->mg.rank, resume_step >= 0);
     r->flops_per_token = train_flops_per_token(&c, r->model.layout.total, a->T);
@@ -243,21 +305,24 @@ static void run_evals(Run *r, int step) {
     }
 }
 
-/* gen_tokens tokens after <|endoftext|>, one (1, T) forward per token: the window sits at
+/* A sample as llm.c's train_gpt2.cu draws it: -g is its genT, so genT - 1 tokens follow
+ * <|endoftext|>, at temperature 1, with the sampling RNG reset to 1337 for every sample (so two
+ * samples of the same weights are equal). One (1, T) forward per token: the window sits at
  * positions 0..len-1 and causal attention ignores the filler after it (rank 0 only). */
 static void generate(Run *r) {
-    const int n = r->args.gen_tokens, window = r->args.T, V = r->model.config.vocab_size;
-    int *tokens = (int *)xmalloc(((size_t)n + 1) * sizeof(int));
+    const int genT = r->args.gen_tokens, window = r->args.T, V = r->model.config.vocab_size;
+    int *tokens = (int *)xmalloc((size_t)genT * sizeof(int));
     int *batch = (int *)xmalloc((size_t)window * sizeof(int));
     float *logits = (float *)xmalloc((size_t)V * sizeof(float));
+    uint64_t rng = SAMPLE_RNG_SEED;
     tokens[0] = GPT2_EOT;
     printf("generating:\n---\n");
-    for (int t = 1; t <= n; t++) {
+    for (int t = 1; t < genT; t++) {
         const int len = LLMC_MIN(t, window);
         for (int i = 0; i < window; i++) batch[i] = i < len ? tokens[t - len + i] : GPT2_EOT;
         gpt2gpu_forward(&r->model, batch, NULL, 1, window, FWD_LOGITS, 0.0f);
         gpt2gpu_logits_row(&r->model, 0, len - 1, logits);
-        tokens[t] = sample_softmax(logits, V, &r->sample_rng);
+        tokens[t] = sample_softmax(logits, V, &rng);
         tokenizer_print(&r->tokenizer, (uint32_t)tokens[t], stdout);
         fflush(stdout);
     }
@@ -336,16 +401,22 @@ static void train(Run *r) {
     const int N = t->num_steps;
     double total_time = 0.0, ema_tok = 0.0;
     int timed_steps = 0;
+    RunRecord rec;
+    run_record_init(&rec);
     for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
         if (train_due_val(a, step, last)) {
             const float val = evaluate(r);
             if (is_rank0(r)) printf("val loss %f\n", val);
             logger_log_val(&r->logger, step, val);
+            run_record_val(&rec, step, val);
         }
         if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);
         if (is_rank0(r) && train_due_sample(a, step, last)) generate(r);
-        if (train_due_checkpoint(a, t, step, last)) save_checkpoint(r, step);
+        if (train_due_checkpoint(a, t, step, last)) {
+            save_checkpoint(r, step);
+            rec.last_ckpt_step = step;
+        }
         t->resumed = 0;
         if (last) break;
 
@@ -375,6 +446,7 @@ static void train(Run *r) {
         logger_log_train(&r->logger, step, res.loss, res.lr, res.norm);
     }
     if (timed_steps > 0 && is_rank0(r)) printf("total average iteration time: %f ms\n", 1000.0 * total_time / timed_steps);
+    if (is_rank0(r)) train_summary_print(&rec, a, N - t->start_step, N, "./eval_gpt2cu", stdout);
 }
 
 static void teardown(Run *r) {
@@ -397,6 +469,11 @@ int main(int argc, char **argv) {
     if (train_args_given(run.given, "-f")) {
         printf("note: -f %d has no effect: this trainer is bf16 (TF32 applies to llm.c's FP32 builds)\n",
                run.args.tf32);
+    }
+    if (run.args.zero_stage >= 2) { /* llm.c's behaviour: a notice, then stage 0 */
+        printf("note: -z %d: ZeRO stages 2 and 3 are not implemented (nor in llm.c); running stage 0\n",
+               run.args.zero_stage);
+        run.args.zero_stage = 0;
     }
     setup(&run, &argc, &argv);
     train(&run);

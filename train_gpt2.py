@@ -21,10 +21,14 @@ import re
 import sys
 from dataclasses import dataclass
 
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
+    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
+             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 # ---------------------------------------------------------------------------------------------
 # Constants (doc/formats.md 1 and 2)

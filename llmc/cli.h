@@ -76,15 +76,17 @@ static inline int cli_choice_ok(const char *choices, const char *val) {
     return 0;
 }
 
-/* Validates and stores one value; dies with one line on a bad one. */
-static inline void cli_set(const CliOpt *o, void *opts, const char *val) {
+/* Validates and stores one value; a bad one leaves opts as it was and returns 0 with the reason
+ * in err ("-flag 'value': expected ..."). */
+static inline int cli_try_set(const CliOpt *o, void *opts, const char *val, char *err, size_t cap) {
     char *dst = (char *)opts + o->offset;
     if (o->type == CLI_TYPE_INT) {
         char *end = NULL;
         errno = 0;
         long long v = strtoll(val, &end, 10);
         if (errno != 0 || end == val || *end != '\0' || v < (long long)o->min || v > (long long)o->max) {
-            llmc_die("%s '%s': expected an integer in [%.0f, %.0f] (%s)", o->flag, val, o->min, o->max, o->help);
+            snprintf(err, cap, "%s '%s': expected an integer in [%.0f, %.0f] (%s)", o->flag, val, o->min, o->max, o->help);
+            return 0;
         }
         *(int *)dst = (int)v;
     } else if (o->type == CLI_TYPE_FLOAT) {
@@ -92,16 +94,28 @@ static inline void cli_set(const CliOpt *o, void *opts, const char *val) {
         errno = 0;
         double v = strtod(val, &end);
         if (errno != 0 || end == val || *end != '\0' || v != v || v < o->min || v > o->max) {
-            llmc_die("%s '%s': expected a number in [%g, %g] (%s)", o->flag, val, o->min, o->max, o->help);
+            snprintf(err, cap, "%s '%s': expected a number in [%g, %g] (%s)", o->flag, val, o->min, o->max, o->help);
+            return 0;
         }
         *(float *)dst = (float)v;
     } else {
-        if (strlen(val) + 1 > o->cap) llmc_die("%s: value longer than %zu characters", o->flag, o->cap - 1);
+        if (strlen(val) + 1 > o->cap) {
+            snprintf(err, cap, "%s: value longer than %zu characters", o->flag, o->cap - 1);
+            return 0;
+        }
         if (o->choices != NULL && !cli_choice_ok(o->choices, val)) {
-            llmc_die("%s '%s': expected one of {%s}", o->flag, val, o->choices);
+            snprintf(err, cap, "%s '%s': expected one of {%s}", o->flag, val, o->choices);
+            return 0;
         }
         strcpy(dst, val);
     }
+    return 1;
+}
+
+/* Validates and stores one value; dies with one line on a bad one. */
+static inline void cli_set(const CliOpt *o, void *opts, const char *val) {
+    char err[1400];
+    if (!cli_try_set(o, opts, val, err, sizeof(err))) llmc_die("%s", err);
 }
 
 /* Parses flag/value pairs (argv[1..]) into opts, which holds the defaults already. positional:

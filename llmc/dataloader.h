@@ -127,8 +127,11 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, int B, i
     dl->restored_samples = -1;
     int rc = glob(pattern, 0, NULL, &dl->glob);
     if (rc != 0 || dl->glob.gl_pathc == 0) {
-        llmc_die("%s: no file matches this shard pattern (run dev/data/tinyshakespeare.py, or "
-                 "check -i/-j)", pattern);
+        char cwd[4096] = "?";
+        if (pattern[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) snprintf(cwd, sizeof(cwd), "?");
+        if (pattern[0] == '/') llmc_die("%s: no file matches this shard pattern (make data writes TinyShakespeare's; check -i/-j)", pattern);
+        llmc_die("%s: no file matches this shard pattern, relative to the working directory %s (make data "
+                 "writes TinyShakespeare's; check -i/-j)", pattern, cwd);
     }
     if (dl->glob.gl_pathc > 0x7fffffff) llmc_die("%s: too many shards", pattern);
     dl->n_files = (int)dl->glob.gl_pathc;

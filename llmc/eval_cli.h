@@ -135,10 +135,24 @@ static inline int eval_resolve_tasks(const EvalArgs *a, EvalJob *tasks) {
  * evalfile_check_vocab); a missing file names the writer that makes it. */
 static inline void eval_load_task(const EvalJob *t, EvalFile *ef) {
     if (!file_exists(t->path)) {
-        if (t->writer) llmc_die("%s: eval file not found (write it with: python %s)", t->path, t->writer);
+        if (t->writer) llmc_die("%s: eval file not found (make evals writes the five; or: python %s)", t->path, t->writer);
         llmc_die("%s: eval file not found", t->path);
     }
     evalfile_load(ef, t->path, 0);
+}
+
+/* Every missing task file in one line, before any is read (make evals writes them all). */
+static inline void eval_check_files(const EvalJob *tasks, int n) {
+    char missing[2048] = "";
+    int count = 0;
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        if (file_exists(tasks[i].path) || !tasks[i].writer) continue;
+        count++;
+        const int w = snprintf(missing + used, sizeof(missing) - used, "%s%s", used ? ", " : "", tasks[i].path);
+        if (w > 0) used = LLMC_MIN(used + (size_t)w, sizeof(missing) - 1);
+    }
+    if (count > 1) llmc_die("%d eval files not found: %s (make evals writes them)", count, missing);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -218,8 +232,11 @@ static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJ
         eval_run_range(ef, lo, LLMC_MIN(n, lo + chunk), a->B, T, V, em->forward, em->ctx, &res);
         if (wall_seconds() - last_report > 30.0 && lo + chunk < n) {
             last_report = wall_seconds();
-            printf("  %s: %d/%d examples, %.1f examples/s\n", rep->task.name, lo + chunk, n,
-                   (lo + chunk) / (last_report - t0));
+            const double rate = (lo + chunk) / (last_report - t0);
+            char left[32];
+            format_duration((n - lo - chunk) / rate, left, sizeof(left));
+            printf("  %s: %d/%d examples, %.1f examples/s, about %s left in this task\n", rep->task.name, lo + chunk, n,
+                   rate, left);
             fflush(stdout);
         }
     }
@@ -280,8 +297,11 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     static EvalArgs a;
     stdout_line_buffered();
     eval_args_parse(&a, argc, argv);
+    if (a.json[0]) require_output_path("-json", a.json); /* before minutes of scoring */
+    if (a.scores[0]) require_output_path("-scores", a.scores);
     static EvalJob tasks[EVAL_MAX_TASKS];
     const int ntasks = eval_resolve_tasks(&a, tasks);
+    eval_check_files(tasks, ntasks);
     EvalFile *files = (EvalFile *)xcalloc((size_t)ntasks, sizeof(EvalFile)); /* all read up front */
     int needed = 1;
     for (int i = 0; i < ntasks; i++) {
@@ -310,12 +330,20 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     fflush(stdout);
     double total_s = 0.0;
     long long total_n = 0;
+    long long all_n = 0; /* the examples of every task, for the estimate of the time left */
+    for (int i = 0; i < ntasks; i++) all_n += a.n > 0 ? LLMC_MIN(a.n, files[i].num_examples) : files[i].num_examples;
     for (int i = 0; i < ntasks; i++) {
         eval_score_task(&em, &a, &tasks[i], &files[i], scores, &reps[i]);
         evalfile_free(&files[i]);
         eval_print_report(&reps[i]);
         total_s += reps[i].seconds;
         total_n += reps[i].n;
+        if (i + 1 < ntasks && total_n > 0) {
+            char left[32];
+            format_duration(total_s / total_n * (double)(all_n - total_n), left, sizeof(left));
+            printf("  %lld of %lld examples scored, about %s left at this rate (-n N: the first N of each task)\n",
+                   total_n, all_n, left);
+        }
     }
     printf("%lld examples in %.1f s (%.1f examples/s)\n", total_n, total_s, total_n / (total_s > 0 ? total_s : 1e-9));
     if (scores) {

@@ -178,6 +178,9 @@ static inline uint32_t xorshift_u32(uint64_t *state) {
     return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
+/* The sampling RNG's seed in both trainers, as llm.c's (doc/formats.md 10). */
+#define SAMPLE_RNG_SEED 1337ull
+
 /* One draw from softmax(logits[0..V-1]): a uniform coin of 24 bits against the unnormalized CDF,
  * summed in double with the max subtracted (the same token on every platform for one state). */
 static inline int sample_softmax(const float *logits, int V, uint64_t *rng) {

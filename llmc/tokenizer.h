@@ -44,7 +44,7 @@ static inline void tokenizer_init(Tokenizer *t, const char *path) {
                  TOKENIZER_MAGIC);
     }
     if (h[1] != 1 && h[1] != 2) llmc_die("%s: unsupported version %u in header[1]: expected 1 or 2", path, h[1]);
-    if (h[2] == 0 || h[2] > (1u << 24)) llmc_die("%s: header[2] vocab size %u out of range", path, h[2]);
+    if (h[2] == 0 || h[2] > (1u << 24)) llmc_die("%s: header[2] vocab size %u: expected 1..16777216", path, h[2]);
     /* every token takes at least 2 bytes (its length and one byte): the table is allocated only
      * for a file that can hold it */
     const int64_t size = file_size_or_neg(path);

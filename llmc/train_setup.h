@@ -4,6 +4,10 @@
  *
  * Defines:
  *   TrainLoop            the loaders, LR schedule, outlier detectors and step counts of a run
+ *   train_flags_save / train_flags_restore   the run's flags in <-o>/flags.txt, so that -y 1
+ *                        resumes from the run folder alone (a flag given again wins, and a changed
+ *                        value is stated); train_flags_hash, dataloader_hash: fingerprints the
+ *                        ranks of a multi-GPU run compare
  *   train_resume_point   -y 1: the step to resume from (-1: none) and the model file to start from
  *   train_loop_setup     -d into micro-steps, the loaders, -m, -x, the LR schedule (llm.c's rules)
  *   train_loop_free
@@ -11,6 +15,10 @@
  *   train_state_at       the state-file header of a rank at a step (also what a resume expects)
  *   train_checkpoint_done  a checkpoint's DONE_ marker and the pruning of older ones
  *   train_due_*          which of val loss, evals, sample, checkpoint step `step` does
+ *   EtaClock             the time left, from the wall time of the last ETA_WINDOW steps (val
+ *                        losses, samples and checkpoints included)
+ *   RunRecord, train_summary_print   what the run did, printed at its end (elapsed, best val
+ *                        loss, last checkpoint, the commands that come next)
  *
  * Plain C (static inline, explicit casts): gcc -std=c11 compiles it, and so does nvcc's host
  * compiler as C++ (test/test_headers_cxx.cpp checks that).
@@ -39,6 +47,119 @@ typedef struct {
     int resumed;     /* 1 while in the iteration that was resumed into (its checkpoint exists) */
     int val_batches; /* per evaluation (per process) */
 } TrainLoop;
+
+/* ----------------------------------------------------------------------------------------------
+ * <-o>/flags.txt: one "flag value" line per flag (the value to the end of the line), written at
+ * the start of every run with -o. A resume (-y 1 with a complete checkpoint in -o) takes every flag
+ * the command line does not give from it, so `./train_gpt2 -o DIR -y 1` continues the run as it
+ * was started. The flags of one launch (-y, -o and the process and rendezvous flags, which differ
+ * per rank) are neither saved nor restored. */
+#define TRAIN_FLAGS_FILE "flags.txt"
+
+static inline int train_flag_per_launch(const char *flag) {
+    static const char *const per_launch[] = {"-y", "-o", "-pn", "-pr", "-pg", "-pi", "-ps", "-pf"};
+    for (size_t i = 0; i < sizeof(per_launch) / sizeof(per_launch[0]); i++)
+        if (strcmp(flag, per_launch[i]) == 0) return 1;
+    return 0;
+}
+
+/* The value as it is written to the file: floats with 9 significant digits (exact for fp32). */
+static inline void train_flag_text(const ArgSpec *s, const TrainArgs *a, char *buf, size_t cap) {
+    const char *base = (const char *)a + s->offset;
+    if (s->type == CLI_TYPE_FLOAT) snprintf(buf, cap, "%.9g", (double)*(const float *)base);
+    else if (s->type == CLI_TYPE_INT) snprintf(buf, cap, "%d", *(const int *)base);
+    else snprintf(buf, cap, "%s", base);
+}
+
+static inline void train_flags_save(const TrainArgs *a) {
+    char path[ARG_STR_CAP + 32];
+    path_join(path, sizeof(path), a->out_dir, TRAIN_FLAGS_FILE);
+    AtomicFile af;
+    atomic_open(&af, path);
+    fprintf(af.f, "# the flags of this run, read by -y 1 (llmc/train_setup.h); one \"flag value\" per line\n");
+    for (int i = 0; i < ARG_TABLE_LEN; i++) {
+        if (train_flag_per_launch(ARG_TABLE[i].flag)) continue;
+        char val[ARG_STR_CAP + 8];
+        train_flag_text(&ARG_TABLE[i], a, val, sizeof(val));
+        fprintf(af.f, "%s %s\n", ARG_TABLE[i].flag, val);
+    }
+    atomic_commit(&af);
+}
+
+/* A fingerprint of one flag's value, or of all the saved ones (flag < 0): what the ranks of a
+ * multi-GPU run compare at start-up. */
+static inline uint64_t train_flags_hash(const TrainArgs *a, int flag) {
+    uint64_t h = FNV64_START;
+    for (int i = 0; i < ARG_TABLE_LEN; i++) {
+        if ((flag >= 0 && i != flag) || train_flag_per_launch(ARG_TABLE[i].flag)) continue;
+        char val[ARG_STR_CAP + 8];
+        train_flag_text(&ARG_TABLE[i], a, val, sizeof(val));
+        h = fnv1a64(h, ARG_TABLE[i].flag, strlen(ARG_TABLE[i].flag) + 1);
+        h = fnv1a64(h, val, strlen(val) + 1);
+    }
+    return h;
+}
+
+/* The data a loader reads: its files' names and sizes, in its order. */
+static inline uint64_t dataloader_hash(const DataLoader *dl, uint64_t h) {
+    for (size_t i = 0; i < dl->glob.gl_pathc; i++) {
+        const char *path = dl->glob.gl_pathv[i];
+        const int64_t size = file_size_or_neg(path);
+        h = fnv1a64(h, path, strlen(path) + 1);
+        h = fnv1a64(h, &size, sizeof(size));
+    }
+    return h;
+}
+
+/* -y 1 with a complete checkpoint in -o: every flag not on the command line (given[]) from
+ * flags.txt; one given with another value than the run's is stated (verbose: print the notes).
+ * A folder without flags.txt (written by an older version) keeps the command line's flags, with
+ * a note. Returns 1 if flags were restored. */
+static inline int train_flags_restore(TrainArgs *a, const int *given, int verbose) {
+    if (!a->resume || a->out_dir[0] == '\0' || find_max_done_step(a->out_dir) < 0) return 0;
+    char path[ARG_STR_CAP + 32];
+    path_join(path, sizeof(path), a->out_dir, TRAIN_FLAGS_FILE);
+    if (!file_exists(path)) {
+        if (verbose) printf("note: %s not found: resuming with the flags of this command line only\n", path);
+        return 0;
+    }
+    FILE *f = xfopen(path, "rb");
+    char line[ARG_STR_CAP + 64];
+    int lineno = 0, changed = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        const size_t len = strlen(line);
+        if (len > 0 && line[len - 1] != '\n' && !feof(f)) llmc_die("%s:%d: line longer than %zu characters", path, lineno, sizeof(line) - 2);
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char *space = strchr(line, ' ');
+        if (space == NULL) llmc_die("%s:%d: expected \"flag value\", got '%s'", path, lineno, line);
+        *space = '\0';
+        const char *flag = line, *val = space + 1;
+        const int k = cli_find(ARG_TABLE, ARG_TABLE_LEN, flag);
+        if (k < 0) llmc_die("%s:%d: %s: not a flag of this trainer", path, lineno, flag);
+        if (train_flag_per_launch(flag)) continue;
+        char err[1400];
+        if (!given[k]) {
+            if (!cli_try_set(&ARG_TABLE[k], a, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, lineno, err);
+            continue;
+        }
+        TrainArgs saved = *a; /* the file's value, compared in the file's notation */
+        if (!cli_try_set(&ARG_TABLE[k], &saved, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, lineno, err);
+        char now[ARG_STR_CAP + 8], then[ARG_STR_CAP + 8];
+        train_flag_text(&ARG_TABLE[k], a, now, sizeof(now));
+        train_flag_text(&ARG_TABLE[k], &saved, then, sizeof(then));
+        if (strcmp(now, then) != 0) {
+            changed++;
+            cli_value_text(&ARG_TABLE[k], a, now, sizeof(now)); /* shown as the start-up table shows it */
+            cli_value_text(&ARG_TABLE[k], &saved, then, sizeof(then));
+            if (verbose) printf("note: %s %s replaces this run's %s %s (%s)\n", flag, now, flag, then, path);
+        }
+    }
+    xfclose(f, path);
+    if (verbose) printf("resuming with the flags of %s%s\n", path, changed ? " and the changes above" : "");
+    return 1;
+}
 
 /* -y 1: the newest checkpoint in -o with a DONE_ marker. Returns its step, or -1 for a fresh
  * start; none found is a fresh start, as in llm.c, so that a restart loop can pass -y 1 from its
@@ -111,10 +232,8 @@ static inline StepResult train_step_judge(TrainLoop *t, const TrainArgs *a, int 
     res.loss = loss;
     res.norm = norm;
     res.lr = lr_at(&t->lr_schedule, step);
-    res.loss_z = outlier_zscore(&t->loss_outliers, loss);
-    res.norm_z = outlier_zscore(&t->norm_outliers, norm);
-    outlier_push(&t->loss_outliers, loss);
-    outlier_push(&t->norm_outliers, norm);
+    res.loss_z = outlier_update(&t->loss_outliers, loss);
+    res.norm_z = outlier_update(&t->norm_outliers, norm);
     res.skipped = (a->skip_loss_z > 0 && res.loss_z > a->skip_loss_z) ||
                   (a->skip_norm_z > 0 && res.norm_z > a->skip_norm_z) || !isfinite(norm);
     const float clip = 1.0f;
@@ -198,6 +317,73 @@ static inline void train_checkpoint_done(const TrainArgs *a, int step, int nproc
     touch_file_atomic(path);
     ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, nproc);
     printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The time left. The mean of every step so far misleads on a machine whose load changes, and a
+ * step's own time leaves out the evaluations between steps: the clock keeps the wall time at the
+ * last ETA_WINDOW + 1 step ends, so the estimate is the recent wall time per step. */
+#define ETA_WINDOW 20
+
+typedef struct {
+    double t[ETA_WINDOW + 1]; /* wall times at step ends, a ring */
+    int n;                    /* ticks so far */
+} EtaClock;
+
+static inline void eta_tick(EtaClock *c, double now) {
+    c->t[c->n % (ETA_WINDOW + 1)] = now;
+    c->n++;
+}
+
+/* Seconds for steps_left more steps; NaN before two ticks. */
+static inline double eta_seconds(const EtaClock *c, int steps_left) {
+    if (c->n < 2) return NAN;
+    const int span = c->n - 1 < ETA_WINDOW ? c->n - 1 : ETA_WINDOW;
+    const double newest = c->t[(c->n - 1) % (ETA_WINDOW + 1)];
+    const double oldest = c->t[(c->n - 1 - span) % (ETA_WINDOW + 1)];
+    return (newest - oldest) / span * steps_left;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * The end-of-run summary: what a user looks for once a run stops. */
+typedef struct {
+    double start_wall;   /* wall_seconds() at the start of the loop */
+    float best_val;      /* lowest val loss seen (NaN: none) */
+    int best_val_step;
+    int last_ckpt_step;  /* -1: none written by this run */
+} RunRecord;
+
+static inline void run_record_init(RunRecord *r) {
+    r->start_wall = wall_seconds();
+    r->best_val = NAN;
+    r->best_val_step = -1;
+    r->last_ckpt_step = -1;
+}
+
+static inline void run_record_val(RunRecord *r, int step, float val) {
+    if (isfinite(val) && !(val >= r->best_val)) {
+        r->best_val = val;
+        r->best_val_step = step;
+    }
+}
+
+static inline void train_summary_print(const RunRecord *r, const TrainArgs *a, int steps_done, int num_steps,
+                                       const char *eval_program, FILE *out) {
+    char took[32];
+    format_duration(wall_seconds() - r->start_wall, took, sizeof(took));
+    fprintf(out, "run summary: %d of %d steps in %s", steps_done, num_steps, took);
+    if (r->best_val_step >= 0) fprintf(out, "; best val loss %.4f at step %d", r->best_val, r->best_val_step);
+    fprintf(out, "\n");
+    const char *py = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; /* as the Makefile */
+    if (r->last_ckpt_step >= 0) {
+        fprintf(out, "  checkpoint: %s/model_%08d.bin (to go on: -o %s -y 1, and any flag to change)\n",
+                a->out_dir, r->last_ckpt_step, a->out_dir);
+        fprintf(out, "  evaluate:   %s -e %s/model_%08d.bin -tasks all -n 500\n", eval_program, a->out_dir,
+                r->last_ckpt_step);
+        fprintf(out, "  sample:     %s scripts/sample.py -e %s/model_%08d.bin --prompt \"...\"\n", py, a->out_dir,
+                r->last_ckpt_step);
+    }
+    if (a->out_dir[0] != '\0') fprintf(out, "  plot:       %s scripts/plot_logs.py %s\n", py, a->out_dir);
 }
 
 #endif /* LLMC_TRAIN_SETUP_H */

@@ -9,12 +9,14 @@
  *   xfopen / xfread / xfwrite / xfclose / xfseek
  *                               file operations that die naming the file on any failure
  *   file_size_or_neg            size of a file in bytes, -1 if it cannot be stat'ed; a directory
- *                               or special file is an error naming it (require_regular_file)
+ *                               or special file is an error naming it (require_regular_file);
+ *                               require_output_path checks an output's directory up front
  *   AtomicFile                  write to "<path>.tmp", fsync, rename to <path> and fsync the
  *                               directory on commit, so a file with its final name is always
- *                               complete and on disk; a failed write removes the .tmp
+ *                               complete and on disk; a failed write removes the .tmp, as does
+ *                               atomic_discard
  *                               (doc/formats.md 1)
- *   path_join, file_exists, make_dir
+ *   path_join, file_exists, make_dir, format_duration, fnv1a64
  *
  * Header-only (static inline) and valid C11 and C++17, so train_gpt2.c and train_gpt2.cu include
  * it unchanged.
@@ -109,6 +111,21 @@ static inline void *xcalloc(size_t count, size_t size) {
 static inline void require_regular_file(const char *path, const struct stat *st) {
     if (S_ISDIR(st->st_mode)) llmc_die("%s: is a directory; expected a file", path);
     if (!S_ISREG(st->st_mode)) llmc_die("%s: is not a regular file (a device, pipe or socket); expected a file", path);
+}
+
+/* An output path that can be written: its directory exists and is writable, and the path is not a
+ * directory. Checked when the flag is parsed, so that a typo fails before minutes of work. */
+static inline void require_output_path(const char *flag, const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) llmc_die("%s %s: is a directory; expected a file name", flag, path);
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+    else if (slash == path) snprintf(dir, sizeof(dir), "/");
+    else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path < 4095 ? slash - path : 4095), path);
+    if (stat(dir, &st) != 0) llmc_die("%s %s: directory %s does not exist", flag, path, dir);
+    if (!S_ISDIR(st.st_mode)) llmc_die("%s %s: %s is not a directory", flag, path, dir);
+    if (access(dir, W_OK) != 0) llmc_die("%s %s: directory %s is not writable", flag, path, dir);
 }
 
 static inline FILE *xfopen(const char *path, const char *mode) {
@@ -259,11 +276,37 @@ static inline void atomic_commit(AtomicFile *af) {
     fsync_parent_dir(af->path);
 }
 
+/* Gives up a file that was opened but must not appear: the .tmp goes, the final name is untouched. */
+static inline void atomic_discard(AtomicFile *af) {
+    if (af->f != NULL) fclose(af->f);
+    af->f = NULL;
+    if (af->tmp[0] != '\0') remove(af->tmp);
+}
+
 /* An empty file, created atomically (the DONE_ markers). */
 static inline void touch_file_atomic(const char *path) {
     AtomicFile af;
     atomic_open(&af, path);
     atomic_commit(&af);
+}
+
+/* FNV-1a, 64 bits: a fingerprint of bytes (start from FNV64_START), to compare across processes. */
+#define FNV64_START 14695981039346656037ull
+static inline uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* A duration as "1h05m" or "3m07s"; "?" while unknown (not finite). */
+static inline void format_duration(double seconds, char *buf, size_t cap) {
+    if (!(seconds >= 0.0 && seconds < 1e12)) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    const long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, cap, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+    else snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
 }
 
 /* Wall clock in seconds (monotonic). */

@@ -75,7 +75,8 @@ GPU_LIBS = -lcublas -lcublasLt -Xcompiler -fopenmp
 mg_ldflags = $(if $(filter mpi,$(1)),$(NCCL_LDFLAGS) $(MPI_LDFLAGS),$(if $(filter nccl,$(1)),$(NCCL_LDFLAGS),))
 cudnn_ldflags = $(if $(filter cudnn,$(1)),$(CUDNN_LDFLAGS),)
 
-GPU_HEADERS = $(HEADERS) $(wildcard llmc/*/*.cuh sd_attention/*.cuh kinds/*.cuh)
+# nvcc's objects do not depend on the flavour stamp (SANITIZE=1 leaves them as they are)
+GPU_HEADERS = $(SRC_HEADERS) $(wildcard llmc/*/*.cuh sd_attention/*.cuh kinds/*.cuh)
 GPU_KERNEL_SRCS = llmc/cuda/kernels.cu llmc/cuda/matmul.cu llmc/attention/own.cu llmc/attention/flash.cu \
                   llmc/attention/mma.cu sd_attention/sd_fold.cu sd_attention/linear_scan.cu \
                   sd_attention/stages_gpu.cu kinds/registry_gpu.cu llmc/gpu/gpt2_gpu.cu
@@ -103,13 +104,13 @@ $(GPU_OBJDIR)/cudnn_att_cudnn.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 $(GPU_OBJDIR)/cudnn_att_stub.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -c $< -o $@
-$(GPU_OBJDIR)/multi_gpu_single.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(HEADERS)
+$(GPU_OBJDIR)/multi_gpu_single.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(SRC_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -c $< -o $@
-$(GPU_OBJDIR)/multi_gpu_nccl.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(HEADERS)
+$(GPU_OBJDIR)/multi_gpu_nccl.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(SRC_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -DMULTI_GPU -I$(NCCL_HOME)/include -c $< -o $@
-$(GPU_OBJDIR)/multi_gpu_mpi.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(HEADERS)
+$(GPU_OBJDIR)/multi_gpu_mpi.o: llmc/cuda/multi_gpu.cpp llmc/cuda/multi_gpu.h $(SRC_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CXXFLAGS) -DMULTI_GPU -DUSE_MPI -I$(NCCL_HOME)/include $(MPI_CFLAGS) -c $< -o $@
 
@@ -216,7 +217,7 @@ build/test_gpu_emul: dev/cuda/check_common.h
 build/test_flash_emul: dev/cuda/check_common.h dev/cuda/attention_ref.h
 build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h test/flash_mma_emul.h llmc/attention/mma.h \
     llmc/attention/flash.h dev/cuda/check_common.h dev/cuda/attention_ref.h $(HEADERS) | build
-	g++ -std=c++17 -O2 -march=native -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -fopenmp \
+	g++ -std=c++17 -O2 -march=native -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -fopenmp $(HOST_SAN) \
 	  test/test_flash_mma_emul.cpp test/warp_emul.cpp -o $@ -lm
 
 .PHONY: clean_gpu

@@ -6,12 +6,15 @@ Defines
   Infinity; an undefined number, e.g. the std of one run, becomes null);
 - write_atomic(path, text): write text to path.tmp, then rename it, so a file under its final
   name is always complete;
-- save_png(fig, out, dpi=110): save a matplotlib figure as a PNG the same way, and close it.
+- save_png(fig, out, dpi=110): save a matplotlib figure as a PNG the same way, and close it;
+- pyplot(): matplotlib.pyplot on the Agg backend, or one error line naming the interpreter that
+  has it (Debian's /usr/bin/python3 after bash .ci/run) when this one lacks it.
 
 The llm.c main.log parser is plot_logs.parse_main_log; ab_summary.py uses it too.
 """
 import math
 import os
+import sys
 
 
 def json_safe(v):
@@ -31,8 +34,19 @@ def write_atomic(path, text):
     os.replace(path + ".tmp", path)
 
 
+def pyplot():
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ModuleNotFoundError as e:
+        sys.exit(f"error: {e.name} is not installed for {sys.executable}; run this with /usr/bin/python3 "
+                 f"(Debian's python3-matplotlib; bash .ci/run installs it) or pip install matplotlib")
+    return plt
+
+
 def save_png(fig, out, dpi=110):
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     fig.savefig(out + ".tmp", format="png", dpi=dpi)
     plt.close(fig)

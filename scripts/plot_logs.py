@@ -25,7 +25,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import save_png  # noqa: E402
+from common import pyplot, save_png  # noqa: E402
 
 TRAIN_KEYS = ("trl", "lr", "norm")
 RECORD = re.compile(r"s:(-?\d+)((?: +[A-Za-z_][A-Za-z0-9_]*:\S+)+)")
@@ -108,9 +108,7 @@ def parse_baseline(text):
 
 
 def plot(runs, labels, baselines, out, title):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     eval_names = sorted({k for s in runs for k in s if k == "eval" or k.startswith("eval_")})
     ncols = 2 if eval_names else 1

@@ -46,28 +46,34 @@ done
 L=$(echo "$MODEL" | sed -nE 's/^L([0-9]+)C.*/\1/p')
 [ -n "$L" ] || die "--model $MODEL: expected L<layers>C<width>H<heads>[T<maxT>]"
 export OMP_NUM_THREADS=$THREADS
-mkdir -p "$OUT"
-run() { echo "+ $*"; [ "$DRY" = 1 ] || "$@"; }
+# run LOG CMD...: prints the command; unless --dry-run, runs it with its output in LOG, and a
+# failure stops the script naming LOG. --dry-run writes nothing.
+run() {
+  local log=$1; shift
+  echo "+ $* > $log"
+  [ "$DRY" = 1 ] && return 0
+  "$@" > "$log" 2>&1 || die "$1 failed: see $log"
+}
+[ "$DRY" = 1 ] || mkdir -p "$OUT"
 
 declare -A TABLE=([mha]="$HEADS*$L" [sd]="$HEADS:sd*$L" [sd_noln]="$HEADS:sd*$L")
 declare -A EXTRA=([mha]="" [sd]="" [sd_noln]="-ln 0 -sd_init_u $SD_INIT_U")
 for arm in mha sd sd_noln; do
-  printf '%s\n' "${TABLE[$arm]}" > "$OUT/$arm.table.txt"
+  if [ "$DRY" = 1 ]; then echo "+ echo '${TABLE[$arm]}' > $OUT/$arm.table.txt"
+  else printf '%s\n' "${TABLE[$arm]}" > "$OUT/$arm.table.txt"; fi
   ckpt=$(printf '%s/%s/model_%08d.bin' "$OUT" "$arm" "$STEPS")
   if [ ! -f "$OUT/$arm/DONE_$(printf %08d "$STEPS")" ]; then
     # shellcheck disable=SC2086
-    run ./train_gpt2 -e "$MODEL" -prism "$OUT/$arm.table.txt" ${EXTRA[$arm]} \
+    run "$OUT/$arm.train.log" ./train_gpt2 -e "$MODEL" -prism "$OUT/$arm.table.txt" ${EXTRA[$arm]} \
       -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" \
-      -b 4 -t 128 -x "$STEPS" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v "$STEPS" -m -1 -s 0 -n "$STEPS" -o "$OUT/$arm" \
-      > "$OUT/$arm.train.log" 2>&1 || { [ "$DRY" = 1 ] || die "training $arm failed: see $OUT/$arm.train.log"; }
+      -b 4 -t 128 -x "$STEPS" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v "$STEPS" -m -1 -s 0 -n "$STEPS" -o "$OUT/$arm"
   fi
-  [ -f "$OUT/$arm.spectrum.json" ] || run ./sd_spectrum "$ckpt" -json "$OUT/$arm.spectrum.json" > "$OUT/$arm.spectrum.txt"
+  [ -f "$OUT/$arm.spectrum.json" ] || run "$OUT/$arm.spectrum.txt" ./sd_spectrum "$ckpt" -json "$OUT/$arm.spectrum.json"
   for k in $(seq 1 $((L - 1))); do
     [ -f "$OUT/$arm.lin$k.report.json" ] && continue
     # the input's val loss does not depend on K: only the K = 1 run evaluates it
-    run ./sd_surgery -e "$ckpt" -o "$OUT/$arm.lin$k.bin" -op linearize -k "$k" \
-      -j "$TS/tiny_shakespeare_val.bin" -m 20 -b 4 -t 128 -eval_before $([ "$k" = 1 ] && echo 1 || echo 0) \
-      > "$OUT/$arm.lin$k.log"
+    run "$OUT/$arm.lin$k.log" ./sd_surgery -e "$ckpt" -o "$OUT/$arm.lin$k.bin" -op linearize -k "$k" \
+      -j "$TS/tiny_shakespeare_val.bin" -m 20 -b 4 -t 128 -eval_before $([ "$k" = 1 ] && echo 1 || echo 0)
     [ "$DRY" = 1 ] || rm -f "$OUT/$arm.lin$k.bin"
   done
 done

@@ -16,13 +16,10 @@ import os
 import statistics
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from common import save_png  # noqa: E402  (scripts/common.py)
+from common import pyplot, save_png  # noqa: E402  (scripts/common.py)
+
+plt = pyplot()
 
 
 class InputError(ValueError):

@@ -200,19 +200,19 @@ static void print_table(const Report *r, const Options *o) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * CSV (one row per head) and JSON (layers with their heads); both written to NAME.tmp + rename. */
+ * CSV (one row per head) and JSON (layers with their heads), each written to NAME.tmp and left
+ * open: main renames them once every output is complete (the plot included). */
 #define HEAD_FIELDS                                                                              \
     "layer,head,kind,family,d,capacity,rank,erank,pr,sr,n90,rank90,rho_R,rho_F,norm_R,norm_F,"   \
     "norm_ratio,lam_max_F,f_positive,alpha,radius,alpha_rel,unstable,norm_S,d_mean,d_spread"
 
-static void write_csv(const Report *r, const char *path) {
-    AtomicFile af;
-    atomic_open(&af, path);
-    fprintf(af.f, "%s\n", HEAD_FIELDS);
+static void write_csv(const Report *r, AtomicFile *out) {
+    FILE *f = out->f;
+    fprintf(f, "%s\n", HEAD_FIELDS);
     for (int l = 0; l < r->cfg.num_layers; l++) {
         for (int k = 0; k < r->cfg.layer[l].n_head; k++) {
             const HeadStats *h = &r->head[l][k];
-            fprintf(af.f, "%d,%d,%s,%s,%d,%d,%d,%.10g,%.10g,%.10g,%d,%d,%.10g,%.10g,%.10g,%.10g,"
+            fprintf(f, "%d,%d,%s,%s,%d,%d,%d,%.10g,%.10g,%.10g,%d,%d,%.10g,%.10g,%.10g,%.10g,"
                     "%.10g,%.10g,%d,%.10g,%.10g,%.10g,%d,%.10g,%.10g,%.10g\n",
                     h->layer, h->head, layer_kind_of(h->kind)->name, family_name(h->family), h->d,
                     h->capacity, h->rank.rank, h->rank.erank, h->rank.pr, h->rank.sr, h->rank.n90,
@@ -221,7 +221,7 @@ static void write_csv(const Report *r, const char *path) {
                     h->norm_S, h->d_mean, h->d_spread);
         }
     }
-    atomic_commit(&af);
+    if (fflush(f) != 0 || ferror(f)) llmc_die("%s: write failed: %s", out->tmp, strerror(errno));
 }
 
 /* JSON has no NaN or infinity: they become null. */
@@ -282,11 +282,9 @@ static void json_layer(FILE *f, const Report *r, int l) {
     fprintf(f, "    ]}");
 }
 
-static void write_json(const Report *r, double eps, const char *path) {
+static void write_json(const Report *r, double eps, AtomicFile *out) {
     const GPT2Config *c = &r->cfg;
-    AtomicFile af;
-    atomic_open(&af, path);
-    FILE *f = af.f;
+    FILE *f = out->f;
     fprintf(f, "{\"model\": ");
     json_string(f, r->path);
     fprintf(f, ", \"eps\": %g, \"sv_rel_tol\": %g, \"energy_fraction\": %g,\n", eps, SPEC_SV_REL_TOL,
@@ -299,7 +297,7 @@ static void write_json(const Report *r, double eps, const char *path) {
         fprintf(f, "%s\n", l + 1 < c->num_layers ? "," : "");
     }
     fprintf(f, " ]}\n");
-    atomic_commit(&af);
+    if (fflush(f) != 0 || ferror(f)) llmc_die("%s: write failed: %s", out->tmp, strerror(errno));
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -319,10 +317,6 @@ static void plot_script_path(const char *argv0, char *out, size_t cap) {
 static int run_plot(const char *argv0, const char *data, const char *png, char *why, size_t cap) {
     char script[OPT_CAP + 64];
     plot_script_path(argv0, script, sizeof(script));
-    if (!file_exists(script)) {
-        snprintf(why, cap, "%s: plot script not found (set SD_PLOT_SCRIPT)", script);
-        return 1;
-    }
     /* as the Makefile: $PYTHON, else Debian's /usr/bin/python3 (with matplotlib), else python3 */
     const char *py = getenv("PYTHON");
     if (py == NULL || py[0] == '\0') py = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
@@ -353,32 +347,51 @@ int main(int argc, char **argv) {
     stdout_line_buffered();
     Options o;
     parse_options(&o, argc, argv);
+    /* checked before the analysis, which can take minutes */
+    if (o.csv[0]) require_output_path("-csv", o.csv);
+    if (o.json[0]) require_output_path("-json", o.json);
+    if (o.png[0]) {
+        require_output_path("-png", o.png);
+        char script[OPT_CAP + 64];
+        plot_script_path(argv[0], script, sizeof(script));
+        if (!file_exists(script)) llmc_die("-png: %s: plot script not found (set SD_PLOT_SCRIPT)", script);
+    }
     Report r;
     analyse_model(o.model, o.eps, &r);
     print_table(&r, &o);
+    /* Every output or none: the CSV and JSON stay under NAME.tmp until the plot (which reads the
+     * JSON's .tmp) has succeeded, and a failure removes them. Without -json the plot's data is a
+     * temporary that never gets a final name. */
+    AtomicFile csv = {0}, json = {0};
+    char plot_data[OPT_CAP + 16];
+    snprintf(plot_data, sizeof(plot_data), "%s%s", o.json[0] ? o.json : o.png, o.json[0] ? "" : ".data.json");
     if (o.csv[0]) {
-        write_csv(&r, o.csv);
+        atomic_open(&csv, o.csv);
+        write_csv(&r, &csv);
+    }
+    if (o.json[0] || o.png[0]) {
+        atomic_open(&json, plot_data);
+        write_json(&r, o.eps, &json);
+    }
+    if (o.png[0]) {
+        char why[2 * OPT_CAP + 256];
+        if (run_plot(argv[0], json.tmp, o.png, why, sizeof(why)) != 0) {
+            atomic_discard(&csv);
+            atomic_discard(&json);
+            llmc_die("-png: %s (no output written)", why);
+        }
+    }
+    if (o.csv[0]) {
+        atomic_commit(&csv);
         printf("wrote %s\n", o.csv);
     }
     if (o.json[0]) {
-        write_json(&r, o.eps, o.json);
+        atomic_commit(&json);
         printf("wrote %s\n", o.json);
+    } else if (o.png[0]) {
+        atomic_discard(&json);
     }
-    if (o.png[0]) {
-        /* the plot reads the JSON: the -json file, else a temporary one removed afterwards */
-        char tmp[OPT_CAP + 16];
-        const char *data = o.json;
-        if (!o.json[0]) {
-            snprintf(tmp, sizeof(tmp), "%s.data.json", o.png);
-            write_json(&r, o.eps, tmp);
-            data = tmp;
-        }
-        char why[2 * OPT_CAP + 256];
-        const int rc = run_plot(argv[0], data, o.png, why, sizeof(why));
-        if (!o.json[0]) remove(tmp);
-        if (rc != 0) llmc_die("-png: %s", why);
-        printf("wrote %s\n", o.png);
-    }
+    if (o.png[0]) printf("wrote %s\n", o.png);
     report_free(&r);
     return 0;
 }

@@ -3,6 +3,7 @@
  * (doc/formats.md): a batch, the PyTorch logits, loss and gradients of that batch, and the
  * losses of a short AdamW trajectory with its hyperparameters. Shared by the CPU test
  * (test/test_gpt2.c) and the GPU test (test/test_gpt2.cu), which compare against it.
+ * debug_state_read / debug_state_free.
  */
 #ifndef TEST_DEBUG_STATE_H
 #define TEST_DEBUG_STATE_H
@@ -40,6 +41,9 @@ static inline void debug_state_read(const char *path, size_t num_params, int V, 
     s->B = h[2];
     s->T = h[3];
     s->decay_sd_skew = h[4];
+    if (s->B < 1 || s->B > 4096 || s->T < 1 || s->T > LLMC_MAX_SEQ_LEN) {
+        llmc_die("%s: header[2..3] B %d, T %d: expected 1..4096 and 1..%d", path, s->B, s->T, LLMC_MAX_SEQ_LEN);
+    }
     const size_t N = (size_t)s->B * s->T;
     s->x = (int *)xmalloc(N * sizeof(int));
     s->y = (int *)xmalloc(N * sizeof(int));
@@ -51,6 +55,7 @@ static inline void debug_state_read(const char *path, size_t num_params, int V, 
     xfread(&s->loss, sizeof(float), 1, f, path, "loss");
     xfread(s->grads, sizeof(float), num_params, f, path, "grads");
     xfread(&s->n_steps, sizeof(int), 1, f, path, "trailer n_steps");
+    if (s->n_steps < 0 || s->n_steps > 1000000) llmc_die("%s: trailer n_steps %d: expected 0..1000000", path, s->n_steps);
     float hp[6];
     xfread(hp, sizeof(float), 6, f, path, "trailer hyperparameters");
     s->lr = hp[0];
@@ -62,6 +67,14 @@ static inline void debug_state_read(const char *path, size_t num_params, int V, 
     s->losses = (float *)xmalloc((size_t)s->n_steps * sizeof(float));
     xfread(s->losses, sizeof(float), (size_t)s->n_steps, f, path, "trailer losses");
     xfclose(f, path);
+}
+
+static inline void debug_state_free(DebugState *s) {
+    free(s->x);
+    free(s->y);
+    free(s->logits);
+    free(s->grads);
+    free(s->losses);
 }
 
 #endif /* TEST_DEBUG_STATE_H */

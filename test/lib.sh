@@ -54,3 +54,6 @@ finish() {
   echo "$T_PASS passed, $T_FAIL failed"
   [ "$T_FAIL" -eq 0 ]
 }
+
+# The samples of a log (the line after each "generating:" / "---" pair), one per line.
+samples_of() { awk '/^generating:$/ {g = 1; next} g == 1 && /^---$/ {g = 2; next} g == 2 {print; g = 0}' "$1"; }

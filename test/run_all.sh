@@ -6,7 +6,9 @@
 # It exits non-zero if any assertion failed or any test did not reach its summary line (a crash
 # counts as a failure). A missing dependency is a failure; the one exception is SKIP_TESTS (names,
 # space-separated) with SKIP_REASON, which `make test` sets for the GPU build checks on a machine
-# without the CUDA toolkit: they are named in one line and not run.
+# without the CUDA toolkit, and for three suites under SANITIZE=1: they are named in one line and
+# not run. Under SANITIZE=1, SANITIZER_REPORTS names the folder where ASan and UBSan write their
+# reports: a report written during a test fails it, whatever the test did with the program's output.
 set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -33,10 +35,27 @@ for entry in "${TESTS[@]}"; do
     continue
   fi
   log=build/logs/$name.log
+  if [ -n "${SANITIZER_REPORTS:-}" ]; then rm -rf "$SANITIZER_REPORTS"; mkdir -p "$SANITIZER_REPORTS"; fi
   start=$(date +%s)
   PYTHON=$PYTHON bash -c "$cmd" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
+  # a report is a file with an error in it (ASan also writes a one-line warning when a program
+  # switches stacks with swapcontext, as test/warp_emul.cpp does under its fiber annotations)
+  reports=()
+  if [ -n "${SANITIZER_REPORTS:-}" ]; then
+    while IFS= read -r r; do reports+=("$r"); done < <(grep -lE 'ERROR: |runtime error: ' "$SANITIZER_REPORTS"/* 2>/dev/null)
+  fi
+  if [ ${#reports[@]} -gt 0 ]; then
+    echo "[$name] sanitizer reports (${secs}s):"
+    for r in "${reports[@]}"; do
+      echo "    $r:"
+      grep -m 3 -E 'ERROR|runtime error|SUMMARY' "$r" | sed 's/^/      /'
+    done
+    mkdir -p build/logs/sanitizer_kept && cp "${reports[@]}" build/logs/sanitizer_kept/
+    total_fail=$((total_fail + 1))
+    continue
+  fi
   summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
   if [ -z "$summary" ]; then
     echo "[$name] no summary line (exit $rc) after ${secs}s; last lines of $log:"
@@ -57,7 +76,7 @@ for entry in "${TESTS[@]}"; do
   total_fail=$((total_fail + f))
 done
 if [ ${#skipped[@]} -gt 0 ]; then
-  echo "skipped ${#skipped[@]} GPU checks (${skipped[*]}): ${SKIP_REASON:-not available here}"
+  echo "skipped ${#skipped[@]} tests (${skipped[*]}): ${SKIP_REASON:-not available here}"
 fi
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

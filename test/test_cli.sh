@@ -31,7 +31,7 @@ expect_error "-m 0 (no val batch: a NaN loss)" "^error: -m 0: expected -1 \(the 
 expect_error "negative learning rate" "^error: -l '-1': expected a number in \[0," "${RUN[@]}" -l -1
 expect_error "final fraction above 1" "^error: -q '1.5'" "${RUN[@]}" -q 1.5
 expect_error "unknown schedule name" "^error: -k 'foo': expected one of \{cosine\|linear\|constant\|wsd\}" "${RUN[@]}" -k foo
-expect_error "ZeRO stage 2 does not exist" "^error: -z '2': expected an integer in \[0, 1\]" "${RUN[@]}" -z 2
+expect_error "ZeRO stage 4 does not exist (2 and 3 run stage 0, as llm.c)" "^error: -z '4': expected an integer in \[0, 3\]" "${RUN[@]}" -z 4
 expect_error "T above the model's maxT" "^error: -t 100 exceeds the model's maxT = 64" "${RUN[@]}" -t 100
 expect_error "total batch not a multiple of B*T" "^error: -d 100 is not a multiple of B\*T\*processes = 16" "${RUN[@]}" -d 100
 expect_error "-y 1 without -o" "^error: -y 1 resumes from -o" "${RUN[@]}" -y 1
@@ -66,7 +66,8 @@ check "the start-up table shows the per-layer heads" bash -c "grep -q 'layers  0
 head -c 2000 "$TS/tiny_shakespeare_val.bin" > "$d/truncated_val.bin"
 cp "$TS/tiny_shakespeare_val.bin" "$d/badmagic_val.bin"; printf '\x00\x00\x00\x00' | dd of="$d/badmagic_val.bin" conv=notrunc 2>/dev/null
 printf '\xa1\xd9\x34\x01\x07\x00\x00\x00' > "$d/llama3.bin"; head -c 2000 /dev/zero >> "$d/llama3.bin"
-expect_error "no shard matches" "^error: $d/nothing_\*.bin: no file matches" ./train_gpt2 -e tiny -i "$d/nothing_*.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1
+expect_error "no shard matches" "^error: $d/nothing_\*.bin: no file matches this shard pattern, relative to the working directory $PWD \(make data" ./train_gpt2 -e tiny -i "$d/nothing_*.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1
+expect_error "no shard matches an absolute pattern" "^error: $PWD/$d/nothing_\*.bin: no file matches this shard pattern \(make data" ./train_gpt2 -e tiny -i "$PWD/$d/nothing_*.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1
 expect_error "truncated shard" "^error: $d/truncated_val.bin: header\[2\] says 32768 tokens.*truncated" ./train_gpt2 -e tiny "${DATA[@]:0:2}" -j "$d/truncated_val.bin" -b 1 -t 16 -x 1
 expect_error "shard with a wrong magic" "^error: $d/badmagic_val.bin: bad magic 0 in header\[0\]" ./train_gpt2 -e tiny "${DATA[@]:0:2}" -j "$d/badmagic_val.bin" -b 1 -t 16 -x 1
 expect_error "a Llama-3 shard" "^error: $d/llama3.bin: header\[0\] = 20240801 is a Llama-3 shard" ./train_gpt2 -e tiny -i "$d/llama3.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1

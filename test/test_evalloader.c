@@ -359,8 +359,53 @@ static void test_losses_from_logits(void) {
     CHECK(memcmp(losses, first, sizeof(first)) == 0, "losses without the argmax output are the same, bit for bit");
 }
 
+/* Every header field with a range, at its bounds and one past each: a value in range gets past the
+ * header (the file reads, or fails later for a reason other than that field), one outside is
+ * rejected naming the field and its range. */
+static int header_field_result(int field, int value, char *err, size_t cap) {
+    Stream s;
+    memset(&s, 0, sizeof(s));
+    const int piqa[] = {1, 7, 1, 8, 3, 9, 10, 11};
+    put_example(&s, 2, 0, 0, 2, 1, piqa, 3);
+    int32_t h[256];
+    header(h, 2, 1, s.longest, 0, 2);
+    h[field] = value;
+    write_file(DIR "/bound.bin", h, &s, s.n);
+    EvalFile ef;
+    err[0] = '\0';
+    const int ok = evalfile_read(&ef, DIR "/bound.bin", 100, err, cap);
+    if (ok) evalfile_free(&ef);
+    return ok;
+}
+
+static void test_header_bounds(void) {
+    static const struct { int field; const char *name; int lo, hi; } F[] = {
+        {2, "header[2] num_examples", 1, 65535},
+        {3, "header[3] longest_example_bytes", 1, 65535},
+        {4, "header[4] scoring", 0, 1},
+        {5, "header[5] max options", 1, EVAL_MAX_ROWS},
+    };
+    char err[4400];
+    for (size_t i = 0; i < sizeof(F) / sizeof(F[0]); i++) {
+        const int in_range[2] = {F[i].lo, F[i].hi}, outside[2] = {F[i].lo - 1, F[i].hi + 1};
+        for (int k = 0; k < 2; k++) {
+            char refusal[96]; /* the header check's message for this value */
+            snprintf(refusal, sizeof(refusal), "%s %d: expected", F[i].name, in_range[k]);
+            header_field_result(F[i].field, in_range[k], err, sizeof(err));
+            CHECK(strstr(err, refusal) == NULL, "%s = %d is accepted by the header check (%s)", F[i].name,
+                  in_range[k], err[0] ? err : "file reads");
+            const int ok = header_field_result(F[i].field, outside[k], err, sizeof(err));
+            CHECK(!ok && strstr(err, F[i].name) && strstr(err, "expected"), "%s = %d is rejected: %s", F[i].name,
+                  outside[k], err);
+        }
+    }
+    const int ok = header_field_result(2, INT32_MIN, err, sizeof(err));
+    CHECK(!ok && strstr(err, "header[2] num_examples -2147483648"), "num_examples INT32_MIN is rejected: %s", err);
+}
+
 int main(void) {
     make_dir(DIR);
+    test_header_bounds();
     test_losses_from_logits();
     test_v1_valid();
     test_corruptions();

@@ -441,9 +441,26 @@ def test_cli():
           "eval_gpt2 --help exits 0 and lists every flag")
     empty = os.path.join(TMP, "empty_dir")
     os.makedirs(empty, exist_ok=True)
+    for flag in ("-json", "-scores"):  # refused before any file is read or anything scored
+        out_path = os.path.join(TMP, "no_such_dir", "out")
+        rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "piqa", flag, out_path])
+        check(one_error_line(rc, err, flag, "no_such_dir does not exist") and not os.path.exists(out_path),
+              f"{flag} into a missing directory is one error line before scoring: {err.strip()}")
+        rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "piqa", flag, empty])
+        check(one_error_line(rc, err, flag, "is a directory"), f"{flag} naming a directory: {err.strip()}")
     rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "piqa", "-dir", empty])
-    check(one_error_line(rc, err, "piqa/piqa_val.bin", "not found", "dev/data/piqa.py"),
-          f"missing eval file names the file and its writer: {err.strip()}")
+    check(one_error_line(rc, err, "piqa/piqa_val.bin", "not found", "make evals", "dev/data/piqa.py"),
+          f"missing eval file names the file, make evals and its writer: {err.strip()}")
+    p = subprocess.run(["make", "-s", "eval", f"CKPT={MODEL}", "EVAL_N=2"], cwd=REPO, capture_output=True, text=True)
+    rows = [l for l in p.stdout.splitlines() if l.startswith("| ") and "examples/s" not in l and "task" not in l]
+    check(p.returncode == 0 and len(rows) == 5 and all(r.split("|")[2].strip() == "2" for r in rows),
+          f"make eval CKPT=... EVAL_N=2: the five tasks, 2 examples each ({len(rows)} rows) {p.stderr.strip()[-200:]}")
+    p = subprocess.run(["make", "-s", "eval", f"CKPT={TMP}/none.bin"], cwd=REPO, capture_output=True, text=True)
+    check(p.returncode != 0 and f"error: CKPT={TMP}/none.bin: no such checkpoint" in p.stderr,
+          f"make eval with a missing CKPT: one line ({p.stderr.strip()[:120]})")
+    rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "all", "-dir", empty])
+    check(one_error_line(rc, err, "5 eval files not found", "hellaswag_val.bin", "lambada_test.bin", "make evals"),
+          f"-tasks all before make evals: every missing file in one line: {err.strip()}")
     good = open(task_path("piqa"), "rb").read()
     trunc = os.path.join(TMP, "piqa_truncated.bin")
     with open(trunc, "wb") as f:

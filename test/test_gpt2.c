@@ -137,5 +137,6 @@ int main(int argc, char **argv) {
     CHECK(worst <= 5e-6, "AdamW trajectory: %d losses within 5e-6 relative (worst %.1e)", ds.n_steps, worst);
 
     gpt2_free(&model);
+    debug_state_free(&ds);
     return test_finish();
 }

@@ -347,5 +347,6 @@ int main(int argc, char **argv) {
     gpt2gpu_free(&g.model);
     cudnn_att_destroy(g.cudnn);
     gpu_ctx_free(&g.ctx);
+    debug_state_free(&ds);
     return test_finish();
 }

@@ -94,7 +94,7 @@ rc=$?
   && pass "eval_gpt2cu --help without a GPU lists -tasks and -scores" || fail "eval_gpt2cu --help (exit $rc)"
 expect_error "eval_gpt2cu without -e" "^error: -e: a model is required" $e -tasks piqa
 expect_error "eval_gpt2cu: a missing eval file, before any GPU work" \
-  "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(write it with: python dev/data/piqa.py\)$" \
+  "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(make evals writes the five; or: python dev/data/piqa.py\)$" \
   $e -e tiny -tasks piqa -dir build/no_such_dir
 expect_error "dev/cuda flags: a zero batch, before any GPU work" "^error: -B '0': expected an integer 1\.\.1000000$" \
   $d/attention_flash -B 0

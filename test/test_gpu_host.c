@@ -31,6 +31,7 @@
 #include "../llmc/cuda/mfu.h"
 #include "../llmc/cuda/encoder_buckets.h"
 #include "../llmc/cuda/adamw.h"
+#include "../llmc/cuda/local_rank.h"
 #include "../llmc/model_init.h"
 #include "../llmc/param_layout.h"
 #include "../llmc/layer_table.h"
@@ -838,7 +839,27 @@ static void test_kind_checkpoint_and_shards(void) {
     free(s);
 }
 
+/* -pi tcp/fs: the launcher's node-local rank wins over rank % -pg; junk in a variable is passed over. */
+static void test_local_rank(void) {
+    const char *vars[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"};
+    for (int i = 0; i < 3; i++) unsetenv(vars[i]);
+    const char *src = NULL;
+    CHECK(local_rank_from_env(13, 8, &src) == 5 && strcmp(src, "-pg") == 0, "no launcher variable: rank 13 %% -pg 8 = 5");
+    setenv("LOCAL_RANK", "2", 1);
+    CHECK(local_rank_from_env(13, 8, &src) == 2 && strcmp(src, "LOCAL_RANK") == 0, "LOCAL_RANK 2 is taken");
+    setenv("SLURM_LOCALID", "3", 1);
+    CHECK(local_rank_from_env(13, 8, &src) == 3 && strcmp(src, "SLURM_LOCALID") == 0,
+          "SLURM_LOCALID 3 is taken first (srun's placement, not rank %% -pg)");
+    setenv("SLURM_LOCALID", "3x", 1);
+    CHECK(local_rank_from_env(13, 8, &src) == 2 && strcmp(src, "LOCAL_RANK") == 0, "SLURM_LOCALID '3x' is passed over");
+    setenv("SLURM_LOCALID", "-1", 1);
+    unsetenv("LOCAL_RANK");
+    CHECK(local_rank_from_env(13, 8, &src) == 5 && strcmp(src, "-pg") == 0, "a negative SLURM_LOCALID is passed over");
+    for (int i = 0; i < 3; i++) unsetenv(vars[i]);
+}
+
 int main(void) {
+    test_local_rank();
     test_cudnn_support();
     test_path_selection();
     test_flash_paths();

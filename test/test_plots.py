@@ -139,6 +139,18 @@ def test_plot_logs(paths):
     check(rc == 0 and not ok, f"negative control: plot_logs.py's figure without its curves fails the check ({desc})")
 
 
+def test_missing_modules(paths):
+    """An interpreter without the dependencies (here the same one with -S: no site-packages) gets one
+    line naming it and the interpreter that has them, not a traceback."""
+    for script, module in (("scripts/plot_logs.py", "matplotlib"), ("sd_attention/plot_cascade.py", "matplotlib"),
+                           ("train_gpt2.py", "numpy"), ("dev/data/tinyshakespeare.py", "numpy")):
+        args = [os.path.dirname(paths["a"]), "-o", os.path.join(TMP, "nomod.png")] if script.endswith("plot_logs.py") else ["--help"]
+        p = subprocess.run([PY, "-S", script, *args], cwd=ROOT, capture_output=True, text=True)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode != 0 and len(lines) == 1 and f"{module} is not installed for" in lines[0]
+              and "/usr/bin/python3" in lines[0], f"{script} without {module}: one line ({p.stderr.strip()[:160]})")
+
+
 def test_plot_logs_errors(paths):
     bad = os.path.join(TMP, "bad", "main.log")
     write(bad, "s:0 trl:10.0 lr:0.1 norm:1.0\ns:0 tel:10.5\ns:1 trl:9.0 lr:0.1\nstep 2 loss 3\n")
@@ -231,6 +243,7 @@ def main():
     test_parser(load("scripts/plot_logs.py"), paths)
     test_plot_logs(paths)
     test_plot_logs_errors(paths)
+    test_missing_modules(paths)
     test_plot_attn()
     test_plot_attn_errors()
     finish()

@@ -6,6 +6,8 @@
 #   - the DONE_ marker decides: a model file without DONE_ is ignored on resume;
 #   - -y 1 on an empty directory starts from scratch;
 #   - -nk/-nm retention; no .tmp file is left behind; main.log is appended on resume;
+#   - `-o DIR -y 1` alone resumes with the run's flags (DIR/flags.txt) and ends byte-identical; a
+#     flag given again wins with a note naming both values; a folder without flags.txt is a note;
 #   - hostile state files (orders not permutations, another model's file), kill -9 during a
 #     checkpoint write, and a write that fails (the file-size limit as a full disk).
 set -u
@@ -46,6 +48,33 @@ check "final checkpoints byte-identical" cmp -s "$root/A/model_00000010.bin" "$r
 check "final state files byte-identical" cmp -s "$root/A/state_00000010_00000.bin" "$root/B/state_00000010_00000.bin"
 check "main.log appended on resume (old first line kept)" test "$(head -n 1 "$root/B/main.log")" = "s:0 tel:0.0"
 check "main.log has the resumed train lines s:5..s:9" test "$(grep -c ' trl:' "$root/B/main.log")" -eq 5
+
+# -o DIR -y 1 alone: the run's flags come from DIR/flags.txt
+check "the run folder holds its flags (-x 10, -d 128, -prism; no -o or -y)" \
+  bash -c "grep -qx -- '-x 10' '$root/A/flags.txt' && grep -qx -- '-d 128' '$root/A/flags.txt' && grep -qx -- '-prism $root/prism.txt' '$root/A/flags.txt' && ! grep -q '^-[oy] ' '$root/A/flags.txt'"
+mkdir -p "$root/FA"
+cp "$root/A/model_00000005.bin" "$root/A/state_00000005_00000.bin" "$root/A/DONE_00000005" "$root/A/flags.txt" "$root/FA/"
+./train_gpt2 -o "$root/FA" -y 1 > "$root/FA.log" 2>&1
+check "-o DIR -y 1 alone resumes from step 5 with the run's flags" \
+  bash -c "grep -q 'resumed from step 5' '$root/FA.log' && grep -q '^resuming with the flags of $root/FA/flags.txt$' '$root/FA.log'"
+n_f=$(steps "$root/FA.log")
+check "... and steps 6-10 and the final model equal the uninterrupted run" \
+  bash -c "[ \"\$1\" = \"\$2\" ] && cmp -s '$root/A/model_00000010.bin' '$root/FA/model_00000010.bin'" _ "$n_a" "$n_f"
+rm -f "$root/FA/"*00000010*
+./train_gpt2 -o "$root/FA" -y 1 -x 12 > "$root/FA2.log" 2>&1
+check "a flag given again on resume wins, with one note naming both values" \
+  bash -c "[ \"\$(grep -c '^note: -x 12 replaces this run.s -x 10 ($root/FA/flags.txt)$' '$root/FA2.log')\" = 1 ] && test -f '$root/FA/DONE_00000012'"
+check "the folder's flags.txt now holds the new value (-x 12)" grep -qx -- '-x 12' "$root/FA/flags.txt"
+mkdir -p "$root/FG"
+cp "$root/A/model_00000005.bin" "$root/A/state_00000005_00000.bin" "$root/A/DONE_00000005" "$root/FG/"
+./train_gpt2 "${COMMON[@]}" -o "$root/FG" -y 1 > "$root/FG.log" 2>&1
+check "a folder without flags.txt resumes with the command line's flags, and says so" \
+  bash -c "grep -q 'flags.txt not found: resuming with the flags of this command line only' '$root/FG.log' && test -f '$root/FG/DONE_00000010'"
+printf -- '-x 10\n-nosuch 3\n' > "$root/FG/flags.txt"
+expect_error "an unknown flag in flags.txt names the file and line" "^error: $root/FG/flags.txt:2: -nosuch: not a flag of this trainer" \
+  ./train_gpt2 -o "$root/FG" -y 1
+printf -- '-x ten\n' > "$root/FG/flags.txt"
+expect_error "a bad value in flags.txt names the file, the line and the flag" "^error: $root/FG/flags.txt:1: -x 'ten': expected an integer" ./train_gpt2 -o "$root/FG" -y 1
 
 ./train_gpt2 "${COMMON[@]}" -x 2 -n 1 -o "$root/C" -y 1 > "$root/C.log" 2>&1
 check "-y 1 on an empty directory starts from scratch" grep -q "starting from scratch" "$root/C.log"
@@ -130,6 +159,6 @@ mkdir -p "$root/H"
 UNIFORM=("${COMMON[@]:0:2}" "${COMMON[@]:4}")   # without -prism: no schedule warnings
 full_run() { ulimit -f 2000; trap '' XFSZ; ./train_gpt2 "${UNIFORM[@]}" -x 2 -v 2 -n 2 -o "$root/H"; }
 expect_error "a failed checkpoint write" "model_00000002.bin: write failed: File too large" full_run
-check "the failed write left no .tmp and no model file" test -z "$(ls "$root/H" | grep -v '^main.log$')"
+check "the failed write left no .tmp and no model file" test -z "$(ls "$root/H" | grep -Ev '^(main.log|flags.txt)$')"
 expect_error "state: another model's state file is named by its size" "$st: [0-9]+ bytes; the header, [0-9]+ optimizer values of this model and the loader state take" ./train_gpt2 "${COMMON[@]}" -o "$root/G" -y 1
 finish

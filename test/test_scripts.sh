@@ -14,7 +14,12 @@
 #     (one "within the noise" case, one "excludes 0" case), and its errors;
 #   - ab_cpu.sh smoke run: tiny model, 2 seeds x 2 arms x 2 steps on 1 thread, then its summary,
 #     the attention distance of each pair and the plots; a second start skips the complete runs;
-#     other settings in the same directory are refused.
+#     other settings in the same directory are refused;
+#   - sd_cpu_experiment.sh --dry-run prints every command with its log and writes nothing;
+#     bench_cpu.sh --help prints its usage, a bad argument or a failing trainer is one error line
+#     and a non-zero exit (never "inf tok/s");
+#   - sample.py continues a prompt from a checkpoint: the prompt first, the same text for a seed,
+#     another for another seed; bad flags and a missing checkpoint are one error line.
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -303,4 +308,36 @@ scripts/ab_cpu.sh "${SMOKE[@]}" > "$d/abcpu2.out" 2>&1
 check "ab_cpu: a second start skips the 4 complete runs" test "$(grep -c 'complete, skipped' "$d/abcpu2.out")" -eq 4
 expect_error "ab_cpu: other settings in the same --out are refused" "^error: $d/abcpu/settings.txt: this directory holds an A/B with other settings" \
   scripts/ab_cpu.sh "${SMOKE[@]}" --steps 3
+
+# ------------------------------------------------------------------------------------------------
+# sd_cpu_experiment.sh --dry-run, bench_cpu.sh's arguments
+scripts/sd_cpu_experiment.sh --dry-run --steps 10 --model L3C64H2 --out "$d/sdx" > "$d/sdx.out" 2>&1
+rc=$?
+n_train=$(grep -c '^+ ./train_gpt2 .* > '"$d"'/sdx/[a-z_]*.train.log$' "$d/sdx.out")
+n_surg=$(grep -c '^+ ./sd_surgery .* > '"$d"'/sdx/[a-z_]*.lin[12].log$' "$d/sdx.out")
+check "sd_cpu_experiment --dry-run: exit 0, 3 training and 6 surgery commands printed with their logs ($rc, $n_train, $n_surg)" \
+  test "$rc" = 0 -a "$n_train" = 3 -a "$n_surg" = 6
+check "sd_cpu_experiment --dry-run writes nothing" test ! -e "$d/sdx"
+out=$(scripts/bench_cpu.sh --help 2>&1); rc=$?
+check "bench_cpu --help: usage, exit 0" bash -c "[ $rc = 0 ] && grep -q 'bash scripts/bench_cpu.sh \[MODEL' <<< \"\$1\"" _ "$out"
+expect_error "bench_cpu: an unknown flag" "^error: --foo: unknown flag" scripts/bench_cpu.sh --foo
+expect_error "bench_cpu: a non-numeric STEPS" "^error: STEPS 'x': expected a positive integer" \
+  scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 x 1
+out=$(scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 2 1 2>&1); rc=$?
+check "bench_cpu: a trainer error stops it with the trainer's message, no tok/s line (exit $rc)" \
+  bash -c "[ $rc != 0 ] && grep -q 'the model has 2' <<< \"\$1\" && ! grep -q 'tok/s' <<< \"\$1\"" _ "$out"
+
+# ------------------------------------------------------------------------------------------------
+# sample.py: a prompt continued from a checkpoint
+./train_gpt2 -e tiny -i dev/data/tinyshakespeare/tiny_shakespeare_train.bin -j dev/data/tinyshakespeare/tiny_shakespeare_val.bin \
+  -b 1 -t 16 -x 1 -v 0 -m 1 -s 0 -n 1 -o "$d/sample_run" > "$d/sample_run.log" 2>&1
+ck=$d/sample_run/model_00000001.bin
+s1=$("$PYTHON" scripts/sample.py -e "$ck" --prompt "ROMEO:" -n 6 --top_k 20 2>&1); rc=$?
+s2=$("$PYTHON" scripts/sample.py -e "$ck" --prompt "ROMEO:" -n 6 --top_k 20 2>&1)
+s3=$("$PYTHON" scripts/sample.py -e "$ck" --prompt "ROMEO:" -n 6 --top_k 20 --seed 7 2>&1)
+check "sample.py: exit 0, a header line and the prompt first (rc $rc: $(tail -n 1 <<< "$s1"))" \
+  bash -c "[ $rc = 0 ] && [[ \"\$(sed -n 1p <<< \"\$1\")\" == '--- sample 1 (6 tokens, seed 1337, temperature 1, top_k 20)' ]] && [[ \"\$(sed -n 2p <<< \"\$1\")\" == ROMEO:* ]]" _ "$s1"
+check "sample.py: the same seed gives the same text, another seed another" test -n "$s1" -a "$s1" = "$s2" -a "$s1" != "$s3"
+expect_error "sample.py: -n 0" "^error: -n 0: expected at least 1 token" "$PYTHON" scripts/sample.py -e "$ck" -n 0
+expect_error "sample.py: a missing checkpoint" "^error: -e $d/none.bin: no such checkpoint" "$PYTHON" scripts/sample.py -e "$d/none.bin"
 finish

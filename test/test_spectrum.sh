@@ -82,7 +82,17 @@ expect_error "missing checkpoint" "^error: .*nothing.bin: cannot open" ./sd_spec
 expect_error "unknown flag" "^error: -foo: unknown flag" ./sd_spectrum "$M" -foo 1
 expect_error "bad -eps" "^error: -eps 'x': expected a number" ./sd_spectrum "$M" -eps x
 expect_error "no model" "^error: model: expected a checkpoint" ./sd_spectrum -heads 1
-expect_error "-png with a missing Python" "^error: -png: .*failed" env PYTHON=/nonexistent/python ./sd_spectrum "$M" -png "$d/x.png"
+expect_error "-png with a missing Python" "^error: -png: .*failed.*no output written" \
+  env PYTHON=/nonexistent/python ./sd_spectrum "$M" -csv "$d/x.csv" -json "$d/x.json" -png "$d/x.png"
+check "a failed plot leaves no CSV, JSON, PNG or .tmp" \
+  bash -c "! ls '$d'/x.* 2>/dev/null | grep -q ."
+mkdir -p "$d/adir"
+for flag in -csv -json -png; do
+  expect_error "$flag into a missing directory, before the analysis" "^error: $flag $d/nodir/x: directory $d/nodir does not exist" \
+    ./sd_spectrum "$M" $flag "$d/nodir/x"
+  expect_error "$flag naming a directory" "^error: $flag $d/adir: is a directory" ./sd_spectrum "$M" $flag "$d/adir"
+done
+check "nothing was written for the refused outputs" bash -c "! ls '$d'/nodir '$d'/adir/* 2>/dev/null | grep -q ."
 printf '{}' > "$d/empty.json"
 expect_error "plot script on a JSON without layers" "^error: .*empty.json: no 'layers' key" \
   "$PYTHON" sd_attention/plot_cascade.py "$d/empty.json" "$d/x.png"

@@ -58,4 +58,21 @@ done
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 check "stdout redirected to a file: the start-up lines are there while the first evaluation runs" test "$seen" = 1
+check "the run ends with a summary: steps, time, and the plot command for -o" \
+  bash -c "grep -Eq '^run summary: 3 of 3 steps in [0-9]+m[0-9]{2}s; best val loss [0-9.]+ at step 3$' '$d/one.log' && grep -q '^  plot: .*scripts/plot_logs.py $d/one$' '$d/one.log'"
+check "the ETA field is a time (recent steps' wall time), not nan or inf" \
+  bash -c "grep -E '^step ' '$d/one.log' | grep -Evq 'eta ([0-9]+h[0-9]{2}m|[0-9]+m[0-9]{2}s)\$' && exit 1 || exit 0"
+
+# Samples as llm.c's train_gpt2.c draws them: -g 5 (genT) is 4 tokens after <|endoftext|>, and one
+# RNG is carried from sample to sample, so with -l 0 (weights unchanged) the two samples differ.
+# Run where gpt2_tokenizer.bin is absent, so tokens print as <id>.
+mkdir -p "$d/notok"
+root=$PWD
+(cd "$d/notok" && "$root/train_gpt2" -e tiny -i "$root/$TS/tiny_shakespeare_train.bin" -j "$root/$TS/tiny_shakespeare_val.bin" \
+   -b 1 -t 16 -x 2 -l 0 -v 0 -m 1 -s 1 -g 5) > "$d/sample.log" 2>&1
+mapfile -t S < <(samples_of "$d/sample.log")
+counts=$(for x in "${S[@]}"; do grep -o '<[0-9]*>' <<<"$x" | wc -l; done | tr '\n' ' ')
+check "-g 5: two samples of 4 tokens each (counts: ${counts})" test "${#S[@]}" = 2 -a "$counts" = "4 4 "
+check "the CPU trainer's sampling RNG carries over: the second sample differs (${S[0]:-} / ${S[1]:-})" \
+  test -n "${S[0]:-}" -a "${S[0]:-}" != "${S[1]:-}"
 finish

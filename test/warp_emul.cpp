@@ -28,6 +28,17 @@
 
 #include "../llmc/scalar_math.h"
 
+/* Under AddressSanitizer (make test SANITIZE=1) every switch between the scheduler's stack and a
+ * thread's stack is announced, so that ASan tracks which stack is live (its fiber interface). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define FIBER_START(save, bottom, size) __sanitizer_start_switch_fiber((save), (bottom), (size))
+#define FIBER_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber((save), (bottom), (size))
+#else
+#define FIBER_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define FIBER_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+
 namespace {
 
 enum State { RUNNABLE, WAITING, DONE };
@@ -65,6 +76,8 @@ struct Block {
     ucontext_t sched;
     WarpEmulFn fn = nullptr;
     void *arg = nullptr;
+    const void *sched_stack = nullptr; /* the scheduler's stack, for the sanitizer's switches */
+    size_t sched_stack_size = 0;
 };
 
 Block g_block;
@@ -148,9 +161,19 @@ void smem_check(int tid, const void *p, size_t bytes, int write) {
 }
 
 void trampoline() {
+    FIBER_FINISH(nullptr, &g_block.sched_stack, &g_block.sched_stack_size);
     const int tid = g_block.cur;
     g_block.fn(tid, g_block.arg);
     g_block.lane[tid].state = DONE; /* uc_link returns to the scheduler */
+    FIBER_START(nullptr, g_block.sched_stack, g_block.sched_stack_size); /* this stack ends here */
+}
+
+/* The thread's switch back to the scheduler, and its return when scheduled again. */
+void yield_to_scheduler(Lane *l) {
+    void *fake_stack = nullptr;
+    FIBER_START(&fake_stack, g_block.sched_stack, g_block.sched_stack_size);
+    swapcontext(&l->ctx, &g_block.sched);
+    FIBER_FINISH(fake_stack, &g_block.sched_stack, &g_block.sched_stack_size);
 }
 
 /* The calling thread's lane (a warp instruction outside warp_emul_block is an error). */
@@ -176,7 +199,7 @@ Lane *wait_on(Op op) {
     Lane *l = self(op);
     l->op = op;
     l->state = WAITING;
-    swapcontext(&l->ctx, &g_block.sched);
+    yield_to_scheduler(l);
     return l;
 }
 
@@ -341,7 +364,10 @@ void warp_emul_block(int nthreads, WarpEmulFn fn, void *arg) {
         for (int i = 0; i < nthreads; i++) {
             if (b.lane[i].state != RUNNABLE) continue;
             b.cur = i;
+            void *fake_stack = nullptr;
+            FIBER_START(&fake_stack, b.stacks + (size_t)i * STACK_BYTES, STACK_BYTES);
             swapcontext(&b.sched, &b.lane[i].ctx);
+            FIBER_FINISH(fake_stack, nullptr, nullptr);
         }
         b.cur = -1;
         int done = 0, at_barrier = 0;

@@ -14,9 +14,14 @@ import gzip
 import hashlib
 import json
 import os
+import sys
 import urllib.request
 
-import numpy as np
+try:
+    import numpy as np
+except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
+    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
+             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1

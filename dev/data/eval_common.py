@@ -27,7 +27,11 @@ import time
 from dataclasses import dataclass, field
 from typing import List
 
-import numpy as np
+try:
+    import numpy as np
+except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
+    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
+             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data_common import HEADER_BYTES, HEADER_INTS, repo_root, shared_data_dir  # noqa: E402

@@ -12,7 +12,11 @@ import argparse
 import os
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
+    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
+             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data_common import repo_root  # noqa: E402

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../utils.h"
+#include "local_rank.h"
 
 #ifdef MULTI_GPU
 #include <arpa/inet.h>
@@ -86,7 +87,11 @@ static void id_over_tcp(ncclUniqueId *id, int rank, int nproc, const char *serve
             }
             const int c = accept(srv, NULL, NULL);
             if (c < 0) llmc_die("-pi tcp: accept: %s", strerror(errno));
-            if (send(c, id, sizeof(*id), 0) != (ssize_t)sizeof(*id)) llmc_die("-pi tcp: send: %s", strerror(errno));
+            /* MSG_NOSIGNAL: a client that went away is an error line here, not a SIGPIPE that ends
+             * rank 0 without a word */
+            if (send(c, id, sizeof(*id), MSG_NOSIGNAL) != (ssize_t)sizeof(*id)) {
+                llmc_die("-pi tcp: rank 0: send of the NCCL id to a connected rank failed: %s", strerror(errno));
+            }
             close(c);
         }
         close(srv);
@@ -227,7 +232,7 @@ void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_meth
         llmc_die("-pn %d: this binary was built with NO_MULTI_GPU=1 (one process only)", num_processes);
     }
 #endif
-    mg->local_device = mg->nproc > 1 ? visible_device(mg->rank % gpus_per_node) : 0;
+    mg->local_device = mg->nproc > 1 ? visible_device(local_rank_from_env(mg->rank, gpus_per_node, NULL)) : 0;
 }
 
 #ifndef MULTI_GPU
@@ -271,6 +276,8 @@ void multi_gpu_connect(MultiGpu *mg, const char *init_method, const char *server
     cuda_ok(cudaEventCreateWithFlags(&im->compute_done, cudaEventDisableTiming), "event");
     cuda_ok(cudaEventCreateWithFlags(&im->nccl_done, cudaEventDisableTiming), "event");
     cuda_ok(cudaMalloc(&im->barrier_buf, sizeof(float)), "cudaMalloc");
+    /* the barrier sums this float: zero, it stays zero (an uninitialised one could be a NaN) */
+    cuda_ok(cudaMemsetAsync(im->barrier_buf, 0, sizeof(float), im->stream), "cudaMemsetAsync");
     mg->impl = im;
     multi_gpu_barrier(mg);
     /* every rank has the id now: remove the file so that a later run cannot read a stale one */
