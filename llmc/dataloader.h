@@ -278,6 +278,10 @@ static inline void dataloader_read_shuffle(DataLoader *dl, FILE *f, const char *
     }
     dl->restored_samples = (int64_t)m;
     xfread(&dl->shuffle_rng, sizeof(Mt19937), 1, f, path, "loader rng");
+    if (!mt_state_valid(&dl->shuffle_rng)) {
+        llmc_die("%s: loader rng: left %d, next %u: not a state of the mt19937 generator (expected left + next = "
+                 "%d, or 1 and 0)", path, dl->shuffle_rng.left, dl->shuffle_rng.next, MT_N + 1);
+    }
 }
 
 /* -m against the val data: the batches each evaluation takes. -1 is the whole val data (capped at

@@ -60,6 +60,15 @@ static inline void mt_seed(Mt19937 *mt, uint32_t seed) {
     }
 }
 
+/* Whether a generator read from a file is one mt_seed and mt_u32 can produce: freshly seeded
+ * (left 1, next 0), or between twists with left + next = 625, and the twist's constants intact.
+ * Anything else would index state[] out of bounds (a state file is checked with this). */
+static inline int mt_state_valid(const Mt19937 *mt) {
+    if (mt->matrix[0] != 0u || mt->matrix[1] != 0x9908b0dfu) return 0;
+    if (mt->left == 1 && mt->next == 0) return 1;
+    return mt->left >= 1 && mt->next >= 1 && mt->next <= MT_N && (int64_t)mt->left + mt->next == MT_N + 1;
+}
+
 /* Regenerates all 624 words (the "twist"). */
 static inline void mt_twist(Mt19937 *mt) {
     uint32_t *s = mt->state;
