@@ -6,8 +6,8 @@
 # It exits non-zero if any assertion failed or any test did not reach its summary line (a crash
 # counts as a failure). A missing dependency is a failure; the one exception is SKIP_TESTS (names,
 # space-separated) with SKIP_REASON, which `make test` sets for the GPU build checks on a machine
-# without the CUDA toolkit, and for three suites under SANITIZE=1: they are named in one line and
-# not run. Under SANITIZE=1, SANITIZER_REPORTS names the folder where ASan and UBSan write their
+# without the CUDA toolkit, and for the suites the Makefile lists in SAN_SKIP_TESTS under
+# SANITIZE=1: they are named in one line and not run. Under SANITIZE=1, SANITIZER_REPORTS names the folder where ASan and UBSan write their
 # reports: a report written during a test fails it, whatever the test did with the program's output.
 set -u
 cd "$(dirname "$0")/.."
