@@ -7,14 +7,19 @@
 #   make gpu_compile_check   sm_80 + sm_90 builds of {cuDNN on, off} x {NCCL + MPI, single GPU}
 #
 # Variables (all overridable; `make gpu_config` prints what was found):
-#   GPU_COMPUTE_CAPABILITY  e.g. 90 or "80 90"; default: the GPUs nvidia-smi reports, else 80 90.
+#   GPU_COMPUTE_CAPABILITY  e.g. 90 or "80 90" (8.0 or newer, and one this nvcc can target);
+#                        default: the GPUs nvidia-smi reports, else 80 90. A reported GPU newer than
+#                        the toolkit gets the newest arch it has, as SASS + PTX for the driver to
+#                        compile, with a note; an older one than 8.0 is left out with a note.
 #                        Always explicit: llm.c's auto-detection was dead code and nvcc then built
 #                        sm_75 PTX for a JIT on every start (doc/formats.md 17).
 #   USE_CUDNN=1          cuDNN flash attention (needs libcudnn 9 and the frontend headers)
-#   CUDNN_FRONTEND_PATH  include dir holding cudnn_frontend.h; default: the pip package
-#                        nvidia-cudnn-frontend (pinned 1.32.0 in CI), else ./cudnn-frontend/include
+#   CUDNN_FRONTEND_PATH  include dir holding cudnn_frontend.h (1.13.0 or newer; 1.32.0 tested);
+#                        default: mk/cudnn_frontend.sh's search (the active venv/conda's pip package
+#                        nvidia-cudnn-frontend, ~/cudnn-frontend/include, ./cudnn-frontend/include,
+#                        then the pip package of python3 and of PYTHON)
 #   CUDNN_HOME           dir with include/cudnn.h and lib*/libcudnn*; default: the CUDA toolkit,
-#                        else PyTorch's site-packages nvidia/cudnn
+#                        else /usr (apt), else the nvidia/cudnn wheel of the active Python
 #   NO_MULTI_GPU=1       no NCCL (one process); NO_USE_MPI=1: NCCL with tcp/fs rendezvous only
 #   NCCL_HOME, OPENMPI_DIR   where nccl.h / mpi.h live when not in the standard places
 #   PRECISION            BF16 only (the GPU trainer is bf16 with fp32 master weights)
@@ -32,8 +37,29 @@ ifneq ($(PRECISION),BF16)
 $(error PRECISION=$(PRECISION): the GPU trainer is bf16-only (fp32 master weights with -w 1))
 endif
 
-GPU_COMPUTE_CAPABILITY ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d . | sort -u | tr '\n' ' ')
-GPU_ARCHS := $(strip $(if $(strip $(GPU_COMPUTE_CAPABILITY)),$(GPU_COMPUTE_CAPABILITY),80 90))
+# The archs this nvcc can target (compute_75 ... compute_121 for CUDA 13), ascending
+NVCC_ARCHS := $(shell $(NVCC) --list-gpu-arch 2>/dev/null | sed -n 's/^compute_\([0-9][0-9]*\)$$/\1/p' | sort -n | tr '\n' ' ')
+# ascending and unique (the newest arch comes last: gencode adds its PTX)
+numsort = $(strip $(shell printf '%s\n' $(1) | sort -un | tr '\n' ' '))
+# the newest arch of NVCC_ARCHS not newer than $(1) (empty when the toolkit has none)
+arch_floor = $(lastword $(foreach t,$(NVCC_ARCHS),$(if $(shell [ $(t) -le $(1) ] && echo y),$(t))))
+ifneq ($(origin GPU_COMPUTE_CAPABILITY),undefined)
+# given: every arch must be one the project supports and this nvcc targets
+$(foreach a,$(GPU_COMPUTE_CAPABILITY),$(if $(shell [ "$(a)" -ge 80 ] 2>/dev/null && echo y),,\
+  $(error GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY): '$(a)' is not 80 or newer (the GPU trainer needs bf16 tensor cores: Ampere, compute capability 8.0, or later))))
+$(if $(NVCC_ARCHS),$(foreach a,$(GPU_COMPUTE_CAPABILITY),$(if $(filter $(a),$(NVCC_ARCHS)),,\
+  $(error GPU_COMPUTE_CAPABILITY=$(GPU_COMPUTE_CAPABILITY): $(NVCC) cannot target '$(a)' (it targets $(strip $(NVCC_ARCHS)))))))
+GPU_ARCHS := $(call numsort,$(GPU_COMPUTE_CAPABILITY))
+else
+# detected: what nvidia-smi reports, mapped onto what this nvcc can build
+GPU_DETECTED := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d . | sort -un | tr '\n' ' ')
+GPU_OLD := $(strip $(foreach a,$(GPU_DETECTED),$(if $(shell [ $(a) -lt 80 ] && echo y),$(a))))
+GPU_NEW := $(strip $(if $(NVCC_ARCHS),$(foreach a,$(filter-out $(GPU_OLD),$(GPU_DETECTED)),$(if $(filter $(a),$(NVCC_ARCHS)),,$(a)))))
+GPU_ARCHS := $(call numsort,$(foreach a,$(filter-out $(GPU_OLD),$(GPU_DETECTED)),$(if $(filter $(a),$(GPU_NEW)),$(call arch_floor,$(a)),$(a))))
+$(if $(GPU_OLD),$(info note: nvidia-smi reports $(addprefix sm_,$(GPU_OLD)): older than sm_80 (no bf16 tensor cores), not supported; left out of the build))
+$(foreach a,$(GPU_NEW),$(info note: nvidia-smi reports sm_$(a), which $(NVCC) cannot target: building for sm_$(call arch_floor,$(a)) (SASS and PTX; the driver compiles the PTX for the card at first start). A newer CUDA toolkit builds it natively.))
+GPU_ARCHS := $(if $(GPU_ARCHS),$(GPU_ARCHS),80 90)
+endif
 GPU_CHECK_ARCHS := 80 90
 # SASS for every listed arch, plus PTX of the newest so that later GPUs can JIT it
 gencode = $(foreach a,$(1),-gencode arch=compute_$(a),code=sm_$(a)) \
@@ -44,25 +70,38 @@ NVCC_FLAGS = -std=c++17 -O3 --use_fast_math --threads 0 -Xcompiler -Wall,-Wextra
              -I$(CUDA_HOME)/include
 HOST_CXXFLAGS = -std=c++17 -O2 -Wall -Wextra -D_GNU_SOURCE -I$(CUDA_HOME)/include
 
-# cuDNN: the toolkit's, or PyTorch's wheel (nvidia/cudnn: headers, libcudnn.so.9 without the
+# Library directories of this machine's Debian/Ubuntu multiarch layout: x86_64-linux-gnu, or
+# aarch64-linux-gnu on Grace (GH200) and other Arm servers
+MULTIARCH := $(or $(shell $(CC) -print-multiarch 2>/dev/null),$(shell uname -m)-linux-gnu)
+# The Python whose wheels (nvidia/cudnn, nvidia/nccl) are searched: the active virtualenv or conda
+# environment, else PYTHON
+PKG_PYTHON := $(firstword $(wildcard $(VIRTUAL_ENV)/bin/python $(CONDA_PREFIX)/bin/python) $(PYTHON))
+
+# cuDNN: the toolkit's, apt's, or PyTorch's wheel (nvidia/cudnn: headers, libcudnn.so.9 without the
 # unversioned link, hence -l:libcudnn.so.9 and an rpath)
-PY_SITE = $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null)
+PY_SITE = $(shell $(PKG_PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null)
 CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),$(if $(wildcard /usr/include/cudnn.h),/usr,$(PY_SITE)/nvidia/cudnn))
 # cuDNN from apt has its headers in /usr/include, which the compiler searches already: passing it as
 # -isystem reorders the system directories and breaks libstdc++'s #include_next <stdlib.h>
 CUDNN_INC = $(if $(filter /usr /usr/,$(CUDNN_HOME)),,-isystem $(CUDNN_HOME)/include)
-CUDNN_LIBDIR = $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so* /usr/lib/x86_64-linux-gnu/libcudnn.so*))
+CUDNN_LIBDIR = $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so* /usr/lib/$(MULTIARCH)/libcudnn.so*))
 CUDNN_LIB = $(if $(wildcard $(dir $(CUDNN_LIBDIR))libcudnn.so),-lcudnn,-l:libcudnn.so.9)
 # the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md 15.3)
 CUDNN_LDFLAGS = -L$(dir $(CUDNN_LIBDIR)) -Xlinker -rpath -Xlinker $(dir $(CUDNN_LIBDIR)) $(CUDNN_LIB) -lnvrtc
-CUDNN_FRONTEND_PATH ?= $(firstword $(wildcard $(shell $(PYTHON) -m pip show nvidia-cudnn-frontend 2>/dev/null | sed -n 's/^Location: //p')/include) $(wildcard ./cudnn-frontend/include) $(wildcard $(HOME)/cudnn-frontend/include))
+# searched once, when first used (mk/cudnn_frontend.sh: the order is in its header)
+ifeq ($(origin CUDNN_FRONTEND_PATH),undefined)
+CUDNN_FRONTEND_PATH = $(eval CUDNN_FRONTEND_PATH := $(shell bash mk/cudnn_frontend.sh find $(shell command -v python3 2>/dev/null) $(PYTHON)))$(CUDNN_FRONTEND_PATH)
+endif
 
 # NCCL and MPI
 NCCL_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(CUDA_HOME),$(if $(wildcard /usr/include/nccl.h),/usr,$(PY_SITE)/nvidia/nccl))
-NCCL_LIBFILE = $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so* /usr/lib/x86_64-linux-gnu/libnccl.so*))
+NCCL_LIBFILE = $(firstword $(wildcard $(NCCL_HOME)/lib64/libnccl.so* $(NCCL_HOME)/lib/libnccl.so* /usr/lib/$(MULTIARCH)/libnccl.so*))
 NCCL_LDFLAGS = -L$(dir $(NCCL_LIBFILE)) -Xlinker -rpath -Xlinker $(dir $(NCCL_LIBFILE)) \
                $(if $(wildcard $(dir $(NCCL_LIBFILE))libnccl.so),-lnccl,-l:libnccl.so.2)
-OPENMPI_DIR ?= $(if $(wildcard /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h),/usr/lib/x86_64-linux-gnu/openmpi,/usr/lib/openmpi)
+# Open MPI: Debian/Ubuntu's multiarch directory, /usr/lib/openmpi, Fedora's /usr/lib64/openmpi,
+# else the prefix of the mpicc on PATH
+OPENMPI_DIR ?= $(or $(patsubst %/include/mpi.h,%,$(firstword $(wildcard /usr/lib/$(MULTIARCH)/openmpi/include/mpi.h \
+                 /usr/lib/openmpi/include/mpi.h /usr/lib64/openmpi/include/mpi.h))),$(patsubst %/bin/mpicc,%,$(shell command -v mpicc 2>/dev/null)),/usr/lib/openmpi)
 MPI_CFLAGS = -isystem $(OPENMPI_DIR)/include -isystem $(OPENMPI_DIR)/include/openmpi
 MPI_LDFLAGS = -L$(OPENMPI_DIR)/lib -lmpi
 
@@ -70,6 +109,9 @@ HAVE_NCCL := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 HAVE_MPI := $(if $(wildcard $(OPENMPI_DIR)/include/mpi.h),1,)
 MG_VARIANT := $(if $(NO_MULTI_GPU)$(if $(HAVE_NCCL),,x),single,$(if $(NO_USE_MPI)$(if $(HAVE_MPI),,x),nccl,mpi))
 CUDNN_VARIANT := $(if $(filter 1,$(USE_CUDNN)),cudnn,stub)
+# why the multi-GPU variant is what it is; printed when train_gpt2cu links, so that a machine
+# without mpi.h (or nccl.h) does not get a build without MPI (or NCCL) unannounced
+MG_REASON = $(if $(NO_MULTI_GPU),NO_MULTI_GPU=1: one process,$(if $(HAVE_NCCL),$(if $(NO_USE_MPI),NO_USE_MPI=1: NCCL with -pi tcp/fs,$(if $(HAVE_MPI),NCCL + MPI,note: no mpi.h under OPENMPI_DIR=$(OPENMPI_DIR): NCCL with -pi tcp/fs only (set OPENMPI_DIR for mpirun launches; NO_USE_MPI=1 says this is intended))),note: no nccl.h under NCCL_HOME=$(NCCL_HOME): one process only (set NCCL_HOME for several GPUs; NO_MULTI_GPU=1 says this is intended)))
 
 GPU_LIBS = -lcublas -lcublasLt -Xcompiler -fopenmp
 mg_ldflags = $(if $(filter mpi,$(1)),$(NCCL_LDFLAGS) $(MPI_LDFLAGS),$(if $(filter nccl,$(1)),$(NCCL_LDFLAGS),))
@@ -99,7 +141,7 @@ model_objs = $(call gpu_obj,$(1),$(GPU_KERNEL_SRCS))
 # three multi-GPU variants
 $(GPU_OBJDIR)/cudnn_att_cudnn.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
-	@test -n "$(CUDNN_FRONTEND_PATH)" || { echo "error: cudnn_frontend.h not found: pip install nvidia-cudnn-frontend==1.32.0 or set CUDNN_FRONTEND_PATH" >&2; exit 1; }
+	@bash mk/cudnn_frontend.sh check "$(CUDNN_FRONTEND_PATH)"
 	$(CXX_HOST) $(HOST_CXXFLAGS) -DENABLE_CUDNN -isystem $(CUDNN_FRONTEND_PATH) $(CUDNN_INC) -c $< -o $@
 $(GPU_OBJDIR)/cudnn_att_stub.o: llmc/attention/cudnn.cpp llmc/attention/cudnn.h
 	@mkdir -p $(dir $@)
@@ -130,7 +172,7 @@ $(GPU_OBJDIR)/variant: FORCE_GPU_VARIANT
 # the arch flags at link time too: nvcc's link step otherwise adds a stub for its default arch
 train_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),train_gpt2.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT))
-	@echo "built $@: $(GPU_VARIANT_TAG) (archs $(GPU_ARCHS))"
+	@echo "built $@: $(GPU_VARIANT_TAG) (archs $(GPU_ARCHS); $(MG_REASON))"
 
 # the GPU evaluator: one process, so never MPI (NCCL unused but linked when the variant has it)
 eval_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),eval_gpt2.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),single) $(GPU_OBJDIR)/variant
@@ -204,8 +246,9 @@ gpu_compile_check: build/gpu_compile_check
 gpu_config:
 	@echo "NVCC=$(NVCC) CUDA_HOME=$(CUDA_HOME) archs: $(GPU_ARCHS) (check: $(GPU_CHECK_ARCHS))"
 	@echo "USE_CUDNN=$(USE_CUDNN) -> $(CUDNN_VARIANT); CUDNN_HOME=$(CUDNN_HOME) lib: $(CUDNN_LIBDIR)"
-	@echo "CUDNN_FRONTEND_PATH=$(CUDNN_FRONTEND_PATH)"
-	@echo "multi-GPU: $(MG_VARIANT) (NCCL_HOME=$(NCCL_HOME) have=$(HAVE_NCCL); OPENMPI_DIR=$(OPENMPI_DIR) have=$(HAVE_MPI))"
+	@echo "CUDNN_FRONTEND_PATH=$(CUDNN_FRONTEND_PATH) (version $$(bash mk/cudnn_frontend.sh version '$(CUDNN_FRONTEND_PATH)'))"
+	@echo "multi-GPU: $(MG_VARIANT) (NCCL_HOME=$(NCCL_HOME) have=$(HAVE_NCCL); OPENMPI_DIR=$(OPENMPI_DIR) have=$(HAVE_MPI)); $(MG_REASON)"
+	@echo "machine: $(MULTIARCH); nvcc targets: $(NVCC_ARCHS); Python for wheels: $(PKG_PYTHON)"
 
 # test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU;
 # test_flash_emul: the flash attention's block routines, run on the CPU;
@@ -233,8 +276,7 @@ clean_gpu:
 # `make gpu_frontend_copy`
 .PHONY: gpu_frontend_copy
 gpu_frontend_copy:
-	@test -n "$(CUDNN_FRONTEND_PATH)" -a -f "$(CUDNN_FRONTEND_PATH)/cudnn_frontend.h" || \
-	  { echo "error: cudnn_frontend.h not found (pip install nvidia-cudnn-frontend==1.32.0, or set CUDNN_FRONTEND_PATH)" >&2; exit 1; }
+	@bash mk/cudnn_frontend.sh check "$(CUDNN_FRONTEND_PATH)"
 	rm -rf build/cudnn_frontend && mkdir -p build/cudnn_frontend
 	cp -r "$(CUDNN_FRONTEND_PATH)" build/cudnn_frontend/include
 	@echo "copied $(CUDNN_FRONTEND_PATH) to build/cudnn_frontend/include ($$(du -sh build/cudnn_frontend | cut -f1))"

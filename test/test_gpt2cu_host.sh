@@ -99,11 +99,12 @@ echo "== 2. two processes (build/train_gpt2cu_host_mg: multi_gpu.cpp's NCCL vari
 MG=(-e tiny -prism "$dir/prism.txt" -i "$TS/tiny_shakespeare_train.bin" -j "$VAL"
     -b 2 -t 32 -d 128 -x 6 -l 1e-3 -u 2 -c 0.1 -v 3 -m 2 -s 0 -n 3 -pn 2)
 mkdir -p "$dir/rv" "$dir/comm"
+R0_ENV=() R1_ENV=()  # extra environment of rank 0 / rank 1 (VAR=value words), empty by default
 ranks2() {  # log prefix, flags...: rank 1 in the background, rank 0 here; 0 when both exit 0
   local p=$1; shift
-  TMPDIR=$dir/comm OMP_NUM_THREADS=1 timeout 300 ./build/train_gpt2cu_host_mg "$@" -pr 1 > "$p.r1.log" 2>&1 &
+  env ${R1_ENV[@]+"${R1_ENV[@]}"} TMPDIR="$dir/comm" OMP_NUM_THREADS=1 timeout 300 ./build/train_gpt2cu_host_mg "$@" -pr 1 > "$p.r1.log" 2>&1 &
   local pid=$!
-  TMPDIR=$dir/comm OMP_NUM_THREADS=1 timeout 300 ./build/train_gpt2cu_host_mg "$@" -pr 0 > "$p.r0.log" 2>&1
+  env ${R0_ENV[@]+"${R0_ENV[@]}"} TMPDIR="$dir/comm" OMP_NUM_THREADS=1 timeout 300 ./build/train_gpt2cu_host_mg "$@" -pr 0 > "$p.r0.log" 2>&1
   local rc0=$?
   wait "$pid"
   local rc1=$?
@@ -126,6 +127,18 @@ check "2 processes, rank 1 with another -l: both ranks stop before the first ste
 check "... each with one line naming -l and its own value" \
   bash -c "grep -q '^error: rank 0: the ranks disagree on -l (this rank: 0.001)' '$dir/mg_dl.r0.log' && grep -q '^error: rank 1: the ranks disagree on -l (this rank: 0.002)' '$dir/mg_dl.r1.log' && ! grep -q '^step ' '$dir/mg_dl.r0.log'"
 check "2 processes, -z 0, -pi fs: both ranks finish 6 steps" ranks2 "$dir/mg_z0" "${MG[@]}" -z 0 -pi fs -pf "$dir/rv" -o "$dir/MZ0"
+# one rank started by srun (job and step ids), the other by a launcher that sets the job id only:
+# both derive the same id file from the job id
+R0_ENV=(SLURM_JOB_ID=4242 SLURM_STEP_ID=3) R1_ENV=(SLURM_JOB_ID=4242)
+check "2 processes, -pi fs, one with SLURM_STEP_ID and one without: both finish" \
+  ranks2 "$dir/mg_mixed" "${MG[@]}" -x 2 -n 0 -z 0 -pi fs -pf "$dir/rv" -o "$dir/MMX"
+R0_ENV=() R1_ENV=()
+# an id file left by a launch that stopped during the rendezvous: rank 0 refuses it at once
+head -c 128 /dev/zero > "$dir/rv/ncclUniqueId.sync"
+TMPDIR=$dir/comm OMP_NUM_THREADS=1 timeout 60 ./build/train_gpt2cu_host_mg "${MG[@]}" -pi fs -pf "$dir/rv" -pr 0 -o "$dir/MST" > "$dir/mg_stale.log" 2>&1
+check "rank 0 finding a stale id file: one line naming it, no step" \
+  bash -c "tail -n 1 '$dir/mg_stale.log' | grep -q '^error: $dir/rv/ncclUniqueId.sync exists: an earlier launch stopped before its ranks connected' && ! grep -q '^step ' '$dir/mg_stale.log'"
+rm -f "$dir/rv/ncclUniqueId.sync"
 check "2 processes, -z 1, -pi tcp (loopback): both ranks finish 6 steps" ranks2 "$dir/mg_z1" "${MG[@]}" -z 1 -pi tcp -ps 127.0.0.1 -o "$dir/MZ1"
 check "the step line says 2 processes x B 2 x T 32 = 128 tokens" grep -q "B 2 x T 32 x 2 processes x 1 micro-steps = 128 tokens" "$dir/mg_z1.r0.log"
 check "a state file per rank at steps 3 and 6" test -f "$dir/MZ1/state_00000003_00001.bin" -a -f "$dir/MZ1/state_00000006_00000.bin" -a -f "$dir/MZ1/state_00000006_00001.bin"

@@ -123,4 +123,61 @@ cmd=$(make -s -n -B build/cuda/cudnn_att_cudnn.o CUDNN_HOME=/usr 2>/dev/null | g
 check "apt's cuDNN layout: no -isystem /usr/include in the cuDNN compile" test -n "$cmd" -a -z "$(printf '%s' "$cmd" | grep -e '-isystem /usr/include\( \|$\)')"
 syntax=$(printf '%s' "$cmd" | sed -e 's/ -c / -fsyntax-only /' -e 's/ -o [^ ]*//')
 check "apt's cuDNN layout: the cuDNN code compiles with it" bash -c "$syntax"
+
+# Finding the cuDNN frontend (mk/cudnn_frontend.sh): the active environment first, then llm.c's
+# ~/cudnn-frontend, then the system Pythons; a frontend older than 1.13.0 is one line
+fe=$PWD/build/tmp_gpu_build_fe
+rm -rf "$fe" && mkdir -p "$fe"
+mkfront() {  # dir version -> a fake include dir with cudnn_frontend.h and a version header
+  mkdir -p "$1"
+  : > "$1/cudnn_frontend.h"
+  IFS=. read -r ma mi pa <<< "$2"
+  printf '#define CUDNN_FRONTEND_MAJOR_VERSION %s\n#define CUDNN_FRONTEND_MINOR_VERSION %s\n#define CUDNN_FRONTEND_PATCH_VERSION %s\n' "$ma" "$mi" "$pa" > "$1/cudnn_frontend_version.h"
+}
+fakepy() {  # path include-dir -> a "python" that reports include-dir as its pip package's
+  mkdir -p "$(dirname "$1")"
+  printf '#!/bin/sh\ncat > /dev/null\necho %s\n' "$2" > "$1"
+  chmod +x "$1"
+}
+mkfront "$fe/venv_fe" 1.32.0; mkfront "$fe/home/cudnn-frontend/include" 1.20.0; mkfront "$fe/sys_fe" 1.32.0
+mkfront "$fe/old" 1.12.1
+fakepy "$fe/venv/bin/python" "$fe/venv_fe"; fakepy "$fe/sys/python3" "$fe/sys_fe"
+found=$(cd "$fe" && HOME=$fe/home VIRTUAL_ENV=$fe/venv bash "$OLDPWD/mk/cudnn_frontend.sh" find "$fe/sys/python3")
+check "frontend search: the active virtualenv's package first ($found)" test "$found" = "$fe/venv_fe"
+found=$(cd "$fe" && HOME=$fe/home env -u VIRTUAL_ENV -u CONDA_PREFIX bash "$OLDPWD/mk/cudnn_frontend.sh" find "$fe/sys/python3")
+check "frontend search: then ~/cudnn-frontend/include, llm.c's place ($found)" test "$found" = "$fe/home/cudnn-frontend/include"
+found=$(cd "$fe" && HOME=$fe/nohome env -u VIRTUAL_ENV CONDA_PREFIX=$fe/noconda bash "$OLDPWD/mk/cudnn_frontend.sh" find "$fe/sys/python3")
+check "frontend search: then the given Pythons' packages ($found)" test "$found" = "$fe/sys_fe"
+check "frontend 1.32.0 passes the version check" bash mk/cudnn_frontend.sh check "$fe/venv_fe"
+expect_error "frontend 1.12.1: one line, older than 1.13.0" "^error: $fe/old: cudnn_frontend 1\.12\.1 is older than 1\.13\.0 \(no SDPA set_generate_stats\): pip install nvidia-cudnn-frontend==1\.32\.0" \
+  bash mk/cudnn_frontend.sh check "$fe/old"
+expect_error "no frontend found: one line naming the places searched" "^error: cudnn_frontend\.h not found \(searched the active environment" \
+  bash mk/cudnn_frontend.sh check ""
+out=$(g++ -std=c++17 -fsyntax-only -DENABLE_CUDNN -isystem "$fe/old" -I/usr/local/cuda/include llmc/attention/cudnn.cpp 2>&1)
+check "cudnn.cpp against frontend 1.12.1: the compile stops with its own #error" \
+  bash -c "grep -q 'cudnn_frontend is older than 1.13.0' <<< \"\$1\"" _ "$out"
+# Architectures from nvidia-smi (a stand-in here): a GPU newer than the toolkit builds the
+# toolkit's newest arch as SASS + PTX, one older than sm_80 is left out, each with a note; a given
+# GPU_COMPUTE_CAPABILITY the project or nvcc cannot build is an error
+mkdir -p "$fe/smi"
+printf '#!/bin/sh\nprintf "%%s\\n" $FAKE_CC\n' > "$fe/smi/nvidia-smi"
+chmod +x "$fe/smi/nvidia-smi"
+newest=$(make -s gpu_config | sed -n 's/.*nvcc targets: \(.*\); Python.*/\1/p' | tr ' ' '\n' | grep . | sort -n | tail -n 1)
+out=$(FAKE_CC="9.0 99.9" PATH=$fe/smi:$PATH make -s gpu_config 2>&1)
+check "nvidia-smi reports sm_90 and an sm_999 this nvcc lacks: archs 90 $newest, with a note" \
+  bash -c "grep -q 'archs: 90 $newest (check' <<< \"\$1\" && grep -q '^note: nvidia-smi reports sm_999, which .* cannot target: building for sm_$newest (SASS and PTX' <<< \"\$1\"" _ "$out"
+out=$(FAKE_CC="7.5 8.6" PATH=$fe/smi:$PATH make -s gpu_config 2>&1)
+check "nvidia-smi reports sm_75 and sm_86: archs 86, sm_75 left out with a note" \
+  bash -c "grep -q 'archs: 86 (check' <<< \"\$1\" && grep -q '^note: nvidia-smi reports sm_75: older than sm_80' <<< \"\$1\"" _ "$out"
+expect_error "GPU_COMPUTE_CAPABILITY=75: pre-Ampere is an error" "GPU_COMPUTE_CAPABILITY=75: '75' is not 80 or newer" \
+  make -s gpu_config GPU_COMPUTE_CAPABILITY=75
+expect_error "GPU_COMPUTE_CAPABILITY=95: an arch nvcc lacks is an error naming the ones it has" \
+  "GPU_COMPUTE_CAPABILITY=95: .*nvcc cannot target '95' \(it targets .*90" make -s gpu_config GPU_COMPUTE_CAPABILITY=95
+# library paths follow the machine (aarch64 on GH200); a build without mpi.h says so
+printf '#!/bin/sh\n[ "$1" = -print-multiarch ] && echo aarch64-linux-gnu\n' > "$fe/smi/fakecc"
+chmod +x "$fe/smi/fakecc"
+check "the multiarch directory comes from the compiler (aarch64-linux-gnu)" \
+  bash -c "make -s gpu_config CC=$fe/smi/fakecc | grep '^machine: aarch64-linux-gnu;' > /dev/null"
+check "no mpi.h: the multi-GPU line says NCCL with tcp/fs only, and why" \
+  bash -c "make -s gpu_config OPENMPI_DIR=$fe/nompi | grep 'multi-GPU: nccl .*note: no mpi.h under OPENMPI_DIR=$fe/nompi: NCCL with -pi tcp/fs only' > /dev/null"
 finish

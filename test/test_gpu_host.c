@@ -508,6 +508,42 @@ static void test_mfu(void) {
     CHECK(gpu_peak_bf16_tflops("NVIDIA A10") == 125.0 && gpu_peak_bf16_tflops("NVIDIA A10G") < 0,
           "prefixes end at a word boundary (A10 is not A100, A10G unknown)");
     CHECK(gpu_peak_bf16_tflops("Tesla T4") < 0, "unknown GPU: -1");
+    /* the scaled entries against llm.c's formula, and the longest-prefix rule among similar names */
+    const double r3090 = 80.0 * (328.0 / 336.0) * (1695.0 / 1860.0), r4080 = 165.2 * (304.0 / 512.0) * (2505.0 / 2520.0);
+    CHECK(fabs(gpu_peak_bf16_tflops("NVIDIA GeForce RTX 3090") - r3090) < 0.05 &&
+              gpu_peak_bf16_tflops("NVIDIA GeForce RTX 3090 Ti") == 80.0,
+          "RTX 3090 %.2f (328 TCs, 1695 MHz), 3090 Ti 80.0", r3090);
+    CHECK(fabs(gpu_peak_bf16_tflops("NVIDIA GeForce RTX 4080") - r4080) < 0.05 &&
+              gpu_peak_bf16_tflops("NVIDIA GeForce RTX 4080 SUPER") == 104.5 &&
+              gpu_peak_bf16_tflops("NVIDIA GeForce RTX 4070 Ti SUPER") == 88.2,
+          "RTX 4080 %.2f, its SUPER and the 4070 Ti SUPER their own", r4080);
+    CHECK(gpu_peak_bf16_tflops("NVIDIA L40") == 181.0 && gpu_peak_bf16_tflops("NVIDIA L40S") == 366.0 &&
+              gpu_peak_bf16_tflops("NVIDIA RTX 6000 Ada Generation") == 364.2,
+          "L40, L40S, RTX 6000 Ada (its device name ends in Generation)");
+    CHECK(gpu_peak_bf16_tflops("NVIDIA B200") == 2250.0 && gpu_peak_bf16_tflops("NVIDIA GB200") == 2500.0 &&
+              gpu_peak_bf16_tflops("NVIDIA GeForce RTX 5090") == 209.5,
+          "Blackwell: B200, GB200, RTX 5090");
+    /* every scaled entry matches its comment's TCs and MHz to the table's 0.1 */
+    static const struct { const char *name; double ref, tc, mhz, ref_tc, ref_mhz; } SCALED[] = {
+        {"NVIDIA RTX A2000", 80, 104, 1200, 336, 1860},           {"NVIDIA RTX A4000", 80, 192, 1560, 336, 1860},
+        {"NVIDIA RTX A4500", 80, 224, 1650, 336, 1860},           {"NVIDIA RTX A5000", 80, 256, 1695, 336, 1860},
+        {"NVIDIA RTX A5500", 80, 320, 1770, 336, 1860},           {"NVIDIA RTX A6000", 80, 336, 1800, 336, 1860},
+        {"NVIDIA GeForce RTX 3060", 80, 112, 1777, 336, 1860},    {"NVIDIA GeForce RTX 3060 Ti", 80, 152, 1665, 336, 1860},
+        {"NVIDIA GeForce RTX 3070", 80, 184, 1725, 336, 1860},    {"NVIDIA GeForce RTX 3070 Ti", 80, 192, 1770, 336, 1860},
+        {"NVIDIA GeForce RTX 3080", 80, 272, 1710, 336, 1860},    {"NVIDIA GeForce RTX 3080 Ti", 80, 320, 1665, 336, 1860},
+        {"NVIDIA GeForce RTX 4060", 165.2, 96, 2460, 512, 2520},  {"NVIDIA GeForce RTX 4060 Ti", 165.2, 136, 2535, 512, 2520},
+        {"NVIDIA GeForce RTX 4070", 165.2, 184, 2475, 512, 2520}, {"NVIDIA GeForce RTX 4070 SUPER", 165.2, 224, 2475, 512, 2520},
+        {"NVIDIA GeForce RTX 4070 Ti", 165.2, 240, 2610, 512, 2520},
+    };
+    int scaled_ok = 1;
+    for (size_t i = 0; i < sizeof(SCALED) / sizeof(SCALED[0]); i++) {
+        const double want = SCALED[i].ref * SCALED[i].tc / SCALED[i].ref_tc * SCALED[i].mhz / SCALED[i].ref_mhz;
+        if (fabs(gpu_peak_bf16_tflops(SCALED[i].name) - want) > 0.05) {
+            printf("  %s: table %.1f, formula %.2f\n", SCALED[i].name, gpu_peak_bf16_tflops(SCALED[i].name), want);
+            scaled_ok = 0;
+        }
+    }
+    CHECK(scaled_ok, "the %zu scaled Ampere/Ada entries equal llm.c's formula to 0.05", sizeof(SCALED) / sizeof(SCALED[0]));
     const GPT2Config d12 = model_of("d12", NULL), prism = model_of("d12", "3*2 6*2 12*8");
     const double f = train_flops_per_token(&d12, 124475904u, 1024);
     CHECK(f == 6.0 * 124475904.0 + 6.0 * 12 * 768 * 1024, "d12 FLOPs/token = 6N + 6LCT = %.4g", f);

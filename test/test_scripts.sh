@@ -121,7 +121,7 @@ expect_error "no progress: give up after --max-restarts attempts" \
 # multi-node launchers
 fs=$(bash "$sb/scripts/multi_node/run_gpt2_fs.sbatch" --size 124M --arm prism --micro-batch 32 --fs-dir /shared/nccl --dry-run 2>/dev/null)
 check "Slurm fs: the srun loop removes the stale NCCL id first" \
-  bash -c "grep -q '^until \[ -e log/gpt2_124M_prism_seed42/DONE_00018865 \]; do rm -f /shared/nccl/ncclUniqueId.\\*.\\*sync; srun --kill-on-bad-exit=1 bash scripts/run_gpt2.sh ' <<< \"\$1\"" _ "$fs"
+  bash -c "grep -q '^until \[ -e log/gpt2_124M_prism_seed42/DONE_00018865 \]; do rm -f /shared/nccl/ncclUniqueId.\\*.sync; srun --kill-on-bad-exit=1 bash scripts/run_gpt2.sh ' <<< \"\$1\"" _ "$fs"
 check "Slurm fs: 16 ranks (2 nodes x 8), rank 13 runs with -pn 16 -pr 13 -pg 8 -pi fs -pf /shared/nccl and -m 20" \
   bash -c "[ \$(grep -c '^./train_gpt2cu ' <<< \"\$1\") -eq 16 ] && grep -q '^./train_gpt2cu .* -m 20 .* -pn 16 -pr 13 -pg 8 -pi fs -pf /shared/nccl$' <<< \"\$1\"" _ "$fs"
 tcp=$(SLURM_NTASKS=4 SLURM_NTASKS_PER_NODE='2(x2)' bash "$sb/scripts/multi_node/run_gpt2_tcp.sbatch" --size 354M --micro-batch 128 --server-ip 10.1.2.3 --dry-run 2>/dev/null)

@@ -1,9 +1,9 @@
 /*
  * llmc/attention/cudnn.cpp: cuDNN flash attention through the cuDNN C++ frontend (graph API).
  *
- * Compiled with -DENABLE_CUDNN (USE_CUDNN=1 builds) against the header-only frontend 1.32.0; the
- * same file without it gives stubs that only ever report "not built" (attn_select_paths never
- * routes a layer here then). Host code only, so it is compiled once, not per GPU architecture.
+ * Compiled with -DENABLE_CUDNN (USE_CUDNN=1 builds) against the header-only frontend (1.13.0 or
+ * newer; 1.32.0 tested); the same file without it gives stubs that only ever report "not built"
+ * (attn_select_paths never routes a layer here then). Host code only, so it is compiled once, not per GPU architecture.
  *
  * Why the frontend and not the backend C API (doc/gpu.md): on cuDNN 9.19 a causal training
  * attention is not a single backend operation. The unified SDPA_FWD/SDPA_BWD descriptors have no
@@ -26,6 +26,13 @@
 
 #ifdef ENABLE_CUDNN
 
+/* The oldest frontend this code compiles with is 1.13.0: it added SDPA's set_generate_stats (the
+ * older set_is_inference is deprecated) and the handle-free check_support()/build_plans() used
+ * below. 1.32.0 is the one tested on a GPU (doc/formats.md 15.3). */
+#include <cudnn_frontend_version.h>
+#if !defined(CUDNN_FRONTEND_VERSION) || CUDNN_FRONTEND_VERSION < 11300
+#error "cudnn_frontend is older than 1.13.0: pip install nvidia-cudnn-frontend==1.32.0, or point CUDNN_FRONTEND_PATH at a newer include directory"
+#endif
 #include <cudnn_frontend.h>
 
 #include <map>

@@ -18,6 +18,7 @@
 
 #ifdef MULTI_GPU
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <nccl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -123,24 +124,49 @@ static void id_over_tcp(ncclUniqueId *id, int rank, int nproc, const char *serve
     }
 }
 
-/* The id file of this launch: under Slurm its name carries the job and step ids, so a file left by
- * a crashed earlier launch (written, never removed) cannot be read by this one; a hand-started
- * run uses ncclUniqueId.sync and relies on it having been removed (doc/gpu.md). */
+/* The id file of this launch. Every process of a launch must derive the same name, so it depends
+ * only on what the whole launch shares: under Slurm the job id (set for every process of the
+ * allocation, whether srun or an mpirun inside it started it; the step id is not, so it is not
+ * used), else nothing. Rank 0 removes the file once all ranks are connected; a file it finds
+ * before writing was left by a launch that stopped during the rendezvous, and is an error
+ * (doc/formats.md 14). */
 static void fs_id_path(char *path, size_t cap, const char *dir) {
-    const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+    const char *job = getenv("SLURM_JOB_ID");
     char name[128];
     if (job != NULL && job[0] != '\0') {
-        snprintf(name, sizeof(name), "ncclUniqueId.%.40s.%.40s.sync", job, step != NULL ? step : "0");
+        snprintf(name, sizeof(name), "ncclUniqueId.%.40s.sync", job);
     } else {
         snprintf(name, sizeof(name), "ncclUniqueId.sync");
     }
     path_join(path, cap, dir, name);
 }
 
+/* For a rank that waited in vain: the other id files in the directory, which a rank 0 started
+ * with another SLURM_JOB_ID (or none) would have written. */
+static void fs_other_ids(char *buf, size_t cap, const char *dir, const char *mine) {
+    buf[0] = '\0';
+    DIR *d = opendir(dir);
+    if (d == NULL) return;
+    const char *slash = strrchr(mine, '/');
+    const char *base = slash != NULL ? slash + 1 : mine;
+    size_t used = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, "ncclUniqueId.", 13) != 0 || strcmp(e->d_name, base) == 0) continue;
+        const int w = snprintf(buf + used, cap - used, "%s%.60s", used == 0 ? "" : ", ", e->d_name);
+        if (w < 0 || (size_t)w >= cap - used) break;
+        used += (size_t)w;
+    }
+    closedir(d);
+}
+
 static void id_over_fs(ncclUniqueId *id, int rank, const char *dir) {
     char path[4200];
     fs_id_path(path, sizeof(path), dir);
     if (rank == 0) {
+        if (file_size_or_neg(path) >= 0) {
+            llmc_die("%s exists: an earlier launch stopped before its ranks connected, and a rank "
+                     "may have read its id; remove the file and start all ranks again", path);
+        }
         AtomicFile af;
         atomic_open(&af, path);
         atomic_write(&af, id, sizeof(*id), 1);
@@ -154,7 +180,13 @@ static void id_over_fs(ncclUniqueId *id, int rank, const char *dir) {
             xfclose(f, path);
             return;
         }
-        if (attempt >= 600) llmc_die("%s: rank %d waited 300 s for rank 0 to write it", path, rank);
+        if (attempt >= 600) {
+            char others[512];
+            fs_other_ids(others, sizeof(others), dir, path);
+            llmc_die("%s: rank %d waited 300 s for rank 0 to write it%s%s%s", path, rank,
+                     others[0] ? " (found " : "", others,
+                     others[0] ? ": rank 0 has another SLURM_JOB_ID; start every rank under one launcher)" : "");
+        }
         usleep(500000);
     }
 }

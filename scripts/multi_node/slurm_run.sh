@@ -8,9 +8,10 @@
 #     srun bash scripts/run_gpt2.sh ... --launcher slurm-task
 # until DONE_<last step> exists. Each task runs one rank of train_gpt2cu with
 # -pn $SLURM_NTASKS -pr $SLURM_PROCID -pg $SLURM_NTASKS_PER_NODE and the NCCL rendezvous (doc/formats.md
-# 14): fs, through ncclUniqueId.<job>.<step>.sync in a directory every node sees (a new name for
-# every srun step, so a stale id from an earlier attempt is never read; this job's leftovers of
-# crashed attempts are removed before each launch), or tcp, to rank 0's address on port 12345.
+# 14): fs, through ncclUniqueId.<job>.sync in a directory every node sees (named after the job, so
+# jobs sharing the directory never meet; rank 0 removes it once all ranks are connected, and an
+# attempt that crashed during the rendezvous leaves it, so it is removed before each launch), or
+# tcp, to rank 0's address on port 12345.
 # srun restarts all ranks together, which a per-rank resume loop could not. A launch that adds no
 # checkpoint counts as a failure; --max-restarts (default 20) of them in a row stop the job.
 # --dry-run (outside Slurm too: 2 nodes x 8 tasks unless SLURM_NTASKS / SLURM_NTASKS_PER_NODE
@@ -65,7 +66,7 @@ DONE_FILE=$(SLURM_PROCID=0 "${TASK[@]}" --print-done-file)
 
 if [ "$DRY" = 1 ]; then
   echo "# Slurm, rendezvous $MODE: $SLURM_NTASKS tasks, $SLURM_NTASKS_PER_NODE per node; NCCL_NET_GDR_LEVEL=$NCCL_NET_GDR_LEVEL NCCL_IB_DISABLE=$NCCL_IB_DISABLE NCCL_P2P_LEVEL=$NCCL_P2P_LEVEL${NCCL_SOCKET_IFNAME:+ NCCL_SOCKET_IFNAME=$NCCL_SOCKET_IFNAME}"
-  echo "until [ -e $DONE_FILE ]; do ${FS_DIR:+rm -f $FS_DIR/ncclUniqueId.${SLURM_JOB_ID:-*}.*sync; }${SRUN[*]}; done"
+  echo "until [ -e $DONE_FILE ]; do ${FS_DIR:+rm -f $FS_DIR/ncclUniqueId.${SLURM_JOB_ID:-*}.sync; }${SRUN[*]}; done"
   for ((r = 0; r < SLURM_NTASKS; r++)); do
     echo "# rank $r:"
     if [ "$r" -eq 0 ]; then SLURM_PROCID=$r "${TASK[@]}" --dry-run
@@ -80,7 +81,7 @@ latest_done() { ls "$(dirname "$DONE_FILE")" 2>/dev/null | grep -E '^DONE_[0-9]{
 fails=0
 while [ ! -e "$DONE_FILE" ]; do
   before=$(latest_done)
-  [ -z "$FS_DIR" ] || rm -f "$FS_DIR"/ncclUniqueId."$SLURM_JOB_ID".*sync  # this job's only: a shared dir may serve others
+  [ -z "$FS_DIR" ] || rm -f "$FS_DIR"/ncclUniqueId."$SLURM_JOB_ID".sync  # this job's only: a shared dir may serve others
   rc=0
   "${SRUN[@]}" || rc=$?
   [ -e "$DONE_FILE" ] && break
