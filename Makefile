@@ -8,7 +8,9 @@
 #                     UndefinedBehaviorSanitizer (any report fails the test that triggered it)
 #
 # Variables: NO_OMP=1 (single-threaded build), PYTHON=... (a Python 3 with torch and numpy),
-# CC=... (default gcc), SANITIZE=1 (see above; `make` without it rebuilds the plain programs).
+# CC=... (default gcc), SANITIZE=1 (see above; `make` without it rebuilds the plain programs),
+# USE_BLAS=1 (the CPU matmuls through OpenBLAS: faster, reproducible at a fixed thread count;
+# Debian's libopenblas-openmp-dev; doc/verification.md "The BLAS build").
 
 ifeq ($(origin CC),default)
 CC = gcc
@@ -39,6 +41,22 @@ HOST_SAN = $(SAN_FLAGS)
 else
 FLAVOUR = plain
 HOST_SAN =
+endif
+# USE_BLAS=1: cblas_sgemm for the CPU matmuls (llmc/cpu/kernels.h). OpenBLAS's OpenMP build, so
+# that its threads are the program's OpenMP threads (OMP_NUM_THREADS); the rpath keeps that
+# build when the system's libopenblas.so.0 alternative points at the pthreads one. The
+# build/blas/ programs (test/test_blas.sh; scripts/ab_upstream.sh --cpu --ours
+# build/blas/upstream_cpu_loop) are always built this way.
+BLAS_PC = $(firstword $(foreach p,openblas-openmp openblas,$(shell pkg-config --exists $(p) 2>/dev/null && echo $(p))))
+BLAS_MISSING = USE_BLAS=1: OpenBLAS not found by pkg-config (Debian/Ubuntu: apt install libopenblas-openmp-dev)
+BLAS_CFLAGS = -DUSE_BLAS $(shell pkg-config --cflags $(BLAS_PC))
+BLAS_LDLIBS = $(shell pkg-config --libs $(BLAS_PC)) \
+              $(foreach d,$(patsubst -L%,%,$(filter -L%,$(shell pkg-config --libs $(BLAS_PC)))),-Wl,-rpath,$(d))
+ifeq ($(USE_BLAS),1)
+$(if $(BLAS_PC),,$(error $(BLAS_MISSING)))
+CFLAGS += $(BLAS_CFLAGS)
+LDLIBS += $(BLAS_LDLIBS)
+FLAVOUR := $(FLAVOUR)-blas
 endif
 FLAVOUR_STAMP = build/flavour
 $(shell mkdir -p build; [ "$$(cat $(FLAVOUR_STAMP) 2>/dev/null)" = $(FLAVOUR) ] || echo $(FLAVOUR) > $(FLAVOUR_STAMP))
@@ -85,6 +103,17 @@ build/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 TEST_BINS += build/upstream_cpu_loop
 
+# The BLAS build of the CPU programs, beside the default ones (test/test_blas.sh compares them)
+BLAS_BINS = build/blas/train_gpt2 build/blas/test_gpt2 build/blas/upstream_cpu_loop
+TEST_BINS += $(if $(BLAS_PC),$(BLAS_BINS))
+build/blas/train_gpt2: train_gpt2.c $(HEADERS)
+build/blas/test_gpt2: test/test_gpt2.c $(HEADERS) $(TEST_HEADERS)
+build/blas/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS)
+$(BLAS_BINS):
+	@$(if $(BLAS_PC),,echo "error: $(BLAS_MISSING)" >&2; exit 1)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DUSE_BLAS,$(CFLAGS)) $(BLAS_CFLAGS) $< -o $@ $(LDLIBS) $(BLAS_LDLIBS)
+
 # Every llmc/ and prism/ header must compile as C++17 too: train_gpt2.cu includes them unchanged.
 build/test_headers_cxx: test/test_headers_cxx.cpp $(HEADERS) | build
 	g++ -std=c++17 -O1 -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE $(HOST_SAN) $< -o $@ $(LDLIBS)
@@ -118,10 +147,11 @@ train: train_gpt2 data
 # gpu_check_host (the host GPU binaries of gpt2cu_host in 21 more configurations), flash_mma_emul
 # (the register-tile kernels, which gpt2cu_host runs with -attn mma), attention_fd, sd_fd and
 # sd_stability (finite differences and 30 steps of the layers gpt2_vs_pytorch checks), evals
-# (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals) and scripts (shell
-# around the trainer, plus upstream llm.c's CPU loop).
+# (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals), scripts (shell
+# around the trainer, plus upstream llm.c's CPU loop) and blas (the model code gpt2_vs_pytorch
+# runs, with OpenBLAS's matmuls).
 SAN_SKIP_TESTS = data reference layout spectrum_numpy import_hf plots gpu_build fuzz gpu_check_host \
-                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts
+                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts blas
 # Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
 # stderr), and test/run_all.sh fails the test during which one appeared.
 SAN_REPORTS = $(CURDIR)/build/logs/sanitizer

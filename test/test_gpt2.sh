@@ -10,12 +10,14 @@
 #   S-D with explicit sizes, scalar D, the +D sign, theta 0.5.
 # build/test_gpt2 checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
-# prefix-sum form.
+# prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2 in its own
+# folder (test/test_blas.sh: the BLAS build).
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
-dir=build/tmp_gpt2_states
+dir=${GPT2_STATES_DIR:-build/tmp_gpt2_states}
+bin=${TEST_GPT2_BIN:-./build/test_gpt2}
 mkdir -p "$dir"
 printf '# tiny Prism schedule: head sizes 64, 32, 16\n1 2 4*2\n' > "$dir/prism.txt"
 printf '1x96 2x48 4x16*2\n' > "$dir/explicit.txt"
@@ -32,7 +34,7 @@ run_case() {  # name, extra python args, extra test args
     fail "train_gpt2.py could not write the $name debug state: $(tail -1 "$dir/$name.py.log")"
     return
   fi
-  run_sub ./build/test_gpt2 "$dir/$name.bin" "$dir/${name}_state.bin" $targs
+  run_sub "$bin" "$dir/$name.bin" "$dir/${name}_state.bin" $targs
 }
 run_case uniform "--B 4 --T 32" "-init tiny"
 run_case prism "--prism $dir/prism.txt --B 2 --T 64 --data $val" "-init tiny -prism $dir/prism.txt"

@@ -16,6 +16,12 @@
  * Determinism: every output element is produced by one thread in a fixed summation order, so
  * results are bit-identical whatever the thread count. Resume (-y 1) relies on this.
  * These kernels are the reference the CUDA kernels are checked against: keep them plain.
+ *
+ * USE_BLAS (make USE_BLAS=1, doc/verification.md "The BLAS build"): the three matmuls go to
+ * cblas_sgemm (OpenBLAS built for OpenMP) instead of the register-tile loops below. Its results
+ * differ from the default build's in the last bits (another summation order) and are reproducible
+ * at a fixed thread count (OpenBLAS splits rows and columns among threads, never the k sum), which
+ * is what resume needs; the default build stays the reference.
  */
 #ifndef LLMC_CPU_KERNELS_H
 #define LLMC_CPU_KERNELS_H
@@ -29,6 +35,9 @@
 
 #include "../scalar_math.h" /* gelu_tanhf, gelu_tanh_gradf: shared with the GPU kernels */
 #include "../utils.h"
+#ifdef USE_BLAS
+#include <cblas.h>
+#endif
 
 /* ----------------------------------------------------------------------------------------------
  * GEMM. A register tile of GEMM_RB rows x GEMM_NB columns is accumulated over k with the B row
@@ -40,6 +49,11 @@
 /* C[M][N] = (accumulate ? C : 0) + sum_k A[m][k] * B[k][n]; A has row stride lda, B ldb, C ldc. */
 static inline void gemm_nn(float *C, const float *A, const float *B, int M, int K, int N, int lda,
                            int ldb, int ldc, int accumulate) {
+#ifdef USE_BLAS
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
+                accumulate ? 1.0f : 0.0f, C, ldc);
+    return;
+#endif
     const int nmb = (M + GEMM_RB - 1) / GEMM_RB;
     const int nnb = (N + GEMM_NB - 1) / GEMM_NB;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -77,6 +91,10 @@ static inline void gemm_nn(float *C, const float *A, const float *B, int M, int 
 /* C[M][N] += sum_k A[k][m] * B[k][n]  (A stored K x M with row stride lda): weight gradients. */
 static inline void gemm_tn(float *C, const float *A, const float *B, int M, int K, int N, int lda,
                            int ldb, int ldc) {
+#ifdef USE_BLAS
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, C, ldc);
+    return;
+#endif
     const int nmb = (M + GEMM_RB - 1) / GEMM_RB;
     const int nnb = (N + GEMM_NB - 1) / GEMM_NB;
 #pragma omp parallel for collapse(2) schedule(static)
@@ -129,8 +147,13 @@ static inline void transpose(float *dst, const float *src, int rows, int cols, i
  */
 static inline void matmul_forward(float *y, const float *x, const float *W, const float *b, int N,
                                   int IC, int OC, int ldy, float *wt_scratch) {
+#ifdef USE_BLAS
+    (void)wt_scratch; /* BLAS reads W transposed in place */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, x, IC, W, IC, 0.0f, y, ldy);
+#else
     transpose(wt_scratch, W, OC, IC, IC);
     gemm_nn(y, x, wt_scratch, N, IC, OC, IC, OC, ldy, 0);
+#endif
     if (b != NULL) {
 #pragma omp parallel for schedule(static)
         for (int n = 0; n < N; n++)
