@@ -9,7 +9,9 @@
  *
  * Standard heads (mha, lin): M = W_Q W_K^T, split through the QR core (never forming C x C),
  * ranks of R. S-D heads (sd, sdlin): ranks of S, ||S||_2, the spread of D, alpha of L = S + sign D,
- * and the x-space split of U L U^T. The math is in spectrum.h, the columns in doc/sd_tools.md.
+ * the x-space split of U L U^T and the ranks of its routing U S U^T (x_erank). Heads and layers
+ * at minimal rank (one rotation plane, doc/methods.md 3.10) are counted per layer and per model.
+ * The math is in spectrum.h, the columns in doc/sd_tools.md.
  * -png runs `$PYTHON sd_attention/plot_cascade.py DATA.json OUT.png` (PYTHON defaults to
  * /usr/bin/python3, else python3, as the Makefile; the script is looked up next to this executable
  * or in $SD_PLOT_SCRIPT) and prints that command.
@@ -121,6 +123,23 @@ static void report_free(Report *r) {
     for (int l = 0; l < r->cfg.num_layers; l++) free(r->head[l]);
 }
 
+/* The model's count of layers and heads at minimal rank (doc/methods.md 3.10). */
+typedef struct {
+    int layers, heads, total_heads;
+} MinimalCount;
+
+static MinimalCount count_minimal(const Report *r) {
+    MinimalCount m = {0, 0, 0};
+    for (int l = 0; l < r->cfg.num_layers; l++) {
+        m.layers += r->layer[l].minimal;
+        for (int k = 0; k < r->cfg.layer[l].n_head; k++) {
+            m.heads += spec_head_minimal(&r->head[l][k]);
+            m.total_heads++;
+        }
+    }
+    return m;
+}
+
 /* ----------------------------------------------------------------------------------------------
  * The table: one line per layer (means and medians over heads), per-head lines with -heads 1. */
 static const char *family_name(int family) { return family == SPEC_SD ? "S" : "R"; }
@@ -139,8 +158,9 @@ static void print_sci(double v, int width) {
 static void print_table_header(void) {
     char label[64];
     snprintf(label, sizeof(label), "%5s %5s x %4s %-5s", "layer", "heads", "d", "kind");
-    printf("%-24s %2s %4s %7s %7s %6s %6s %5s %6s %7s %9s %8s %9s\n", label, "of", "cap", "erank",
-           "median", "PR", "SR", "n90", "rho_R", "|R|/|F|", "alpha/rho", "unstable", "D spread");
+    printf("%-24s %2s %4s %7s %7s %6s %6s %5s %7s %5s %6s %7s %9s %8s %9s\n", label, "of", "cap", "erank",
+           "median", "PR", "SR", "n90", "x-erank", "min", "rho_R", "|R|/|F|", "alpha/rho", "unstable",
+           "D spread");
 }
 
 static void print_layer_row(const Report *r, int l) {
@@ -156,6 +176,8 @@ static void print_layer_row(const Report *r, int l) {
     print_num(s->pr_mean, 6, 2);
     print_num(s->sr_mean, 6, 2);
     print_num(s->n90_mean, 5, 1);
+    print_num(s->x_erank_mean, 7, 3);
+    print_num(s->frac_minimal, 5, 2);
     print_num(s->rho_R_mean, 6, 3);
     print_num(s->norm_ratio_mean, 7, 3);
     print_num(s->alpha_rel_max, 9, 4); /* the worst head */
@@ -173,6 +195,8 @@ static void print_head_row(const HeadStats *hs) {
     print_num(hs->rank.pr, 6, 2);
     print_num(hs->rank.sr, 6, 2);
     printf(" %5d", hs->rank.n90);
+    print_num(hs->rank_x.erank, 7, 3);
+    printf(" %5s", spec_head_minimal(hs) ? "yes" : "no");
     print_num(hs->rho_R, 6, 3);
     print_num(hs->norm_ratio, 7, 3);
     print_num(hs->alpha_rel, 9, 4);
@@ -190,13 +214,19 @@ static void print_table(const Report *r, const Options *o) {
     if (has_sd) printf(", S-D L = S %c D%s", c->sd_d_sign < 0 ? '-' : '+', c->sd_scalar_d ? " (scalar D)" : "");
     printf("; unstable: alpha > %g rho (%.2f s)\n", o->eps, r->seconds);
     printf("of: R = routing part of W_Q W_K^T (capacity min(2d, C)); S = S-D skew S (capacity d). "
-           "alpha/rho: of M (R rows) or L (S rows), worst head\n");
+           "x-erank: of the routing part of the x-space kernel (R; U S U^T for S rows). min: heads with "
+           "erank < %.1f (one rotation plane). alpha/rho: of M (R rows) or L (S rows), worst head\n",
+           SPEC_MINIMAL_ERANK);
     print_table_header();
     for (int l = 0; l < c->num_layers; l++) {
         print_layer_row(r, l);
         if (!o->per_head) continue;
         for (int k = 0; k < c->layer[l].n_head; k++) print_head_row(&r->head[l][k]);
     }
+    MinimalCount m = count_minimal(r);
+    printf("minimal rank (erank < %.1f): %d of %d layers (%.1f%%, by their median head), %d of %d heads (%.1f%%)\n",
+           SPEC_MINIMAL_ERANK, m.layers, c->num_layers, 100.0 * m.layers / c->num_layers, m.heads,
+           m.total_heads, 100.0 * m.heads / m.total_heads);
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -204,7 +234,8 @@ static void print_table(const Report *r, const Options *o) {
  * open: main renames them once every output is complete (the plot included). */
 #define HEAD_FIELDS                                                                              \
     "layer,head,kind,family,d,capacity,rank,erank,pr,sr,n90,rank90,rho_R,rho_F,norm_R,norm_F,"   \
-    "norm_ratio,lam_max_F,f_positive,alpha,radius,alpha_rel,unstable,norm_S,d_mean,d_spread"
+    "norm_ratio,lam_max_F,f_positive,alpha,radius,alpha_rel,unstable,norm_S,d_mean,d_spread,"    \
+    "x_rank,x_erank,x_n90,minimal"
 
 static void write_csv(const Report *r, AtomicFile *out) {
     FILE *f = out->f;
@@ -213,12 +244,13 @@ static void write_csv(const Report *r, AtomicFile *out) {
         for (int k = 0; k < r->cfg.layer[l].n_head; k++) {
             const HeadStats *h = &r->head[l][k];
             fprintf(f, "%d,%d,%s,%s,%d,%d,%d,%.10g,%.10g,%.10g,%d,%d,%.10g,%.10g,%.10g,%.10g,"
-                    "%.10g,%.10g,%d,%.10g,%.10g,%.10g,%d,%.10g,%.10g,%.10g\n",
+                    "%.10g,%.10g,%d,%.10g,%.10g,%.10g,%d,%.10g,%.10g,%.10g,%d,%.10g,%d,%d\n",
                     h->layer, h->head, layer_kind_of(h->kind)->name, family_name(h->family), h->d,
                     h->capacity, h->rank.rank, h->rank.erank, h->rank.pr, h->rank.sr, h->rank.n90,
                     h->rank.rank90, h->rho_R, h->rho_F, h->norm_R, h->norm_F, h->norm_ratio,
                     h->lam_max_F, h->f_positive, h->alpha, h->radius, h->alpha_rel, h->unstable,
-                    h->norm_S, h->d_mean, h->d_spread);
+                    h->norm_S, h->d_mean, h->d_spread, h->rank_x.rank, h->rank_x.erank, h->rank_x.n90,
+                    spec_head_minimal(h));
         }
     }
     if (fflush(f) != 0 || ferror(f)) llmc_die("%s: write failed: %s", out->tmp, strerror(errno));
@@ -250,8 +282,10 @@ static void json_head(FILE *f, const HeadStats *h) {
     fprintf(f, "\"unstable\": %s, ", h->unstable ? "true" : "false");
     json_num(f, "norm_S", h->norm_S, 0);
     json_num(f, "d_mean", h->d_mean, 0);
-    json_num(f, "d_spread", h->d_spread, 1);
-    fprintf(f, "}");
+    json_num(f, "d_spread", h->d_spread, 0);
+    fprintf(f, "\"x_rank\": %d, ", h->rank_x.rank);
+    json_num(f, "x_erank", h->rank_x.erank, 0);
+    fprintf(f, "\"x_n90\": %d, \"minimal\": %s}", h->rank_x.n90, spec_head_minimal(h) ? "true" : "false");
 }
 
 static void json_layer(FILE *f, const Report *r, int l) {
@@ -273,6 +307,9 @@ static void json_layer(FILE *f, const Report *r, int l) {
     json_num(f, "frac_unstable", s->frac_unstable, 0);
     json_num(f, "frac_f_positive", s->frac_f_positive, 0);
     json_num(f, "d_spread_mean", s->d_spread_mean, 0);
+    json_num(f, "x_erank_mean", s->x_erank_mean, 0);
+    json_num(f, "frac_minimal", s->frac_minimal, 0);
+    fprintf(f, "\"minimal\": %s,", s->minimal ? "true" : "false");
     fprintf(f, "\n     \"heads\": [\n");
     for (int k = 0; k < ls->n_head; k++) {
         fprintf(f, "      ");
@@ -290,8 +327,12 @@ static void write_json(const Report *r, double eps, AtomicFile *out) {
     fprintf(f, ", \"eps\": %g, \"sv_rel_tol\": %g, \"energy_fraction\": %g,\n", eps, SPEC_SV_REL_TOL,
             SPEC_ENERGY_FRACTION);
     fprintf(f, " \"config\": {\"num_layers\": %d, \"channels\": %d, \"use_ln\": %d, "
-            "\"sd_d_sign\": %d, \"sd_scalar_d\": %d},\n \"layers\": [\n", c->num_layers,
-            c->channels, c->use_ln, c->sd_d_sign, c->sd_scalar_d);
+            "\"sd_d_sign\": %d, \"sd_scalar_d\": %d},\n", c->num_layers, c->channels, c->use_ln,
+            c->sd_d_sign, c->sd_scalar_d);
+    const MinimalCount m = count_minimal(r);
+    fprintf(f, " \"minimal_rank\": {\"erank_below\": %g, \"layers\": %d, \"layers_frac\": %.10g, "
+            "\"heads\": %d, \"heads_frac\": %.10g},\n \"layers\": [\n", SPEC_MINIMAL_ERANK, m.layers,
+            (double)m.layers / c->num_layers, m.heads, (double)m.heads / m.total_heads);
     for (int l = 0; l < c->num_layers; l++) {
         json_layer(f, r, l);
         fprintf(f, "%s\n", l + 1 < c->num_layers ? "," : "");

@@ -17,6 +17,7 @@
  *   spec_skew_unpack / spec_generator   S and L = S + sign*D of an S-D head from its packed
  *                                  parameters, L built by generator.h as the model builds it
  *   HeadStats / spec_head_standard / spec_head_sd   every metric of one head of a checkpoint
+ *   spec_head_minimal              a head whose routing is at minimal rank: one rotation plane
  *   LayerSummary / spec_layer_summary   means and medians over a layer's heads
  *
  * Conventions. Matrices are row-major double. A head's kernel is M = W_Q W_K^T (C x C) for a
@@ -49,6 +50,10 @@
 #define SPEC_ENERGY_FRACTION 0.9
 /* default epsilon of the unstable-head criterion alpha > eps * rho (doc/methods.md 3.3) */
 #define SPEC_DEFAULT_EPS 1e-6
+/* Minimal routing rank (doc/methods.md 3.10): a skew matrix's singular values come in pairs, so
+ * its smallest non-zero erank is 2 (one rotation plane) and the next is about 4. A head whose
+ * routing erank is below 2.5 is at minimal rank; a layer whose median head is. */
+#define SPEC_MINIMAL_ERANK 2.5
 
 /* ----------------------------------------------------------------------------------------------
  * LAPACK wrappers: copy the input (LAPACK overwrites it), die with one line on failure. */
@@ -327,6 +332,8 @@ typedef struct {
     int family;       /* SPEC_STANDARD: ranks of R (of M); SPEC_SD: ranks of S (head space) */
     int capacity;     /* routing rank capacity: min(2d, C) (standard), d (S-D) (doc/methods.md 3.9) */
     RankStats rank;   /* of R_h (standard) or S_h (S-D) */
+    RankStats rank_x; /* of the routing part of the x-space kernel M: R_h itself (standard), the
+                       * token-space routing U S U^T (S-D), whose planes are S's seen through U */
     /* x-space split of M (standard: W_Q W_K^T; S-D: U L U^T) */
     double rho_R, rho_F, norm_R, norm_F, norm_ratio, lam_max_F;
     int f_positive;   /* lambda_max(F) > eps ||F||_2: the necessary condition of Bendixson (3.3) */
@@ -367,6 +374,7 @@ static inline void spec_fill_split(HeadStats *hs, const double *K, int k, int C,
     hs->norm_ratio = sp.norm_ratio;
     hs->lam_max_F = sp.lam_max_F;
     hs->f_positive = sp.lam_max_F > eps * sp.norm_F;
+    hs->rank_x = sp.rank;
     if (hs->family == SPEC_STANDARD) hs->rank = sp.rank;
 }
 
@@ -441,10 +449,18 @@ static inline void spec_head_sd(const float *qkvw, const float *skew, const floa
     free(S); free(Lm); free(dv); free(sv); free(U); free(K);
 }
 
+/* At minimal rank: a non-zero routing (R, or S for S-D heads) of erank below SPEC_MINIMAL_ERANK. */
+static inline int spec_head_minimal(const HeadStats *hs) {
+    return hs->rank.rank > 0 && hs->rank.erank < SPEC_MINIMAL_ERANK;
+}
+
 /* ----------------------------------------------------------------------------------------------
  * Per-layer summary over heads. */
 typedef struct {
     double erank_mean, erank_median, pr_mean, sr_mean, n90_mean, rank90_mean;
+    double x_erank_mean;  /* erank of the x-space routing (rank_x), mean over heads */
+    double frac_minimal;  /* fraction of heads at minimal rank */
+    int minimal;          /* the layer is at minimal rank: its median head erank is below 2.5 */
     double rho_R_mean, norm_ratio_mean, alpha_rel_max, alpha_rel_mean;
     double frac_unstable, frac_f_positive;
     double d_spread_mean; /* NaN for standard layers */
@@ -471,6 +487,8 @@ static inline void spec_layer_summary(const HeadStats *hs, int h, LayerSummary *
     for (int k = 0; k < h; k++) {
         er[k] = hs[k].rank.erank;
         s->erank_mean += hs[k].rank.erank / h;
+        s->x_erank_mean += hs[k].rank_x.erank / h;
+        s->frac_minimal += (double)spec_head_minimal(&hs[k]) / h;
         s->pr_mean += hs[k].rank.pr / h;
         s->sr_mean += hs[k].rank.sr / h;
         s->n90_mean += (double)hs[k].rank.n90 / h;
@@ -484,6 +502,7 @@ static inline void spec_layer_summary(const HeadStats *hs, int h, LayerSummary *
         s->d_spread_mean += hs[k].d_spread / h; /* NaN propagates for standard heads */
     }
     s->erank_median = spec_median(er, h);
+    s->minimal = s->erank_median > 0.0 && s->erank_median < SPEC_MINIMAL_ERANK;
     free(er);
 }
 

@@ -278,6 +278,9 @@ static void test_sd_one_plane_and_stability(void) {
               hs.rank.rank == 2 && hs.rank.n90 == 1,
           "S-D head, S one plane: erank %.7f, PR %.7f, SR %.7f == 2 (1e-4), rank %d",
           hs.rank.erank, hs.rank.pr, hs.rank.sr, hs.rank.rank);
+    CHECK(hs.rank_x.rank == 2 && hs.rank_x.erank <= 2.0 + 1e-9 && spec_head_minimal(&hs),
+          "S one plane: the x-space routing U S U^T has rank %d (2), erank %.6f <= 2; the head is at minimal rank",
+          hs.rank_x.rank, hs.rank_x.erank);
     CHECK(hs.alpha < 0 && !hs.unstable, "L = S - D: alpha(L) = %.4f < 0 (doc/methods.md 3.5), not unstable",
           hs.alpha);
     CHECK(fabs(hs.d_spread - spec_cv(dv, 8)) < 1e-6 && hs.d_spread > 0.1,
@@ -292,6 +295,30 @@ static void test_sd_one_plane_and_stability(void) {
     CHECK(sc.d_spread == 0.0 && fabs(sc.d_mean - spec_softplus(0.3)) < 1e-6 && sc.alpha < 0 &&
               fabs(sc.alpha + sc.d_mean) < 1e-5,
           "scalar D: spread 0, D = softplus(0.3) = %.5f, alpha(L) = -D = %.5f", sc.d_mean, sc.alpha);
+}
+
+/* Minimal rank (doc/methods.md 3.10): a head below erank 2.5; a layer by its median head. */
+static void test_minimal_rank(void) {
+    HeadStats hs[3];
+    const double er[3] = {2.0, 2.3, 6.0};
+    for (int k = 0; k < 3; k++) {
+        spec_head_init(&hs[k], 0, k, ATTN_SD, 8);
+        hs[k].rank.rank = er[k] > 3 ? 8 : 2;
+        hs[k].rank.erank = er[k];
+        hs[k].rank_x.erank = 2 * er[k];
+    }
+    LayerSummary s;
+    spec_layer_summary(hs, 3, &s);
+    CHECK(fabs(s.frac_minimal - 2.0 / 3) < 1e-12 && s.minimal && fabs(s.x_erank_mean - 2 * 10.3 / 3) < 1e-12,
+          "heads of erank 2, 2.3, 6: 2/3 at minimal rank (%.4f), the layer too (median 2.3), x-erank mean %.4f",
+          s.frac_minimal, s.x_erank_mean);
+    hs[1].rank.erank = 2.5;
+    spec_layer_summary(hs, 3, &s);
+    CHECK(fabs(s.frac_minimal - 1.0 / 3) < 1e-12 && !s.minimal,
+          "erank 2.5 is not below 2.5: 1/3 of heads, and the layer (median 2.5) is not minimal");
+    HeadStats zero;
+    spec_head_init(&zero, 0, 0, ATTN_SD, 8);
+    CHECK(!spec_head_minimal(&zero), "a zero routing (rank 0, erank 0) is not at minimal rank");
 }
 
 static void test_rank_stats_edges(void) {
@@ -321,5 +348,6 @@ int main(void) {
     test_k_planes();
     test_sd_one_plane_and_stability();
     test_rank_stats_edges();
+    test_minimal_rank();
     return test_finish();
 }

@@ -91,7 +91,7 @@ def numpy_head(model, l, k, k_block=1):
         th = att.sd_theta.detach().double().numpy()
         D = softplus(th[k]) * np.ones(d) if th.ndim == 1 else softplus(th[k])
         L = S + cfg.sd_sign * np.diag(D)
-        sp, _ = split(U @ L @ U.T)
+        sp, svX = split(U @ L @ U.T)
         alpha, rho = abscissa(L)
         out = dict(rank_metrics(np.linalg.svd(S, compute_uv=False)), capacity=d,
                    norm_S=np.linalg.svd(S, compute_uv=False)[0], d_mean=D.mean(),
@@ -101,10 +101,16 @@ def numpy_head(model, l, k, k_block=1):
         WK = W[k_block * A + k * d:k_block * A + (k + 1) * d].T
         M = WQ @ WK.T
         sp, svR = split(M)
+        svX = svR
         alpha, rho = abscissa(M)
         out = dict(rank_metrics(svR), capacity=min(2 * d, C), **sp)
     out.update(alpha=alpha, radius=rho, alpha_rel=alpha / rho, unstable=alpha > UNSTABLE_EPS * rho)
     out["rank90"] = 2 * out["n90"]
+    # the x-space routing (U S U^T for S-D heads, R itself for standard ones) and minimal rank
+    # (one rotation plane: erank below 2.5, doc/methods.md 3.10)
+    xm = rank_metrics(svX)
+    out.update(x_rank=xm["rank"], x_erank=xm["erank"], x_n90=xm["n90"],
+               minimal=out["rank"] > 0 and out["erank"] < 2.5)
     return out
 
 
@@ -164,7 +170,7 @@ def main():
                              f"(exit {r.returncode}) {r.stderr.strip()}")
     data = json.load(open(js))
     keys_std = ["erank", "pr", "sr", "rho_R", "rho_F", "norm_R", "norm_F", "lam_max_F",
-                "alpha", "radius", "alpha_rel"]
+                "alpha", "radius", "alpha_rel", "x_erank"]
     keys_sd = keys_std + ["norm_S", "d_mean", "d_spread"]
     mixed_layers = []
     for l, lay in enumerate(data["layers"]):
@@ -173,11 +179,18 @@ def main():
         for k, head in enumerate(lay["heads"]):
             ref = numpy_head(model, l, k)
             bad = compare(ref, head, keys_sd if kind in ("sd", "sdlin") else keys_std)
-            ints = [f"{key}: {ref[key]} vs {head[key]}" for key in ("rank", "n90", "rank90", "capacity", "unstable")
+            ints = [f"{key}: {ref[key]} vs {head[key]}"
+                    for key in ("rank", "n90", "rank90", "capacity", "unstable", "x_rank", "x_n90", "minimal")
                     if ref[key] != head[key]]
             check(not bad and not ints, f"layer {l} ({kind}) head {k}: every metric and the unstable flag "
                                         f"equal numpy on the explicit matrices (rtol {RTOL}) {bad + ints}")
             flags.append(ref["unstable"])
+        refs = [numpy_head(model, l, k) for k in range(len(lay["heads"]))]
+        x_mean = sum(r["x_erank"] for r in refs) / len(refs)
+        minimal = sum(r["minimal"] for r in refs) / len(refs)
+        check(close(lay["x_erank_mean"], x_mean) and abs(lay["frac_minimal"] - minimal) < 1e-12,
+              f"layer {l}: x-space routing erank mean {lay['x_erank_mean']} = numpy's {x_mean:.9g}, "
+              f"minimal-rank fraction {lay['frac_minimal']} = {minimal}")
         frac = sum(flags) / len(flags)
         check(abs(lay["frac_unstable"] - frac) < 1e-12,
               f"layer {l}: unstable fraction {lay['frac_unstable']} = mean of numpy's head flags {flags}")
