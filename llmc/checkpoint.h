@@ -11,6 +11,8 @@
  *   checkpoint_write           write a checkpoint atomically (tmp + rename), fp32 or bf16 body;
  *                              checkpoint_write_fp32 (the CPU programs) and checkpoint_write_bf16
  *                              (the GPU trainer: its bf16 parameters as they are on the GPU)
+ *   checkpoint_trained_T       the -t a checkpoint was trained at, from its run folder's flags.txt
+ *   tool_sequence_length       a tool's -t: given, else the trained T, else maxT, with a note
  * The bf16 <-> fp32 conversions are llmc/scalar_math.h's (plain C there: no CUDA is pulled in).
  *
  * Why a new version number for non-uniform tables: llm.c checks only the magic and the version
@@ -29,6 +31,9 @@
 #include "param_layout.h"
 #include "scalar_math.h"
 #include "utils.h"
+
+/* the trainers' record of a run's flags in its -o folder (llmc/train_setup.h) */
+#define TRAIN_FLAGS_FILE "flags.txt"
 
 #define CKPT_MAGIC 20240326
 #define CKPT_V_FP32 3
@@ -229,6 +234,61 @@ static inline void checkpoint_write_fp32(const char *path, const GPT2Config *c, 
 
 static inline void checkpoint_write_bf16(const char *path, const GPT2Config *c, const uint16_t *params) {
     checkpoint_write(path, c, 1, params);
+}
+
+/* The sequence length a checkpoint was trained at: the "-t" line of the flags.txt its trainer
+ * wrote beside it (-o DIR). 0 when there is no such file or line (an imported model, one written
+ * by train_gpt2.py or copied elsewhere). A -t line that is not an integer 1..1048576 is an error
+ * naming the file and line. */
+static inline int checkpoint_trained_T(const char *ckpt_path) {
+    char dir[4096];
+    const char *slash = strrchr(ckpt_path, '/');
+    if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+    else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - ckpt_path), ckpt_path);
+    char path[4200];
+    path_join(path, sizeof(path), dir[0] ? dir : "/", TRAIN_FLAGS_FILE);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return 0;
+    char line[4200];
+    int T = 0, lineno = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        if (strncmp(line, "-t ", 3) != 0) continue;
+        char *end = NULL;
+        const long v = strtol(line + 3, &end, 10);
+        if (end == line + 3 || (*end != '\n' && *end != '\0') || v < 1 || v > (1 << 20)) {
+            fclose(f);
+            llmc_die("%s:%d: -t: expected an integer 1..1048576", path, lineno);
+        }
+        T = (int)v;
+    }
+    fclose(f);
+    return T;
+}
+
+/* The sequence length a tool runs a checkpoint at: -t when given (given_T > 0), else the T the
+ * model was trained at (flags.txt), else its maxT. Positions beyond the trained T were never
+ * trained and are said to be scored, in one note; so is a maxT used for want of flags.txt.
+ * what: the tool's name for the note. */
+static inline int tool_sequence_length(const char *ckpt_path, int given_T, int max_T, const char *what) {
+    const int trained = checkpoint_trained_T(ckpt_path);
+    if (given_T > 0) {
+        if (trained > 0 && given_T > trained) {
+            printf("note: %s: -t %d exceeds the T %d %s was trained at (its %s): positions %d..%d "
+                   "were never trained\n", what, given_T, trained, ckpt_path, TRAIN_FLAGS_FILE,
+                   trained, given_T - 1);
+        }
+        return given_T;
+    }
+    if (trained > 0) {
+        const int T = trained < max_T ? trained : max_T;
+        printf("%s: T %d, the -t %s was trained at (its %s; -t sets another)\n", what, T, ckpt_path,
+               TRAIN_FLAGS_FILE);
+        return T;
+    }
+    printf("note: %s: no %s beside %s: T = its maxT %d; if it was trained at a shorter T, the "
+           "positions beyond it were never trained (set -t)\n", what, TRAIN_FLAGS_FILE, ckpt_path, max_T);
+    return max_T;
 }
 
 #endif /* LLMC_CHECKPOINT_H */

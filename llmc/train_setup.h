@@ -30,6 +30,7 @@
 #include <stdio.h>
 
 #include "args.h"
+#include "checkpoint.h" /* TRAIN_FLAGS_FILE */
 #include "optimizer.h"
 #include "dataloader.h"
 #include "outlier.h"
@@ -54,7 +55,6 @@ typedef struct {
  * the command line does not give from it, so `./train_gpt2 -o DIR -y 1` continues the run as it
  * was started. The flags of one launch (-y, -o and the process and rendezvous flags, which differ
  * per rank) are neither saved nor restored. */
-#define TRAIN_FLAGS_FILE "flags.txt"
 
 static inline int train_flag_per_launch(const char *flag) {
     static const char *const per_launch[] = {"-y", "-o", "-pn", "-pr", "-pg", "-pi", "-ps", "-pf"};

@@ -45,7 +45,7 @@ typedef struct {
     char csv[OPT_CAP];    /* -csv */
     char json[OPT_CAP];   /* -json */
     int B;                /* -b */
-    int T;                /* -t; 0 = the model's maxT */
+    int T;                /* -t; 0 = the trained T (flags.txt), else the model's maxT */
     int batches;          /* -n */
     int per_head;         /* -heads */
     int linear;           /* -lin */
@@ -58,7 +58,7 @@ static const CliOpt OPTS[] = {
     O_STR("-e2", model2, "second checkpoint: also report Delta = e minus e2 on the same tokens"),
     O_STR("-j", val, "val token shards (glob; llm.c val order)"),
     O_INT("-b", B, 1, 1 << 20, "sequences per forward (memory only: the sequences do not depend on it)"),
-    O_INT("-t", T, 0, 1 << 20, "sequence length T (0: the model's maxT)"),
+    O_INT("-t", T, 0, 1 << 20, "sequence length T (0: the T the model was trained at, from its flags.txt, else its maxT)"),
     O_INT("-n", batches, 1, 1 << 30, "number of B x T windows (N*B sequences in all)"),
     O_INT("-heads", per_head, 0, 1, "1: per-head rows in the table (the CSV/JSON always have them)"),
     O_INT("-lin", linear, 0, 1, "1: also analyse linear-attention layers (lin, sdlin) from their normalized weights"),
@@ -120,12 +120,14 @@ static void layer_note(const Report *r, int l, char *buf, size_t cap) {
     else if (!attn_kind_has_matrix(kind)) snprintf(buf, cap, "linear attention weights (-lin 1)");
 }
 
-/* The length to use: -t, else the smallest maxT of the models; checked against each maxT. */
+/* The length to use: -t, else the shortest T the models were trained at (their run folders'
+ * flags.txt) or, for a model without one, its maxT (llmc/checkpoint.h tool_sequence_length, which
+ * notes what it chose); checked against each maxT. */
 static int resolve_T(const Options *o, const GPT2Config *cfg, const char *const *paths, int n) {
-    int T = o->T;
-    if (T == 0) {
-        T = cfg[0].max_seq_len;
-        for (int m = 1; m < n; m++) T = LLMC_MIN(T, cfg[m].max_seq_len);
+    int T = 0;
+    for (int m = 0; m < n; m++) {
+        const int Tm = tool_sequence_length(paths[m], o->T, cfg[m].max_seq_len, "attn_distance");
+        T = m == 0 ? Tm : LLMC_MIN(T, Tm);
     }
     for (int m = 0; m < n; m++) {
         if (T > cfg[m].max_seq_len) {

@@ -51,7 +51,7 @@ typedef struct {
     char val[OPT_CAP];   /* -j */
     int batches;         /* -m; -1 the whole val data */
     int B;               /* -b */
-    int T;               /* -t; 0 the model's maxT */
+    int T;               /* -t; 0: the trained T (flags.txt), else the model's maxT */
     int eval_before;     /* -eval_before */
 } Options;
 
@@ -68,7 +68,7 @@ static const CliOpt OPTS[] = {
     O_STR("-j", val, OP_ANY, "val token shards (glob): evaluate before and after (none: no evaluation)"),
     O_INT("-m", batches, -1, 1 << 30, OP_ANY, "val batches (-1: the whole val data)"),
     O_INT("-b", B, 1, 1 << 20, OP_ANY, "batch size of the evaluation"),
-    O_INT("-t", T, 0, 1 << 20, OP_ANY, "sequence length of the evaluation (0: the model's maxT)"),
+    O_INT("-t", T, 0, 1 << 20, OP_ANY, "sequence length of the evaluation (0: the T the model was trained at, from its flags.txt, else its maxT)"),
     O_INT("-eval_before", eval_before, 0, 1, OP_ANY, "0: evaluate only the output (the input's loss is known, e.g. from a sweep's first run)"),
     O_INT("-k", k, 1, LLMC_MAX_LAYERS, OP_LINEARIZE, "linearize layers 0..K-1 (mha -> lin, sd -> sdlin)"),
     O_INT("-lin_prescale", lin_prescale, -1, 1, OP_LINEARIZE, "linear q/k prescale flag of the output (-1: keep the checkpoint's)"),
@@ -309,7 +309,8 @@ int main(int argc, char **argv) {
     parse_options(&o, argc, argv);
     GPT2Config ic;
     float *ip = checkpoint_load_fp32(o.model, &ic, NULL);
-    const int T = o.T == 0 ? ic.max_seq_len : o.T;
+    const int T = o.val[0] ? tool_sequence_length(o.model, o.T, ic.max_seq_len, "sd_surgery")
+                           : (o.T == 0 ? ic.max_seq_len : o.T);
     if (o.val[0] && T > ic.max_seq_len) llmc_die("-t %d: exceeds the model's maxT %d", T, ic.max_seq_len);
 
     Result r;

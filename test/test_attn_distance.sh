@@ -47,6 +47,22 @@ sys.exit(not (len(L) == 4 and j['T'] == 64 and j['sequences'] == 8 and len(L[3][
               and len(L[0]['mean']) == 7 and 'delta' not in j))"
 check "no .tmp file is left behind" test -z "$(ls "$d" | grep '\.tmp$')"
 
+# --- the default T: the one the model was trained at (its run folder's flags.txt), else maxT
+check "without flags.txt beside the model: T = maxT 64, with a note saying so" \
+  grep -q "^note: attn_distance: no flags.txt beside $d/prism.bin: T = its maxT 64" "$d/prism.out"
+mkdir -p "$d/run"
+cp "$d/prism.bin" "$d/run/model_00000010.bin"
+printf '# the flags of this run\n-b 4\n-t 32\n' > "$d/run/flags.txt"
+./attn_distance -e "$d/run/model_00000010.bin" -j "$VAL" -b 2 -n 4 -csv "$d/run.csv" > "$d/run.out" 2>&1
+check "a model trained at -t 32 (flags.txt): T 32 by default, said in one line" \
+  bash -c "grep -q '^attn_distance: T 32, the -t $d/run/model_00000010.bin was trained at' '$d/run.out' && awk -F, 'NR == 2 { exit !(\$14 == 32) }' '$d/run.csv'"
+./attn_distance -e "$d/run/model_00000010.bin" -j "$VAL" -b 2 -n 4 -t 64 > "$d/run64.out" 2>&1
+check "-t 64 on a model trained at 32: a note that positions 32..63 were never trained" \
+  grep -q "^note: attn_distance: -t 64 exceeds the T 32 .* positions 32..63 were never trained" "$d/run64.out"
+printf -- '-t 32x\n' > "$d/run/flags.txt"
+expect_error "a bad -t line in flags.txt: one line naming the file and line" \
+  "^error: $d/run/flags.txt:1: -t: expected an integer 1\.\.1048576$" ./attn_distance -e "$d/run/model_00000010.bin" -j "$VAL" -b 2 -n 4
+
 # --- against Python, with a negative control
 run_sub $PYTHON test/attn_reference.py compare "$d/prism.csv" "$d/prism.bin" "$VAL" 64 8 --control
 ./attn_distance -e "$d/uniform.bin" -j "$VAL" -b 4 -n 2 -csv "$d/uniform.csv" > "$d/uniform.out" 2>&1

@@ -67,6 +67,15 @@ check "linearize: after-loss $la equals ./train_gpt2 -x 0 on the written file ($
 lb=$(before_loss "$d/lin.report.json"); tb=$(trainer_loss "$M")
 check "the before-loss $lb equals ./train_gpt2 on the input ($tb)" near "$lb" "$tb" 1.5e-6
 check "negative control: linearize changes the loss ($lb -> $la)" far "$lb" "$la" 1e-3
+# the evaluation's T without -t: the trained T from the run folder's flags.txt, else maxT (a note)
+mkdir -p "$d/run"
+cp "$M" "$d/run/model_00000005.bin"
+printf -- '-t 32\n' > "$d/run/flags.txt"
+./sd_surgery -e "$d/run/model_00000005.bin" -o "$d/run_lin.bin" -op linearize -k 1 -j "$VAL" -m 2 -b 2 > "$d/run_lin.txt" 2>&1
+check "without -t, a model from a run folder is evaluated at its trained T 32 (flags.txt), said in one line" \
+  bash -c "grep -q '^sd_surgery: T 32, the -t $d/run/model_00000005.bin was trained at' '$d/run_lin.txt' && grep -q 'of 2 x 32' '$d/run_lin.txt'"
+./sd_surgery -e "$M" -o "$d/nolog_lin.bin" -op linearize -k 1 -j "$VAL" -m 2 -b 2 > "$d/nolog_lin.txt" 2>&1
+check "a model without flags.txt: maxT, with a note" grep -q "^note: sd_surgery: no flags.txt beside $M: T = its maxT" "$d/nolog_lin.txt"
 # ---- scalar_d
 ./sd_surgery -e "$M" -o "$d/sc.bin" -op scalar_d "${EV[@]}" > "$d/sc.txt" 2>&1
 ./sd_surgery -e "$M" -o "$d/sck.bin" -op scalar_d -keep_layout 1 "${EV[@]}" > "$d/sck.txt" 2>&1
