@@ -4,6 +4,7 @@
 #                     model on the CPU (a few minutes on 2 cores)
 #   make test         every test; ends with "N passed, N failed"
 #   make bench_cpu    tokens/s of uniform vs Prism, measured side by side
+#   make prose        the offline prose corpus as token shards (runs larger than TinyShakespeare)
 #   make test SANITIZE=1   the same suite on programs and tests built with AddressSanitizer and
 #                     UndefinedBehaviorSanitizer (any report fails the test that triggered it)
 #
@@ -128,6 +129,14 @@ $(TOKENIZER):
 	$(PYTHON) dev/data/gpt2_tokenizer.py
 
 data: $(TS_DATA) $(TOKENIZER)
+
+# The offline English prose corpus (18.5M train + 1.0M val tokens) for runs larger than
+# TinyShakespeare: dev/data/prose/prose_{val,train}_*.bin (dev/data/prose.py; about 15 s)
+PROSE_VAL = dev/data/prose/prose_val_000000.bin
+$(PROSE_VAL):
+	$(PYTHON) dev/data/prose.py
+prose: $(PROSE_VAL)
+.PHONY: prose
 
 # The main job: a small Prism GPT (8 layers, C 256, heads 1-1-2-2-4-4-4-4, i.e. head sizes
 # 256/128/64) on TinyShakespeare, 300 steps of 512 tokens, val loss every 50 steps, a sample every

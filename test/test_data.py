@@ -2,13 +2,16 @@
 
 Covers the pure-Python GPT-2 BPE (known ids, round trips, exact agreement with tiktoken built
 offline from the same files on TinyShakespeare and HellaSwag text), the TinyShakespeare shards
-(counts, sizes, the llm.c token stream), the shard reader's rejection of bad files, and the
-tokenizer file. Needs the shared offline data and tiktoken; a missing one is a failure, not a skip.
+(counts, sizes, the llm.c token stream), the prose corpus shards (documents, packing, shard
+boundaries, any --procs, the shared copy's first documents), the shard reader's rejection of bad
+files, and the tokenizer file. Needs the shared offline data and tiktoken; a missing one is a failure, not a skip.
 
 Run: /usr/bin/python3 test/test_data.py
 """
 import bz2
+import glob
 import importlib.util
+import lzma
 import os
 import subprocess
 import sys
@@ -132,6 +135,56 @@ def test_tinyshakespeare(tmp, text, ref):
           "tinyshakespeare.py with a missing --input exits non-zero with a one-line error")
 
 
+def test_prose(tmp, enc):
+    """dev/data/prose.py on a small corpus of known documents, and on the shared copy's first ones."""
+    src = os.path.join(tmp, "corpus")
+    os.makedirs(src)
+    docs = {"debian_prose_000.txt.xz": [["First paragraph.", "Second one, longer."], ["A lone line."]],
+            "debian_prose_001.txt.xz": [["Third document:", "two paragraphs!"]],
+            "debian_prose_val.txt.xz": [["The val document."], ["Another, held out."]]}
+    for name, ds in docs.items():
+        with lzma.open(os.path.join(src, name), "wt", encoding="utf-8") as f:
+            f.write("\n\n".join("\n".join(d) for d in ds) + "\n")
+    stream = lambda ds: [t for d in ds for t in [50256] + enc.encode("\n".join(d))]
+    want_train = stream(docs["debian_prose_000.txt.xz"] + docs["debian_prose_001.txt.xz"])
+    want_val = stream(docs["debian_prose_val.txt.xz"])
+    outs = {}
+    for procs in ("1", "2"):
+        out = os.path.join(tmp, "prose" + procs)
+        rc, so, err = run_script("prose.py", "--in_dir", src, "--out_dir", out, "--shard_size", "7", "--procs", procs)
+        check(rc == 0, f"prose.py --procs {procs} exits 0 (rc {rc}; {err.strip()})")
+        outs[procs] = out
+    shards = sorted(glob.glob(os.path.join(outs["1"], "prose_train_*.bin")))
+    got = [data_common.read_datafile(p) for p in shards]
+    check([len(g) for g in got[:-1]] == [7] * (len(got) - 1) and 0 < len(got[-1]) <= 7,
+          f"train shards of exactly --shard_size 7 tokens, the last one the rest ({[len(g) for g in got]})")
+    check(np.concatenate(got).tolist() == want_train,
+          "the train shards hold [EOT] + tokens of each document's paragraphs joined by newlines, in file order")
+    val = [data_common.read_datafile(p) for p in sorted(glob.glob(os.path.join(outs["1"], "prose_val_*.bin")))]
+    check(len(val) == 1 and val[0].tolist() == want_val, "one val shard with every val document")
+    same = all(open(a, "rb").read() == open(b, "rb").read() for a, b in
+               zip(sorted(glob.glob(os.path.join(outs["1"], "*.bin"))), sorted(glob.glob(os.path.join(outs["2"], "*.bin")))))
+    check(same and len(glob.glob(os.path.join(outs["2"], "*.bin"))) == len(shards) + 1,
+          "--procs 2 writes the same files byte for byte")
+    os.remove(os.path.join(src, "debian_prose_001.txt.xz"))
+    rc, _, err = run_script("prose.py", "--in_dir", src, "--out_dir", os.path.join(tmp, "prose_missing"))
+    check(rc != 0 and err.strip().count("\n") == 0 and "debian_prose_001.txt.xz: not found" in err,
+          f"a missing corpus file: one line naming it ({err.strip()})")
+    with open(os.path.join(src, "debian_prose_001.txt.xz"), "wb") as f:
+        f.write(b"not xz at all")
+    rc, _, err = run_script("prose.py", "--in_dir", src, "--out_dir", os.path.join(tmp, "prose_bad"))
+    check(rc != 0 and err.strip().count("\n") == 0 and "not an xz file" in err,
+          f"a corrupt corpus file: one line ({err.strip()})")
+    # the shared copy (sha256-checked): its first 40 documents of each file
+    out = os.path.join(tmp, "prose_shared")
+    rc, so, err = run_script("prose.py", "--out_dir", out, "--max_docs", "40", "--procs", "2")
+    check(rc == 0 and "val: 40 documents" in so and "train: 80 documents" in so,
+          f"the shared corpus: sha256 checked, the first 40 documents of each file ({err.strip() or so.strip().splitlines()[-1]})")
+    toks = np.concatenate([data_common.read_datafile(p) for p in sorted(glob.glob(os.path.join(out, "prose_train_*.bin")))])
+    check(len(toks) > 0 and toks[0] == 50256 and int((toks == 50256).sum()) == 80,
+          f"... 80 train documents, each starting with EOT ({int((toks == 50256).sum())} EOTs in {len(toks)} tokens)")
+
+
 def test_datafile(tmp):
     good = os.path.join(tmp, "good.bin")
     toks = np.arange(0, 1000, dtype=np.int64) * 50
@@ -233,6 +286,7 @@ def main():
     ref = test_against_tiktoken(enc, text)
     with tempfile.TemporaryDirectory(prefix="test_data_") as tmp:
         test_tinyshakespeare(tmp, text, ref)
+        test_prose(tmp, enc)
         test_datafile(tmp)
         test_download(tmp)
         test_tokenizer_file(tmp, ref)

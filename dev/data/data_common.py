@@ -103,8 +103,8 @@ def read_jsonl(path, lines=None):
 
 
 def write_datafile(path, tokens):
-    """Write tokens as an llm.c shard. Written to path.tmp and renamed, so a file under its
-    final name is always complete."""
+    """Write tokens as an llm.c shard. Written to path.tmp, synced and renamed, so a file under
+    its final name is always complete."""
     toks = np.asarray(tokens)
     if toks.ndim != 1:
         raise ValueError(f"{path}: tokens must be a 1-D sequence, got shape {toks.shape}")
@@ -127,6 +127,8 @@ def write_datafile(path, tokens):
     with open(tmp, "wb") as f:
         f.write(header.tobytes())
         f.write(toks.astype("<u2").tobytes())
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the rename makes it the file under its name
     os.replace(tmp, path)
     return toks.size
 
