@@ -3,6 +3,7 @@
 # missing inputs read the same everywhere.
 #
 #   die MSG...                  one line "error: MSG" on stderr, exit 1
+#   warn MSG...                 one line "warning: MSG" on stderr
 #   need_value FLAG NARGS       die unless the flag has a value after it (NARGS: the caller's $#)
 #   is_uint FLAG VALUE ...      die unless each VALUE is a non-negative integer without leading
 #                               zeros (bash arithmetic and printf %d read 010 as octal 8)
@@ -11,6 +12,7 @@
 #                               commands a real run would execute), a real run stops with exit 1
 
 die() { echo "error: $*" >&2; exit 1; }
+warn() { echo "warning: $*" >&2; }
 
 need_value() { [ "$2" -ge 2 ] || die "$1: expected a value after the flag"; }
 

@@ -22,7 +22,13 @@
 #   - it restarts the trainer with -y 1 (resume from the last DONE_ checkpoint) until
 #     DONE_<last step> exists, and gives up after --max-restarts attempts without progress;
 #   - it checks its inputs first (the trainer binary, the data, the schedule, the HellaSwag file)
-#     and prints one line per missing input.
+#     and prints one line per missing input;
+#   - --budget runs a fraction of the recipe's tokens (the LR schedule follows -x), and every run
+#     prints its token count and an estimate of its GPU-hours;
+#   - on an SM 8.x GPU (A100, RTX 30xx/40xx, L4/L40: nvidia-smi, or --gpu-arch) it warns before
+#     launching when the schedule has head size 256 under -attn auto: cuDNN does not train d = 256
+#     there, so those layers run on the own kernels, several times slower (doc/gpu.md), and Prism
+#     would be measured slower than uniform; it names the 128-wide preset where one exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -44,6 +50,10 @@ usage: scripts/run_gpt2.sh --size 124M|354M|757M [options] [-- extra trainer fla
   --micro-batch B     per-GPU B (default: the recipe's); -d stays, so grad accumulation adapts
   --total-batch D     tokens per step (default 524288; changing it leaves llm.c's recipe)
   --steps N           -x (default: the recipe's; the LR schedule follows)
+  --budget B          full (default), half, quarter or tenth of the recipe's steps (-x; the LR
+                      schedule follows); the GPU-hours estimate is printed for every run
+  --gpu-arch CC       the GPUs' compute capability, e.g. 8.0 or 9.0 (default: nvidia-smi's), for
+                      the SM 8.x warning about head size 256
   --hellaswag 0|1     -h (default 1: needs dev/data/hellaswag/hellaswag_val.bin)
   --data DIR          token shards (default dev/data/fineweb10B or fineweb100B); an edu_ folder
                       uses the edu_fineweb_ prefix
@@ -79,6 +89,7 @@ set_recipe() {
 # Options
 SIZE=""; ARM=uniform; SCHEDULE=""; SEED=42; GPUS=1; HOSTS=""; MICRO=""; TOTAL=""; STEPS_OPT=""
 HELLASWAG=1; DATA_OPT=""; OUT=""; BIN=./train_gpt2cu; MAX_RESTARTS=20; LAUNCHER=local
+BUDGET=full; GPU_ARCH=""
 RENDEZVOUS=fs; FS_DIR=""; SERVER_IP=""; MODE=run; EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -99,6 +110,8 @@ while [ $# -gt 0 ]; do
     --micro-batch) MICRO=$2 ;;
     --total-batch) TOTAL=$2 ;;
     --steps) STEPS_OPT=$2 ;;
+    --budget) BUDGET=$2 ;;
+    --gpu-arch) GPU_ARCH=$2 ;;
     --hellaswag) HELLASWAG=$2 ;;
     --data) DATA_OPT=$2 ;;
     --out) OUT=$2 ;;
@@ -122,7 +135,13 @@ case "$HELLASWAG" in 0|1) ;; *) die "--hellaswag '$HELLASWAG': expected 0 or 1" 
 is_uint --seed "$SEED" --gpus "$GPUS" --max-restarts "$MAX_RESTARTS"
 [ -n "$MICRO" ] && { is_uint --micro-batch "$MICRO"; B=$MICRO; }
 [ -n "$TOTAL" ] && { is_uint --total-batch "$TOTAL"; TOTAL_BATCH=$TOTAL; }
+case "$BUDGET" in
+  full) ;; half) STEPS=$((STEPS / 2)) ;; quarter) STEPS=$((STEPS / 4)) ;; tenth) STEPS=$((STEPS / 10)) ;;
+  *) die "--budget '$BUDGET': expected full, half, quarter or tenth" ;;
+esac
+[ -n "$STEPS_OPT" ] && [ "$BUDGET" != full ] && die "--steps and --budget $BUDGET: give one of them"
 [ -n "$STEPS_OPT" ] && { is_uint --steps "$STEPS_OPT"; STEPS=$STEPS_OPT; }
+[ -z "$GPU_ARCH" ] || [[ "$GPU_ARCH" =~ ^[0-9]+\.[0-9]$ ]] || die "--gpu-arch '$GPU_ARCH': expected a compute capability such as 8.0 or 9.0"
 [ -n "$DATA_OPT" ] && DATA_DIR=${DATA_OPT%/}
 [ "$GPUS" -ge 1 ] && [ "$B" -ge 1 ] && [ "$STEPS" -ge 1 ] || die "--gpus, --micro-batch and --steps must be >= 1"
 [ -z "$HOSTS" ] || [ "$GPUS" -gt 1 ] || die "--hosts $HOSTS: needs --gpus N > 1 (the total process count)"
@@ -206,13 +225,58 @@ missing_inputs() {
   fi
 }
 
+# ------------------------------------------------------------------------------------------------
+# The run's cost: tokens, and GPU-hours from the FLOPs per token (6 N + 6 L C T, doc/formats.md 12)
+# at the throughput measured for d12 on one H200 (558k tok/s, 45 % MFU: doc/gpu.md); an A100
+# has 312 of the H200's 989 dense bf16 TFLOP/s, so about 3.2 times the hours at the same MFU.
+model_shape() {  # descriptor -> "L C"
+  case "$1" in d12) echo "12 768" ;; d24) echo "24 1024" ;; L24C1536H24) echo "24 1536" ;; esac
+}
+budget_line() {
+  local L C
+  read -r L C < <(model_shape "$DESC")
+  awk -v L="$L" -v C="$C" -v T="$T" -v steps="$STEPS" -v batch="$TOTAL_BATCH" -v budget="$BUDGET" 'BEGIN {
+    N = 50304 * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+    f = 6 * N + 6 * L * C * T; f12 = 6 * 124475904 + 6 * 12 * 768 * 1024
+    tokens = steps * batch; h200 = tokens / (558000 * f12 / f) / 3600
+    printf "# budget %s: %d steps x %d = %.2fB tokens; about %.0f GPU-hours on H200s, %.0f on A100s (at d12'"'"'s measured MFU)\n", budget, steps, batch, tokens / 1e9, h200, h200 * 988.8 / 312
+  }'
+}
+
+# The head sizes of a schedule file on this model's width: an entry is heads, or heads x size,
+# with an optional :kind and *count (prism/rules.h); comments (#) and blank lines skipped.
+schedule_head_sizes() {  # file C -> the head sizes, one per entry
+  sed 's/#.*//' "$1" | tr -s ' \t' '\n\n' | grep . | while read -r e; do
+    e=${e%%\**}; e=${e%%:*}
+    if [[ "$e" == *x* ]]; then echo "${e#*x}"; elif [[ "$e" =~ ^[0-9]+$ ]] && [ "$e" -gt 0 ]; then echo $(( $2 / e )); fi
+  done
+}
+sm8_warning() {
+  [ "$ARM" = prism ] && [ -f "$SCHEDULE" ] || return 0
+  local arch=$GPU_ARCH
+  [ -n "$arch" ] || arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ' || true)
+  case "$arch" in 8.*) ;; *) return 0 ;; esac
+  local a prev="" attn=auto
+  for a in ${EXTRA[@]+"${EXTRA[@]}"}; do [ "$prev" = -attn ] && attn=$a; prev=$a; done
+  [ "$attn" = auto ] || return 0
+  local L C
+  read -r L C < <(model_shape "$DESC")
+  # grep reads to the end (no -q): under pipefail an early exit would fail the pipeline by SIGPIPE
+  schedule_head_sizes "$SCHEDULE" "$C" | grep -x 256 > /dev/null || return 0
+  local alt="no 128-wide preset exists for $SIZE: expect Prism to be measured slower than uniform here"
+  [ "$SIZE" = 124M ] && alt="prism/schedules/d12_prism_d.txt (P-D, head sizes 128 and 64) avoids it: --schedule prism/schedules/d12_prism_d.txt"
+  warn "SM $arch GPU: cuDNN does not train head size 256 there, so the 256-wide layers of $SCHEDULE run on the own kernels under -attn auto, several times slower (doc/gpu.md \"Attention paths\"); $alt"
+}
+
 describe() {
   local note=""
   local recipe_b
   recipe_b=$(set_recipe "$SIZE"; echo "$B")
   [ "$B" != "$recipe_b" ] && note+=" (B differs from the recipe's $recipe_b; grad accumulation adapts)"
   { [ -n "$TOTAL" ] || [ -n "$STEPS_OPT" ]; } && note+=" (NOT llm.c's recipe: -d/-x changed)"
+  [ "$BUDGET" != full ] && note+=" (NOT llm.c's recipe: --budget $BUDGET)"
   echo "# GPT-2 $SIZE ($DESC), arm $ARM${SCHEDULE:+ ($SCHEDULE)}, seed $SEED: $NPROC process(es), B $B x T $T x $GRAD_ACCUM micro-steps = $TOTAL_BATCH tokens/step, $STEPS steps; val: -m $VAL_BATCHES x $PER_STEP = 10*2^20 tokens$note"
+  budget_line
 }
 
 # Shell quoting for copy-paste: plain words as they are, anything else in single quotes.
@@ -226,6 +290,7 @@ quoted() {
 
 [ "$MODE" = done ] && { echo "$DONE_FILE"; exit 0; }
 mapfile -t MISSING < <(missing_inputs)
+sm8_warning
 if [ "$MODE" = dry ]; then
   describe
   if [ "$LAUNCHER" = local ]; then

@@ -68,6 +68,32 @@ warn=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --dry-run 2>&1 >/dev/nu
 check "--dry-run names the missing CUDA trainer as a warning" \
   bash -c "grep -Eq '^warning: missing input \(a real run stops here\): ./train_gpt2cu: not built: build the CUDA trainer first \(make train_gpt2cu' <<< \"\$1\"" _ "$warn"
 
+# --budget: a fraction of the recipe's steps, with the tokens and GPU-hours printed
+dq=$("$sb/scripts/run_gpt2.sh" --size 124M --arm uniform --budget quarter --dry-run 2>/dev/null)
+check "--budget quarter: -x 4716 (18865 / 4), said to differ from llm.c's recipe" \
+  bash -c "grep -q -- ' -x 4716 ' <<< \"\$1\" && grep -q \"NOT llm.c's recipe: --budget quarter\" <<< \"\$1\"" _ "$dq"
+check "... and its budget line: 2.47B tokens and an H200 / A100 GPU-hour estimate" \
+  bash -c "grep -Eq '^# budget quarter: 4716 steps x 524288 = 2\.47B tokens; about [0-9]+ GPU-hours on H200s, [0-9]+ on A100s' <<< \"\$1\"" _ "$dq"
+check "the full recipe prints its budget too (9.89B tokens)" \
+  bash -c "grep -q '^# budget full: 18865 steps x 524288 = 9.89B tokens' <<< \"\$1\"" _ "$("$sb/scripts/run_gpt2.sh" --size 124M --dry-run 2>/dev/null)"
+expect_error "--budget and --steps together" "^error: --steps and --budget half: give one of them" \
+  "$sb/scripts/run_gpt2.sh" --size 124M --budget half --steps 100 --dry-run
+expect_error "an unknown --budget" "^error: --budget 'most': expected full, half, quarter or tenth" \
+  "$sb/scripts/run_gpt2.sh" --size 124M --budget most --dry-run
+# SM 8.x: head size 256 under -attn auto runs on the own kernels; warned before the run
+w80=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --gpu-arch 8.0 --dry-run 2>&1 >/dev/null)
+check "SM 8.0 + d12_prism.txt (256-wide heads): a warning naming the 128-wide preset d12_prism_d.txt" \
+  bash -c "grep -q '^warning: SM 8.0 GPU: cuDNN does not train head size 256 there.*--schedule prism/schedules/d12_prism_d.txt' <<< \"\$1\"" _ "$w80"
+nw() { ! "$sb/scripts/run_gpt2.sh" "$@" --dry-run 2>&1 >/dev/null | grep -q 'head size 256'; }
+check "no such warning on SM 9.0" nw --size 124M --arm prism --gpu-arch 9.0
+check "... nor with the 128-wide preset on SM 8.0" nw --size 124M --arm prism --schedule "$sb/prism/schedules/d12_prism_d.txt" --gpu-arch 8.0
+check "... nor with an explicit -attn flash" nw --size 124M --arm prism --gpu-arch 8.0 -- -attn flash
+check "... nor for the uniform arm" nw --size 124M --arm uniform --gpu-arch 8.0
+check "757M on SM 8.6: the warning says no 128-wide preset exists" \
+  bash -c "'$sb/scripts/run_gpt2.sh' --size 757M --arm prism --gpu-arch 8.6 --dry-run 2>&1 >/dev/null | grep -q 'no 128-wide preset exists for 757M'"
+expect_error "a malformed --gpu-arch" "^error: --gpu-arch '80': expected a compute capability such as 8.0 or 9.0" \
+  "$sb/scripts/run_gpt2.sh" --size 124M --gpu-arch 80 --dry-run
+
 # ------------------------------------------------------------------------------------------------
 # input checks and errors
 err=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --schedule none.txt 2>&1 >/dev/null); rc=$?
