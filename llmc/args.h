@@ -40,6 +40,7 @@ typedef struct {
     char prism[ARG_STR_CAP];         /* -prism */
     int prism_unchecked;             /* -prism_unchecked */
     int seed;                        /* -seed */
+    int data_seed;                   /* -data_seed: the train loader's shuffle seed (+ rank) */
     /* model options for a descriptor -e (a checkpoint carries its own) */
     int ln;                          /* -ln */
     int sd_scalar_d;                 /* -sd_scalar_d */
@@ -110,7 +111,9 @@ static const ArgSpec ARG_TABLE[] = {
           "(doc/prism.md, doc/formats.md 2.4); with a descriptor -e"),
     A_INT("-prism_unchecked", prism_unchecked, 0, 1, SCOPE_ALL,
           "1: allow head counts that decrease with depth (Prism's negative controls)"),
-    A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (data order: 42 + rank, as llm.c)"),
+    A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (the data order is -data_seed's)"),
+    A_INT("-data_seed", data_seed, 0, INT_MAX, SCOPE_ALL,
+          "shuffle seed of the training data order, + rank (llm.c: 42); A/B seeds can vary it too"),
     A_INT("-ln", ln, 0, 1, SCOPE_ALL, "0: blocks without ln_1/ln_2 (ln_f kept); with a descriptor -e"),
     A_INT("-sd_scalar_d", sd_scalar_d, 0, 1, SCOPE_ALL, "1: S-D filtering D = softplus(theta_h) I, one value per head"),
     A_INT("-sd_sign", sd_sign, -1, 1, SCOPE_ALL, "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1"),
@@ -168,6 +171,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     strcpy(a->val_pattern, "dev/data/tinyshakespeare/tiny_shakespeare_val.bin");
     strcpy(a->init, who == TRAINER_GPU ? "gpt2_124M_bf16.bin" : "gpt2_124M.bin");
     a->seed = 42;
+    a->data_seed = 42;
     a->ln = 1;
     a->sd_sign = -1;
     a->sd_init_s = 0.1f;

@@ -6,6 +6,7 @@
  *   DataLoader            B x T batches from a sorted glob of shards, rank r reading slice r of
  *                         every nproc*B*T window; optional shuffling with llm.c's exact order
  *   dataloader_init / _reset / _next_batch / _resume / _free
+ *   dataloader_set_seed   another shuffle seed than llm.c's 42 (-data_seed)
  *   dataloader_write_shuffle / dataloader_read_shuffle / dataloader_shuffle_bytes
  *                         the permutation part of a state file (doc/formats.md 8)
  *   dataloader_val_batches  -m: the val batches each evaluation takes
@@ -153,6 +154,14 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, int B, i
     dl->intra_shard_indices = (int32_t *)xmalloc((size_t)dl->max_samples * sizeof(int32_t));
     perm_identity(dl->shard_indices, dl->n_files);
     mt_seed(&dl->shuffle_rng, (uint32_t)(42 + rank));
+    dataloader_reset(dl);
+}
+
+/* The shuffle seed: the loader as dataloader_init leaves it, with mt19937 seeded seed + rank
+ * instead of llm.c's 42 + rank (the trainers' -data_seed). */
+static inline void dataloader_set_seed(DataLoader *dl, uint32_t seed) {
+    perm_identity(dl->shard_indices, dl->n_files);
+    mt_seed(&dl->shuffle_rng, seed + (uint32_t)dl->rank);
     dataloader_reset(dl);
 }
 

@@ -194,6 +194,7 @@ static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int np
     }
     t->grad_accum = (int)(a->total_batch / tokens_per_micro);
     dataloader_init(&t->train_loader, a->train_pattern, a->B, a->T, rank, nproc, !a->overfit, vocab_size);
+    if (a->data_seed != 42 && !a->overfit) dataloader_set_seed(&t->train_loader, (uint32_t)a->data_seed);
     dataloader_init(&t->val_loader, a->val_pattern, a->B, a->T, rank, nproc, 0, vocab_size);
     t->val_batches = dataloader_val_batches(a->val_batches, &t->val_loader);
     t->num_steps = a->max_steps;

@@ -8,7 +8,9 @@
 #
 # Pairing (doc/methods.md 2.6 "Protocol"): for each seed, the two arms start from the SAME weights
 # (-seed S draws identical tensors: Prism changes no shape) and read the SAME batches (the data
-# order is llm.c's, shuffle seed 42, whatever -seed is); they differ only in the head split of the
+# order is llm.c's, shuffle seed 42, whatever -seed is; with --vary-data 1 each pair reads the
+# order of -data_seed S instead, so that the spread over seeds includes the data order's
+# variance as well as the init's); they differ only in the head split of the
 # layers (prism/schedules/L8C256_{uniform,prism}.txt: heads 4 x 64 everywhere vs 1 x 256, 1 x 256,
 # 2 x 128, 2 x 128, 4 x 64 x 4). Runs go seed by seed, uniform then Prism, so a change in machine
 # load hits both arms of a pair alike.
@@ -42,6 +44,8 @@ usage: scripts/ab_cpu.sh [options]
   --val-batches M     -m (default -1: the whole val split)
   --threads N         OMP_NUM_THREADS (default 2)
   --attn 0|1          attention distance of each pair's checkpoints, and the plots (default 1)
+  --vary-data 0|1     1: seed S also sets the data order (-data_seed S, both arms alike); default 0
+                      (llm.c's order 42 in every pair: only the init varies)
   --bin PATH          the trainer (default ./train_gpt2; ./train_gpt2cu takes the same flags)
   --out DIR           (default out/ab_cpu)
   --dry-run           print the commands, run nothing
@@ -51,7 +55,7 @@ EOF
 SEEDS="1 2 3"; STEPS=300; MODEL=L8C256H4T256
 UNIFORM=prism/schedules/L8C256_uniform.txt; PRISM=prism/schedules/L8C256_prism.txt
 B=4; T=128; VAL_EVERY=150; VAL_BATCHES=-1; THREADS=2; BIN=./train_gpt2; OUT=out/ab_cpu; DRY=0
-ATTN=1
+ATTN=1; VARY_DATA=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --help|-h) usage; exit 0 ;;
@@ -62,7 +66,7 @@ while [ $# -gt 0 ]; do
     --seeds) SEEDS=$2 ;; --steps) STEPS=$2 ;; --model) MODEL=$2 ;; --uniform) UNIFORM=$2 ;;
     --prism) PRISM=$2 ;; -b) B=$2 ;; -t) T=$2 ;; --val-every) VAL_EVERY=$2 ;;
     --val-batches) VAL_BATCHES=$2 ;; --threads) THREADS=$2 ;; --bin) BIN=$2 ;; --out) OUT=$2 ;;
-    --attn) ATTN=$2 ;;
+    --attn) ATTN=$2 ;; --vary-data) VARY_DATA=$2 ;;
     *) die "$1: unknown option (see scripts/ab_cpu.sh --help)" ;;
   esac
   shift 2
@@ -72,6 +76,7 @@ for v in $SEEDS; do is_uint --seeds "$v"; done
 is_uint --steps "$STEPS" -b "$B" -t "$T" --val-every "$VAL_EVERY" --threads "$THREADS"
 [[ "$VAL_BATCHES" =~ ^-1$|^[1-9][0-9]*$ ]] || die "--val-batches '$VAL_BATCHES': expected -1 or a positive integer"
 case "$ATTN" in 0|1) ;; *) die "--attn '$ATTN': expected 0 or 1" ;; esac
+case "$VARY_DATA" in 0|1) ;; *) die "--vary-data '$VARY_DATA': expected 0 or 1" ;; esac
 
 TS=dev/data/tinyshakespeare
 missing=()
@@ -106,8 +111,11 @@ set_cmd() {  # arm schedule seed -> CMD, the trainer command
   CMD=("$BIN" -e "$MODEL" -prism "$2" -seed "$3" -i "$TS/tiny_shakespeare_train.bin"
        -j "$TS/tiny_shakespeare_val.bin" -b "$B" -t "$T" -x "$STEPS" -l 1e-3 -u 20 -q 0.1 -c 0.1
        -v "$VAL_EVERY" -m "$VAL_BATCHES" -s 0 -n "$STEPS" -o "$OUT/$1_seed$3")
+  [ "$VARY_DATA" = 1 ] && CMD+=(-data_seed "$3")
+  return 0
 }
 SETTINGS="model=$MODEL uniform=$UNIFORM prism=$PRISM B=$B T=$T steps=$STEPS val_every=$VAL_EVERY val_batches=$VAL_BATCHES threads=$THREADS"
+[ "$VARY_DATA" = 1 ] && SETTINGS+=" vary_data=1"
 
 if [ "$DRY" = 1 ]; then
   echo "# $SETTINGS; seeds $SEEDS"

@@ -44,6 +44,8 @@ usage: scripts/run_gpt2.sh --size 124M|354M|757M [options] [-- extra trainer fla
   --arm A             uniform (default) or prism
   --schedule FILE     Prism schedule (default prism/schedules/{d12,d24,L24C1536}_prism.txt)
   --seed N            init seed, -seed (default 42; the data order is the same for every seed)
+  --data-seed N       the data order's shuffle seed, -data_seed (default 42, llm.c's); give both
+                      arms of a pair the same one
   --gpus N            processes: 1 runs ./train_gpt2cu directly, N > 1 runs mpirun -np N (default 1)
   --hosts LIST        mpirun --host LIST for several nodes, e.g. node1:8,node2:8; every NCCL_*
                       variable of the environment is forwarded with -x
@@ -89,7 +91,7 @@ set_recipe() {
 # Options
 SIZE=""; ARM=uniform; SCHEDULE=""; SEED=42; GPUS=1; HOSTS=""; MICRO=""; TOTAL=""; STEPS_OPT=""
 HELLASWAG=1; DATA_OPT=""; OUT=""; BIN=./train_gpt2cu; MAX_RESTARTS=20; LAUNCHER=local
-BUDGET=full; GPU_ARCH=""
+BUDGET=full; GPU_ARCH=""; DATA_SEED=42
 RENDEZVOUS=fs; FS_DIR=""; SERVER_IP=""; MODE=run; EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -111,6 +113,7 @@ while [ $# -gt 0 ]; do
     --total-batch) TOTAL=$2 ;;
     --steps) STEPS_OPT=$2 ;;
     --budget) BUDGET=$2 ;;
+    --data-seed) DATA_SEED=$2 ;;
     --gpu-arch) GPU_ARCH=$2 ;;
     --hellaswag) HELLASWAG=$2 ;;
     --data) DATA_OPT=$2 ;;
@@ -132,7 +135,7 @@ case "$ARM" in uniform|prism) ;; *) die "--arm '$ARM': expected uniform or prism
 case "$LAUNCHER" in local|slurm-task) ;; *) die "--launcher '$LAUNCHER': expected local or slurm-task" ;; esac
 case "$RENDEZVOUS" in fs|tcp) ;; *) die "--rendezvous '$RENDEZVOUS': expected fs or tcp" ;; esac
 case "$HELLASWAG" in 0|1) ;; *) die "--hellaswag '$HELLASWAG': expected 0 or 1" ;; esac
-is_uint --seed "$SEED" --gpus "$GPUS" --max-restarts "$MAX_RESTARTS"
+is_uint --seed "$SEED" --gpus "$GPUS" --max-restarts "$MAX_RESTARTS" --data-seed "$DATA_SEED"
 [ -n "$MICRO" ] && { is_uint --micro-batch "$MICRO"; B=$MICRO; }
 [ -n "$TOTAL" ] && { is_uint --total-batch "$TOTAL"; TOTAL_BATCH=$TOTAL; }
 case "$BUDGET" in
@@ -181,6 +184,7 @@ FLAGS=(-i "$TRAIN_GLOB" -j "$VAL_GLOB" -o "$OUT" -e "$DESC" -seed "$SEED"
        -z 1 -r 0 -v 250 -m "$VAL_BATCHES" -h "$HELLASWAG" -s "$SAMPLE_EVERY" -g 144
        -n "$CKPT_EVERY" -y 1)
 [ "$ARM" = prism ] && FLAGS+=(-prism "$SCHEDULE")
+[ "$DATA_SEED" != 42 ] && FLAGS+=(-data_seed "$DATA_SEED")
 if [ "$LAUNCHER" = slurm-task ]; then
   # some Slurm versions write SLURM_NTASKS_PER_NODE as "8(x2)"
   FLAGS+=(-pn "$SLURM_NTASKS" -pr "$SLURM_PROCID" -pg "${SLURM_NTASKS_PER_NODE%%(*}" -pi "$RENDEZVOUS")

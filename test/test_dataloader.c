@@ -100,6 +100,33 @@ int main(void) {
     }
     CHECK(same, "save + restore of the shuffle state mid-shard continues identically (20 batches)");
 
+    /* -data_seed: set_seed(42) is the fresh loader; another seed another order, reproducibly */
+    DataLoader s42, s7, s7b, fresh;
+    dataloader_init(&fresh, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_init(&s42, pattern, B, T, 0, 1, 1, 50257);
+    for (int i = 0; i < 3; i++) dataloader_next_batch(&s42); /* set_seed restarts from any point */
+    dataloader_set_seed(&s42, 42);
+    dataloader_init(&s7, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_set_seed(&s7, 7);
+    dataloader_init(&s7b, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_set_seed(&s7b, 7);
+    int same42 = 1, same7 = 1, differ = 0;
+    for (int i = 0; i < 24; i++) {
+        dataloader_next_batch(&fresh);
+        dataloader_next_batch(&s42);
+        dataloader_next_batch(&s7);
+        dataloader_next_batch(&s7b);
+        same42 &= memcmp(fresh.inputs, s42.inputs, sizeof(int) * B * T) == 0;
+        same7 &= memcmp(s7.inputs, s7b.inputs, sizeof(int) * B * T) == 0;
+        differ += memcmp(fresh.inputs, s7.inputs, sizeof(int) * B * T) != 0;
+    }
+    CHECK(same42, "dataloader_set_seed(42) gives the fresh loader's order (24 batches, 2 epochs)");
+    CHECK(same7 && differ > 0, "seed 7: the same order twice, another than seed 42's (%d of 24 batches differ)", differ);
+    dataloader_free(&fresh);
+    dataloader_free(&s42);
+    dataloader_free(&s7);
+    dataloader_free(&s7b);
+
     /* no shuffle: file order, then wrap to the start */
     DataLoader v;
     dataloader_init(&v, pattern, B, T, 0, 1, 0, 50257);

@@ -65,6 +65,19 @@ rm -f "$root/FA/"*00000010*
 check "a flag given again on resume wins, with one note naming both values" \
   bash -c "[ \"\$(grep -c '^note: -x 12 replaces this run.s -x 10 ($root/FA/flags.txt)$' '$root/FA2.log')\" = 1 ] && test -f '$root/FA/DONE_00000012'"
 check "the folder's flags.txt now holds the new value (-x 12)" grep -qx -- '-x 12' "$root/FA/flags.txt"
+# -data_seed: another data order (the same init), resumed from its folder alone, bit-exact
+./train_gpt2 "${COMMON[@]}" -data_seed 7 -o "$root/D7" > "$root/D7.log" 2>&1
+./train_gpt2 "${COMMON[@]}" -data_seed 42 -n 0 > "$root/D42.log" 2>&1
+check "-data_seed 42 is the default order (the step lines equal the run without it)" \
+  test -n "$(steps "$root/D42.log")" -a "$(steps "$root/D42.log")" = "$(steps "$root/A.log")"
+check "-data_seed 7: another data order from step 1 (another step-1 loss)" \
+  test -n "$(steps "$root/D7.log" | head -n 1)" -a "$(steps "$root/D7.log" | head -n 1)" != "$(steps "$root/A.log" | head -n 1)"
+mkdir -p "$root/D7R"
+cp "$root/D7/model_00000005.bin" "$root/D7/state_00000005_00000.bin" "$root/D7/DONE_00000005" "$root/D7/flags.txt" "$root/D7R/"
+./train_gpt2 -o "$root/D7R" -y 1 > "$root/D7R.log" 2>&1
+check "-data_seed 7 resumed from its folder alone: steps 6-10 and the final model equal the straight run" \
+  bash -c "[ \"\$1\" = \"\$2\" ] && [ -n \"\$1\" ] && cmp -s '$root/D7/model_00000010.bin' '$root/D7R/model_00000010.bin'" _ \
+  "$(steps "$root/D7.log" | tail -n 5)" "$(steps "$root/D7R.log")"
 mkdir -p "$root/FG"
 cp "$root/A/model_00000005.bin" "$root/A/state_00000005_00000.bin" "$root/A/DONE_00000005" "$root/FG/"
 ./train_gpt2 "${COMMON[@]}" -o "$root/FG" -y 1 > "$root/FG.log" 2>&1

@@ -299,6 +299,14 @@ check "ab_cpu --dry-run: 4 trainer commands, same -seed per pair, the summary, 2
   bash -c "[ \$(grep -c '^OMP_NUM_THREADS=1 ./train_gpt2 -e tiny -prism ' <<< \"\$1\") -eq 4 ] && grep -q 'prism $d/p.txt -seed 2 ' <<< \"\$1\" &&
            grep -q 'scripts/ab_summary.py $d/abcpu --markdown' <<< \"\$1\" &&
            [ \$(grep -c '^OMP_NUM_THREADS=1 ./attn_distance -e $d/abcpu/prism_seed[12]/model_00000002.bin -e2 $d/abcpu/uniform_seed[12]/model_00000002.bin ' <<< \"\$1\") -eq 2 ]" _ "$dry"
+check "ab_cpu --dry-run: llm.c's data order in every pair by default (no -data_seed)" \
+  bash -c "! grep -q -- '-data_seed' <<< \"\$1\"" _ "$dry"
+dryv=$(scripts/ab_cpu.sh "${SMOKE[@]}" --vary-data 1 --dry-run 2>&1)
+check "ab_cpu --vary-data 1: seed S sets -data_seed S in both arms of its pair" \
+  bash -c "[ \$(grep -c -- '-seed 1 .*-data_seed 1 >' <<< \"\$1\") -eq 2 ] && [ \$(grep -c -- '-seed 2 .*-data_seed 2 >' <<< \"\$1\") -eq 2 ]" _ "$dryv"
+check "run_gpt2.sh --data-seed 7: -data_seed 7 on the trainer's line; none by default" \
+  bash -c "grep -q -- ' -data_seed 7; done' <<< \"\$1\" && ! grep -q -- '-data_seed' <<< \"\$2\"" _ \
+  "$("$sb/scripts/run_gpt2.sh" --size 124M --data-seed 7 --dry-run 2>/dev/null)" "$("$sb/scripts/run_gpt2.sh" --size 124M --dry-run 2>/dev/null)"
 # attn_distance takes 16 windows of B x T val tokens, or as many as the val split holds (the GPU
 # A/B at -b 8 -t 256 stopped on "-n 16: ... holds only 15 windows" before this clamp)
 check "ab_cpu --dry-run -b 8 -t 256: attn_distance on the 15 windows TinyShakespeare's val split holds" \
