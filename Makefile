@@ -106,7 +106,8 @@ TEST_BINS += build/upstream_cpu_loop
 
 # The BLAS build of the CPU programs, beside the default ones (test/test_blas.sh compares them)
 BLAS_BINS = build/blas/train_gpt2 build/blas/test_gpt2 build/blas/upstream_cpu_loop
-TEST_BINS += $(if $(BLAS_PC),$(BLAS_BINS))
+# (not under SANITIZE=1, which skips the blas suite)
+TEST_BINS += $(if $(filter 1,$(SANITIZE)),,$(if $(BLAS_PC),$(BLAS_BINS)))
 build/blas/train_gpt2: train_gpt2.c $(HEADERS)
 build/blas/test_gpt2: test/test_gpt2.c $(HEADERS) $(TEST_HEADERS)
 build/blas/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS)

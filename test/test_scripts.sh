@@ -307,6 +307,13 @@ check "ab_cpu --vary-data 1: seed S sets -data_seed S in both arms of its pair" 
 check "run_gpt2.sh --data-seed 7: -data_seed 7 on the trainer's line; none by default" \
   bash -c "grep -q -- ' -data_seed 7; done' <<< \"\$1\" && ! grep -q -- '-data_seed' <<< \"\$2\"" _ \
   "$("$sb/scripts/run_gpt2.sh" --size 124M --data-seed 7 --dry-run 2>/dev/null)" "$("$sb/scripts/run_gpt2.sh" --size 124M --dry-run 2>/dev/null)"
+# sd_init_sweep.py: the arms' trainer commands (the sweep itself is an experiment, not a test)
+sw=$("$PYTHON" scripts/sd_init_sweep.py --dry-run --steps 7 --out "$d/sweep" 2>&1)
+check "sd_init_sweep --dry-run: 8 arms, each -ln 0 on 4:sd*4 with its own S-D options and lr" \
+  bash -c "[ \$(grep -c '^./train_gpt2 -e L4C128H4T128 -prism $d/sweep/table.txt -ln 0 ' <<< \"\$1\") -eq 8 ] &&
+           grep -q -- '-sd_init_s 0.0 -sd_decay_s 0 -sd_init_u 1.0 .* -l 0.003 .*-o $d/sweep/zero_init_lr3e-3$' <<< \"\$1\" &&
+           grep -q -- '-sd_decay_s 1 .*-x 7 .*-o $d/sweep/decay$' <<< \"\$1\"" _ "$sw"
+expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" scripts/sd_init_sweep.py --steps 0
 # attn_distance takes 16 windows of B x T val tokens, or as many as the val split holds (the GPU
 # A/B at -b 8 -t 256 stopped on "-n 16: ... holds only 15 windows" before this clamp)
 check "ab_cpu --dry-run -b 8 -t 256: attn_distance on the 15 windows TinyShakespeare's val split holds" \
