@@ -88,7 +88,7 @@ class GPTConfig:
     padded_vocab_size: int = 0        # 0 -> derived from vocab_size
     layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
     flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
-    sd_init_s: float = 0.1            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md 3.7)
+    sd_init_s: float = 0.0            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md 3.7)
     sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
     sd_init_u: float = 0.02           # init only: std of the S-D U rows (logit scale ~ its square)
 
@@ -720,7 +720,7 @@ def debug_state_size(cfg, B, T, steps):
 # Command line
 
 def build_model(model_arg, prism=None, prism_unchecked=False, seed=42, flags=0,
-                sd_init_s=0.1, sd_init_theta=0.1, sd_init_u=0.02):
+                sd_init_s=0.0, sd_init_theta=0.1, sd_init_u=0.02):
     """A checkpoint path (existing file or *.bin) is loaded; anything else is a descriptor,
     optionally with a layer table (--prism) replacing the uniform one and model flags (header[9]
     bits), initialized with `seed`."""
@@ -765,7 +765,7 @@ def _args(argv):
                    help="1: one S-D filtering value per head")
     p.add_argument("--sd_sign", type=int, choices=(-1, 1), default=-1,
                    help="S-D logits u (S + sign D) u^T")
-    p.add_argument("--sd_init_s", type=float, default=0.1, help="S-D init: std of packed S")
+    p.add_argument("--sd_init_s", type=float, default=0.0, help="S-D init: std of packed S (the authors' code: 0.1)")
     p.add_argument("--sd_init_theta", type=float, default=0.1, help="S-D init: theta")
     p.add_argument("--sd_init_u", type=float, default=0.02, help="S-D init: std of U")
     p.add_argument("--lin_prescale", type=int, choices=(0, 1), default=0,

@@ -117,7 +117,8 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-ln", ln, 0, 1, SCOPE_ALL, "0: blocks without ln_1/ln_2 (ln_f kept); with a descriptor -e"),
     A_INT("-sd_scalar_d", sd_scalar_d, 0, 1, SCOPE_ALL, "1: S-D filtering D = softplus(theta_h) I, one value per head"),
     A_INT("-sd_sign", sd_sign, -1, 1, SCOPE_ALL, "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1"),
-    A_FLT("-sd_init_s", sd_init_s, 0.0, 1e3, SCOPE_ALL, "S-D init: std of the packed skew parameters"),
+    A_FLT("-sd_init_s", sd_init_s, 0.0, 1e3, SCOPE_ALL,
+          "S-D init: std of the packed skew parameters (0: S starts at zero; the authors' code: 0.1)"),
     A_FLT("-sd_init_theta", sd_init_theta, -1e3, 1e3, SCOPE_ALL, "S-D init: theta (D = softplus(theta))"),
     A_FLT("-sd_init_u", sd_init_u, 1e-6, 1e3, SCOPE_ALL, "S-D init: std of U, the query/key projection (logit scale ~ its square)"),
     A_INT("-lin_prescale", lin_prescale, 0, 1, SCOPE_ALL, "1: linear layers scale q, k by d^-1/4 before ELU+1"),
@@ -174,7 +175,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->data_seed = 42;
     a->ln = 1;
     a->sd_sign = -1;
-    a->sd_init_s = 0.1f;
+    a->sd_init_s = 0.0f; /* S learned from zero: its spectrum is then training's (doc/sd_attention.md) */
     a->sd_init_theta = 0.1f;
     a->sd_init_u = 0.02f;
     a->B = 4;

@@ -54,7 +54,8 @@ typedef struct GPT2Config {
     int sd_d_sign;         /* -1: logits u (S - D) u^T / sqrt(d) (Re lambda <= 0); +1: u (S + D) u^T */
     int lin_prescale;      /* 1: linear layers scale q and k by d^(-1/4) before phi */
     /* init only (not stored in checkpoints): packed S ~ N(0, sd_init_s^2), theta = sd_init_theta
-     * (the S-D authors' LGN code: 0.1 and 0.1, i.e. softplus(theta) = 0.744; doc/methods.md 3.7), and
+     * (default 0 and 0.1, i.e. softplus(theta) = 0.744; the S-D authors' LGN code draws S with 0.1,
+     * which at small scale swamps what training adds: doc/methods.md 3.7, doc/sd_attention.md), and
      * the U rows of S-D layers drawn with std sd_init_u (GPT-2's 0.02 by default; the initial
      * logit scale grows as sd_init_u^2, which matters without LayerNorm) */
     float sd_init_s;
@@ -86,7 +87,7 @@ static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     c->channels = C;
     c->use_ln = 1;
     c->sd_d_sign = -1;
-    c->sd_init_s = 0.1f;
+    c->sd_init_s = 0.0f;
     c->sd_init_theta = 0.1f;
     c->sd_init_u = 0.02f;
     config_set_uniform(c, NH);

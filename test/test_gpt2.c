@@ -30,7 +30,7 @@ int main(int argc, char **argv) {
     }
     const char *init_desc = NULL, *prism = NULL;
     int unchecked = 0;
-    float sd_init_s = 0.1f, sd_init_theta = 0.1f, sd_init_u = 0.02f; /* train_gpt2.py's defaults */
+    float sd_init_s = 0.0f, sd_init_theta = 0.1f, sd_init_u = 0.02f; /* train_gpt2.py's defaults */
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "-init") == 0) init_desc = argv[i + 1];
         else if (strcmp(argv[i], "-prism") == 0) prism = argv[i + 1];

@@ -4,10 +4,10 @@
 #   uniform (4 heads of 16), random tokens, T 32;
 #   Prism 1-2-4-4 (head sizes 64, 32, 16), TinyShakespeare tokens, T 64;
 #   explicit head sizes 1x96 2x48 4x16 4x16 (attention width != C), random tokens, T 32;
-#   every attention kind (sd, sdlin, lin, mha; doc/methods.md 3.4, 3.12), default options;
+#   every attention kind (sd, sdlin, lin, mha; doc/methods.md 3.4, 3.12), default options (S = 0);
 #   S-D without LayerNorm (-ln 0), linear prescale, S init 0.5, U init 0.3, decay on S,
 #   TinyShakespeare, T 64;
-#   S-D with explicit sizes, scalar D, the +D sign, theta 0.5.
+#   S-D with explicit sizes, scalar D, the +D sign, S init 0.1, theta 0.5.
 # build/test_gpt2 checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
 # prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2 in its own
@@ -42,6 +42,6 @@ run_case explicit "--prism $dir/explicit.txt --B 4 --T 32" "-init tiny -prism $d
 run_case kinds "--prism $dir/kinds.txt --B 4 --T 32" "-init tiny -prism $dir/kinds.txt"
 run_case sd_noln "--prism $dir/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0.5 --sd_init_u 0.3 --sd_decay_s 1 --B 2 --T 64 --data $val" \
   "-init tiny -prism $dir/sd_noln.txt -sd_init_s 0.5 -sd_init_u 0.3"
-run_case sd_explicit "--prism $dir/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_theta 0.5 --B 4 --T 32" \
-  "-init tiny -prism $dir/sd_explicit.txt -sd_init_theta 0.5"
+run_case sd_explicit "--prism $dir/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_s 0.1 --sd_init_theta 0.5 --B 4 --T 32" \
+  "-init tiny -prism $dir/sd_explicit.txt -sd_init_s 0.1 -sd_init_theta 0.5"
 finish
