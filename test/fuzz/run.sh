@@ -16,6 +16,11 @@ for t in $TARGETS; do
   crashes=build/fuzz/crashes/$t
   log=build/fuzz/$t.log
   mkdir -p "$work" "$crashes"
+  # inputs an earlier run left are kept, in crashes/<target>.earlier/: only this run's count
+  if [ -n "$(ls -A "$crashes" 2>/dev/null)" ]; then
+    mkdir -p "$crashes.earlier" && mv "$crashes"/* "$crashes.earlier/"
+    echo "note: fuzz_$t: inputs of an earlier run moved to $crashes.earlier/ (this run counts its own)"
+  fi
   if [ ! -x "$bin" ]; then
     echo "FAIL fuzz_$t: $bin is not built (make fuzz_bins; needs clang with libFuzzer)"
     failed=$((failed + 1))
