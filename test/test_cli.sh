@@ -27,6 +27,7 @@ expect_error "flag without a value" "^error: -b: expected a value after the flag
 expect_error "non-integer value" "^error: -b 'abc': expected an integer" "${RUN[@]}" -b abc
 expect_error "integer with trailing junk" "^error: -x '10k': expected an integer" "${RUN[@]}" -x 10k
 expect_error "zero batch" "^error: -b '0': expected an integer in \[1," "${RUN[@]}" -b 0
+expect_error "negative -data_seed" "^error: -data_seed '-1': expected an integer in \[0, 2147483647\]" "${RUN[@]}" -data_seed -1
 expect_error "-m 0 (no val batch: a NaN loss)" "^error: -m 0: expected -1 \(the whole val data\) or a positive number" "${RUN[@]}" -m 0
 expect_error "negative learning rate" "^error: -l '-1': expected a number in \[0," "${RUN[@]}" -l -1
 expect_error "final fraction above 1" "^error: -q '1.5'" "${RUN[@]}" -q 1.5

@@ -91,6 +91,8 @@ check "... nor with an explicit -attn flash" nw --size 124M --arm prism --gpu-ar
 check "... nor for the uniform arm" nw --size 124M --arm uniform --gpu-arch 8.0
 check "757M on SM 8.6: the warning says no 128-wide preset exists" \
   bash -c "'$sb/scripts/run_gpt2.sh' --size 757M --arm prism --gpu-arch 8.6 --dry-run 2>&1 >/dev/null | grep -q 'no 128-wide preset exists for 757M'"
+expect_error "a non-integer --data-seed" "^error: --data-seed 'x': expected a non-negative integer" \
+  "$sb/scripts/run_gpt2.sh" --size 124M --data-seed x --dry-run
 expect_error "a malformed --gpu-arch" "^error: --gpu-arch '80': expected a compute capability such as 8.0 or 9.0" \
   "$sb/scripts/run_gpt2.sh" --size 124M --gpu-arch 80 --dry-run
 
