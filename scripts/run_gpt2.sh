@@ -58,7 +58,9 @@ usage: scripts/run_gpt2.sh --size 124M|354M|757M [options] [-- extra trainer fla
                       the SM 8.x warning about head size 256
   --hellaswag 0|1     -h (default 1: needs dev/data/hellaswag/hellaswag_val.bin)
   --data DIR          token shards (default dev/data/fineweb10B or fineweb100B); an edu_ folder
-                      uses the edu_fineweb_ prefix
+                      uses the edu_fineweb_ prefix, another folder the prefix of its first
+                      *_val*.bin (dev/data/prose: prose_); a val split under 10*2^20 tokens is
+                      read whole
   --out DIR           -o (default log/gpt2_<size>_<arm>_seed<seed>)
   --bin PATH          the trainer (default ./train_gpt2cu)
   --max-restarts N    stop after N attempts in a row that add no checkpoint (default 20)
@@ -169,14 +171,40 @@ fi
 PER_STEP=$((B * T * NPROC))
 [ $((TOTAL_BATCH % PER_STEP)) -eq 0 ] ||
   die "-d $TOTAL_BATCH is not a multiple of B*T*processes = $B*$T*$NPROC = $PER_STEP (use --micro-batch $((TOTAL_BATCH / T / NPROC)) or --total-batch)"
-[ $((VAL_TOKENS % PER_STEP)) -eq 0 ] ||
-  die "10*2^20 val tokens are not a whole number of B*T*processes = $PER_STEP batches (doc/formats.md 13): choose B so that it divides"
 VAL_BATCHES=$((VAL_TOKENS / PER_STEP))
 GRAD_ACCUM=$((TOTAL_BATCH / PER_STEP))
 
+# The shards' prefix: FineWeb's by the folder name (edu_* is FineWeb-Edu), or, for another data
+# set (dev/data/prose, dev/data/tinyshakespeare), the name before "_val" of its first val shard.
 case "$(basename "$DATA_DIR")" in edu_*) PREFIX=edu_fineweb ;; *) PREFIX=fineweb ;; esac
-TRAIN_GLOB="$DATA_DIR/${PREFIX}_train_*.bin"
-VAL_GLOB="$DATA_DIR/${PREFIX}_val_*.bin"
+SHARD="_*" # fineweb_train_000001.bin; another prefix may have one unnumbered file
+FIRST_VAL=$(compgen -G "$DATA_DIR/*_val*.bin" | sort | head -n 1 || true)
+if [ -n "$FIRST_VAL" ] && ! compgen -G "$DATA_DIR/${PREFIX}_val_*.bin" > /dev/null; then
+  PREFIX=$(basename "$FIRST_VAL"); PREFIX=${PREFIX%%_val*}; SHARD="*"
+fi
+TRAIN_GLOB="$DATA_DIR/${PREFIX}_train$SHARD.bin"
+VAL_GLOB="$DATA_DIR/${PREFIX}_val$SHARD.bin"
+# A val split smaller than the 10*2^20 tokens of llm.c's rule (the offline corpora) is read whole,
+# in as many B*T*processes batches as it holds, and the description line says so.
+VAL_NOTE=""
+# (a shard without a readable header leaves the count unknown: the trainer reports that file)
+val_tokens=""
+if compgen -G "$VAL_GLOB" > /dev/null; then
+  val_tokens=0
+  for f in $VAL_GLOB; do
+    n=$(od -An -t d4 -j 8 -N 4 "$f" 2>/dev/null | tr -d ' ' || true)
+    if [[ "$n" =~ ^[0-9]+$ ]]; then val_tokens=$((val_tokens + n)); else val_tokens=""; break; fi
+  done
+fi
+if [ -n "$val_tokens" ]; then
+  if [ "$val_tokens" -lt "$VAL_TOKENS" ]; then
+    VAL_BATCHES=$(( (val_tokens - 1) / PER_STEP ))
+    [ "$VAL_BATCHES" -ge 1 ] || die "$VAL_GLOB: $val_tokens val tokens hold no batch of B*T*processes = $PER_STEP tokens"
+    VAL_NOTE=" (the val split holds $val_tokens tokens, fewer than llm.c's 10*2^20: -m $VAL_BATCHES batches of it; not comparable with llm.c's val loss)"
+  fi
+fi
+[ -n "$VAL_NOTE" ] || [ $((VAL_TOKENS % PER_STEP)) -eq 0 ] ||
+  die "10*2^20 val tokens are not a whole number of B*T*processes = $PER_STEP batches (doc/formats.md 13): choose B so that it divides"
 DONE_FILE="$OUT/DONE_$(printf '%08d' "$STEPS")"
 
 FLAGS=(-i "$TRAIN_GLOB" -j "$VAL_GLOB" -o "$OUT" -e "$DESC" -seed "$SEED"
@@ -243,8 +271,10 @@ budget_line() {
     N = 50304 * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
     f = 6 * N + 6 * L * C * T; f12 = 6 * 124475904 + 6 * 12 * 768 * 1024
     tokens = steps * batch; h200 = tokens / (558000 * f12 / f) / 3600
-    printf "# budget %s: %d steps x %d = %.2fB tokens; about %.0f GPU-hours on H200s, %.0f on A100s (at d12'"'"'s measured MFU)\n", budget, steps, batch, tokens / 1e9, h200, h200 * 988.8 / 312
-  }'
+    a100 = h200 * 988.8 / 312
+    printf "# budget %s: %d steps x %d = %.2fB tokens; about %s GPU-hours on H200s, %s on A100s (at d12'"'"'s measured MFU)\n", budget, steps, batch, tokens / 1e9, hours(h200), hours(a100)
+  }
+  function hours(h) { return sprintf(h < 10 ? "%.1f" : "%.0f", h) }'
 }
 
 # The head sizes of a schedule file on this model's width: an entry is heads, or heads x size,
@@ -267,8 +297,7 @@ sm8_warning() {
   read -r L C < <(model_shape "$DESC")
   # grep reads to the end (no -q): under pipefail an early exit would fail the pipeline by SIGPIPE
   schedule_head_sizes "$SCHEDULE" "$C" | grep -x 256 > /dev/null || return 0
-  local alt="no 128-wide preset exists for $SIZE: expect Prism to be measured slower than uniform here"
-  [ "$SIZE" = 124M ] && alt="prism/schedules/d12_prism_d.txt (P-D, head sizes 128 and 64) avoids it: --schedule prism/schedules/d12_prism_d.txt"
+  local alt="prism/schedules/${SCALE}_prism_d.txt (P-D, head sizes 128 and 64) avoids it: --schedule prism/schedules/${SCALE}_prism_d.txt"
   warn "SM $arch GPU: cuDNN does not train head size 256 there, so the 256-wide layers of $SCHEDULE run on the own kernels under -attn auto, several times slower (doc/gpu.md \"Attention paths\"); $alt"
 }
 
@@ -279,7 +308,7 @@ describe() {
   [ "$B" != "$recipe_b" ] && note+=" (B differs from the recipe's $recipe_b; grad accumulation adapts)"
   { [ -n "$TOTAL" ] || [ -n "$STEPS_OPT" ]; } && note+=" (NOT llm.c's recipe: -d/-x changed)"
   [ "$BUDGET" != full ] && note+=" (NOT llm.c's recipe: --budget $BUDGET)"
-  echo "# GPT-2 $SIZE ($DESC), arm $ARM${SCHEDULE:+ ($SCHEDULE)}, seed $SEED: $NPROC process(es), B $B x T $T x $GRAD_ACCUM micro-steps = $TOTAL_BATCH tokens/step, $STEPS steps; val: -m $VAL_BATCHES x $PER_STEP = 10*2^20 tokens$note"
+  echo "# GPT-2 $SIZE ($DESC), arm $ARM${SCHEDULE:+ ($SCHEDULE)}, seed $SEED: $NPROC process(es), B $B x T $T x $GRAD_ACCUM micro-steps = $TOTAL_BATCH tokens/step, $STEPS steps; val: -m $VAL_BATCHES x $PER_STEP$([ -n "$VAL_NOTE" ] || echo " = 10*2^20") tokens$VAL_NOTE$note"
   budget_line
 }
 

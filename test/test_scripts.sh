@@ -73,7 +73,7 @@ dq=$("$sb/scripts/run_gpt2.sh" --size 124M --arm uniform --budget quarter --dry-
 check "--budget quarter: -x 4716 (18865 / 4), said to differ from llm.c's recipe" \
   bash -c "grep -q -- ' -x 4716 ' <<< \"\$1\" && grep -q \"NOT llm.c's recipe: --budget quarter\" <<< \"\$1\"" _ "$dq"
 check "... and its budget line: 2.47B tokens and an H200 / A100 GPU-hour estimate" \
-  bash -c "grep -Eq '^# budget quarter: 4716 steps x 524288 = 2\.47B tokens; about [0-9]+ GPU-hours on H200s, [0-9]+ on A100s' <<< \"\$1\"" _ "$dq"
+  bash -c "grep -Eq '^# budget quarter: 4716 steps x 524288 = 2\.47B tokens; about [0-9.]+ GPU-hours on H200s, [0-9.]+ on A100s' <<< \"\$1\"" _ "$dq"
 check "the full recipe prints its budget too (9.89B tokens)" \
   bash -c "grep -q '^# budget full: 18865 steps x 524288 = 9.89B tokens' <<< \"\$1\"" _ "$("$sb/scripts/run_gpt2.sh" --size 124M --dry-run 2>/dev/null)"
 expect_error "--budget and --steps together" "^error: --steps and --budget half: give one of them" \
@@ -89,8 +89,9 @@ check "no such warning on SM 9.0" nw --size 124M --arm prism --gpu-arch 9.0
 check "... nor with the 128-wide preset on SM 8.0" nw --size 124M --arm prism --schedule "$sb/prism/schedules/d12_prism_d.txt" --gpu-arch 8.0
 check "... nor with an explicit -attn flash" nw --size 124M --arm prism --gpu-arch 8.0 -- -attn flash
 check "... nor for the uniform arm" nw --size 124M --arm uniform --gpu-arch 8.0
-check "757M on SM 8.6: the warning says no 128-wide preset exists" \
-  bash -c "'$sb/scripts/run_gpt2.sh' --size 757M --arm prism --gpu-arch 8.6 --dry-run 2>&1 >/dev/null | grep -q 'no 128-wide preset exists for 757M'"
+check "757M on SM 8.6: the warning names the 128-wide preset L24C1536_prism_d.txt" \
+  bash -c "'$sb/scripts/run_gpt2.sh' --size 757M --arm prism --gpu-arch 8.6 --dry-run 2>&1 >/dev/null | grep 'schedule prism/schedules/L24C1536_prism_d.txt' > /dev/null"
+check "... and no warning for it" nw --size 757M --arm prism --schedule "$sb/prism/schedules/L24C1536_prism_d.txt" --gpu-arch 8.6
 expect_error "a non-integer --data-seed" "^error: --data-seed 'x': expected a non-negative integer" \
   "$sb/scripts/run_gpt2.sh" --size 124M --data-seed x --dry-run
 expect_error "a malformed --gpu-arch" "^error: --gpu-arch '80': expected a compute capability such as 8.0 or 9.0" \
