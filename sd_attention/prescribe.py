@@ -1,0 +1,419 @@
+"""sd_attention/prescribe.py: the S-D cascade's prescription. A measured checkpoint (its
+./sd_spectrum -json output) -> a layer table with one head size per layer, to train from scratch
+(Jamil and Kapadia, arXiv 2605.18826: "architectures sized by the cascade"; doc/methods.md 3.14).
+
+    python sd_attention/prescribe.py --checkpoint model.bin -o table.txt
+    python sd_attention/prescribe.py --spectrum spectrum.json [-c 2] [--min-head 8] [--max-head 64]
+        [--kind keep|sd|mha] [--linear-plateau 0|1] [--heads H] [--seq-len T] [-o table.txt]
+
+The rule (doc/methods.md 3.14), per layer l:
+
+    d_l = clamp(2^ceil(log2(c * erank_l)), min, max),    defaults c = 2, min = 8, max = 64
+
+computed exactly on the powers of two (the smallest power of two >= c * erank_l, so that an
+exact power of two maps to itself); c * erank_l <= min, including a layer whose routing is zero
+(erank 0), gives min.
+
+erank_l is the layer's routing effective rank, the quantity the cascade is defined on
+(doc/methods.md 3.10): per head the Roy-Vetterli erank (3.9) of S, the head-space skew matrix,
+for S-D heads (`sd`, `sdlin`), and of R = (W_Q W_K^T - (W_Q W_K^T)^T) / 2, the skew part of the
+head kernel, for standard heads (`mha`, `lin`): the per-head field `erank` of sd_spectrum's JSON.
+Not its `x_erank` (the erank of the token-space routing U S U^T): that is reported next to the
+cascade because it differs from erank(S) unless U has orthonormal columns, but a head size bounds
+the head space where S lives (capacity d), which erank(S) measures. The layer's value is the
+median over its heads, as the minimal-rank flag of 3.10 (a layer is at minimal rank when its
+median head is), so one outlying head does not move the layer's size. For an S-D head
+erank(S) <= d; a standard head's erank(R) counts against a capacity of min(2d, C). The published
+cascade is measured on S-D models trained without LayerNorm (3.10); prescribing from a standard
+model applies the same rule to R.
+
+Why c = 2 (doc/methods.md 3.14): erank counts singular values, which come in equal pairs, one
+pair per rotation plane (3.9), so a head routes on about erank/2 planes; a head of size
+d >= 2 * erank has d/2 >= erank planes, twice the planes in use, and rounding up to a power of
+two adds at most another factor 2. With c = 2 the shape 3.10 reports (about 2 at layer 0, a
+plateau of 2-3, then >= 10 in the last layers; unverified) maps onto the endpoints 3.14 quotes
+(8 early, 64 late; unverified): erank <= 4 -> 8 (the whole plateau on the floor), (4, 8] -> 16,
+(8, 16] -> 32, > 16 -> 64. c = 1 gives d/2 >= erank/2 planes, just the planes in use, with no
+headroom beyond the rounding; c = 4 lifts a one-plane layer of erank just above 2 off the floor
+to 16, so the minimal-rank plateau would not stay at 8.
+
+The head count of every layer is the measured model's base head count (3.14: "with the head
+count fixed"; header[5] of the checkpoint, doc/formats.md 2.4), so the table's entries are
+`HxD:kind` with an attention width H * D that may differ from C; both trainers accept that
+(the trainer's Prism rules warn that parameters and FLOPs are not the uniform model's, which is
+the point). --heads overrides it, and is needed when only a spectrum of a model with varying head
+counts is given and its checkpoint is not readable.
+
+Kinds: --kind keep (default) keeps each measured layer's kind; sd or mha sets every layer's.
+--linear-plateau 1 makes the layers sd_spectrum flags at minimal rank (median head erank < 2.5,
+one rotation plane, 3.10) linear: `sd` -> `sdlin`, `mha` -> `lin` (the ELU+1 mixer on the same
+projection, doc/methods.md 3.12, 3.13 reading (b)); a layer already linear stays so.
+
+Output: a per-layer table (layer, measured heads x size and kind, routing erank (median over
+heads) and which matrix it is of, minimal rank yes/no, prescribed heads x size and kind), then
+the attention parameters and the attention FLOPs per token of the prescribed table, of the
+uniform model of the same shape (the prescribed kinds, H heads of C/H at every layer) and of the
+measured model. -o writes the table file (NAME.tmp, fsync, rename): comment lines naming the
+source checkpoint, c, the rule and the measured model's options, then one line of entries,
+consecutive equal layers run-length compressed (`4x8:sd*2 4x32:sd`), for `-prism` with
+`-e L<L>C<C>H<H>[T<T>]` (doc/prism.md).
+
+Errors: one line `error: <file or flag>: <what was expected>` and exit 1: a missing or unreadable
+input, JSON without the expected fields, c <= 0, min > max, bounds that are not powers of two,
+sd_spectrum not built (`make sd_spectrum`) or failing on the checkpoint.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from common import write_atomic  # noqa: E402  (scripts/common.py)
+
+SD_SPECTRUM = os.path.join(ROOT, "sd_spectrum")
+MODEL_MAGIC = 20240326
+MODEL_VERSIONS = (3, 5, 103, 105)
+MAX_HEAD_SIZE = 4096     # LLMC_MAX_HEAD_SIZE (llmc/config.h)
+MAX_ATTN_WIDTH = 65536   # LLMC_MAX_ATTN_WIDTH
+DEFAULT_C, DEFAULT_MIN, DEFAULT_MAX = 2.0, 8, 64
+
+# The kinds (kinds/list.h): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
+# whether the projection is S-D's, whether the mixer is ELU+1 linear.
+KINDS = {"mha": (3, False, False), "sd": (2, True, False), "lin": (3, False, True), "sdlin": (2, True, True)}
+LINEAR_OF = {"mha": "lin", "sd": "sdlin", "lin": "lin", "sdlin": "sdlin"}
+
+
+class InputError(ValueError):
+    """A bad argument or input; the message starts with the file or flag."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise InputError(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# The rule (doc/methods.md 3.14)
+
+def next_pow2(x):
+    """The smallest power of two >= x (1 for x <= 1), exactly: no log2 rounding at 2^k."""
+    p = 1
+    while p < x:
+        p *= 2
+    return p
+
+
+def head_size(erank, c, lo, hi):
+    """d = clamp(2^ceil(log2(c * erank)), lo, hi); lo >= 1, so anything below lo gives lo."""
+    return min(hi, max(lo, next_pow2(c * erank)))
+
+
+def prescribe(layers, c, lo, hi, heads, kind, linear_plateau):
+    """[(H, d, kind)] per layer from the measured layers (dicts with erank, kind, minimal)."""
+    out = []
+    for m in layers:
+        k = m["kind"] if kind == "keep" else kind
+        if linear_plateau and m["minimal"]:
+            k = LINEAR_OF[k]
+        out.append((heads, head_size(m["erank"], c, lo, hi), k))
+    return out
+
+
+def run_length(table):
+    """Entries HxD:kind[*N], consecutive equal layers merged (doc/prism.md syntax)."""
+    entries, start = [], 0
+    for l in range(1, len(table) + 1):
+        if l < len(table) and table[l] == table[start]:
+            continue
+        h, d, k = table[start]
+        n = l - start
+        entries.append(f"{h}x{d}:{k}" + (f"*{n}" if n > 1 else ""))
+        start = l
+    return " ".join(entries)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting (the quantities of doc/methods.md 3.14)
+
+def attention_params(C, table, scalar_d):
+    """Attention parameters of a table: per layer the tensors surg_attention_params counts
+    (sd_attention/surgery.h; shapes doc/formats.md 2.4, per-head counts doc/methods.md 3.7):
+    qkvw (rows A, C), qkvb (rows A), attprojw (C, A), attprojb (C) with A = H d and rows 3
+    (Q | K | V) or 2 (S-D: U | V); S-D layers add sdskew H d(d-1)/2 and sdtheta H d (H with
+    scalar D)."""
+    n = 0
+    for h, d, k in table:
+        rows, sd, _ = KINDS[k]
+        A = h * d
+        n += rows * A * C + rows * A + C * A + C
+        if sd:
+            n += h * d * (d - 1) // 2 + (h if scalar_d else h * d)
+    return n
+
+
+def attention_flops(C, table, T):
+    """Forward matmul FLOPs per token of the attention sub-blocks at sequence length T: the
+    attention terms of model_matmul_flops_per_token (llmc/param_layout.h): the projection
+    2 C rows A; S-D's fold K' = U L^T, 2 A d (doc/methods.md 3.8); the mixing, softmax Q K^T and
+    att V over the full T x T square, 4 T A (2.4), or the ELU+1 state, 4 A d (3.12); the output
+    projection 2 A C."""
+    f = 0
+    for h, d, k in table:
+        rows, sd, linear = KINDS[k]
+        A = h * d
+        f += 2 * C * rows * A + (2 * A * d if sd else 0) + (4 * A * d if linear else 4 * T * A) + 2 * A * C
+    return f
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+def want_int(v, lo=None):
+    return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo)
+
+
+def read_spectrum(path):
+    """The fields of an sd_spectrum -json file the rule needs; InputError naming the field."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (expected ./sd_spectrum -json output)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"{path}: not readable as JSON ({e}); expected ./sd_spectrum -json output") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object (./sd_spectrum -json output)")
+    cfg = data.get("config")
+    if not isinstance(cfg, dict):
+        raise InputError(f"{path}: field 'config': expected an object (./sd_spectrum -json output)")
+    for key in ("num_layers", "channels"):
+        if not want_int(cfg.get(key), 1):
+            raise InputError(f"{path}: field 'config.{key}': expected an integer >= 1")
+    L, C = cfg["num_layers"], cfg["channels"]
+    layers = data.get("layers")
+    if not isinstance(layers, list) or len(layers) != L:
+        raise InputError(f"{path}: field 'layers': expected a list of config.num_layers = {L} layers")
+    out = []
+    for i, lay in enumerate(layers):
+        where = f"{path}: field 'layers[{i}]"
+        if not isinstance(lay, dict):
+            raise InputError(f"{where}': expected an object")
+        if lay.get("layer") != i or not want_int(lay.get("layer")):
+            raise InputError(f"{where}.layer': expected {i}")
+        for key in ("n_head", "head_size"):
+            if not want_int(lay.get(key), 1):
+                raise InputError(f"{where}.{key}': expected an integer >= 1")
+        if lay.get("kind") not in KINDS:
+            raise InputError(f"{where}.kind': expected one of {', '.join(KINDS)}")
+        if not isinstance(lay.get("minimal"), bool):
+            raise InputError(f"{where}.minimal': expected true or false")
+        heads = lay.get("heads")
+        if not isinstance(heads, list) or len(heads) != lay["n_head"]:
+            raise InputError(f"{where}.heads': expected a list of n_head = {lay['n_head']} heads")
+        er = []
+        for k, h in enumerate(heads):
+            v = h.get("erank") if isinstance(h, dict) else None
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+                raise InputError(f"{where}.heads[{k}].erank': {v!r}: expected a number >= 0")
+            er.append(float(v))
+        out.append({"n_head": lay["n_head"], "head_size": lay["head_size"], "kind": lay["kind"],
+                    "family": "S" if KINDS[lay["kind"]][1] else "R", "minimal": lay["minimal"],
+                    "erank": statistics.median(er)})
+    opts = {}
+    for key in ("use_ln", "sd_scalar_d", "sd_d_sign"):
+        if key in cfg:
+            if not want_int(cfg[key]):
+                raise InputError(f"{path}: field 'config.{key}': expected an integer")
+            opts[key] = cfg[key]
+    model = data.get("model") if isinstance(data.get("model"), str) else None
+    return {"L": L, "C": C, "layers": out, "opts": opts, "model": model}
+
+
+def read_header(path):
+    """(maxT, L, base heads, C) from a checkpoint header (doc/formats.md 2.1, 2.4), or None."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(1024)
+    except OSError:
+        return None
+    if len(raw) < 1024:
+        return None
+    h = struct.unpack("<256i", raw)
+    if h[0] != MODEL_MAGIC or h[1] not in MODEL_VERSIONS:
+        return None
+    return {"maxT": h[2], "L": h[4], "heads": h[5], "C": h[6]}
+
+
+def run_spectrum(ckpt, tmpdir):
+    """./sd_spectrum -e ckpt -json tmpdir/spectrum.json; its path, or InputError."""
+    if not os.path.isfile(ckpt):
+        raise InputError(f"{ckpt}: no such file (expected a model checkpoint)")
+    if not (os.path.isfile(SD_SPECTRUM) and os.access(SD_SPECTRUM, os.X_OK)):
+        raise InputError(f"{SD_SPECTRUM}: not built; expected the spectrum tool: run make sd_spectrum")
+    out = os.path.join(tmpdir, "spectrum.json")
+    r = subprocess.run([SD_SPECTRUM, "-e", ckpt, "-json", out], capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.isfile(out):
+        msg = (r.stderr.strip() or r.stdout.strip() or f"exit {r.returncode}").splitlines()[-1]
+        if msg.startswith("error: "):
+            msg = msg[len("error: "):]
+        raise InputError(f"{ckpt}: ./sd_spectrum failed: {msg}")
+    return out
+
+
+def power_of_two(flag, v):
+    if v < 1 or v & (v - 1):
+        raise InputError(f"{flag}: {v}: expected a power of two >= 1")
+    if v > MAX_HEAD_SIZE:
+        raise InputError(f"{flag}: {v}: expected at most {MAX_HEAD_SIZE} (the largest head size)")
+
+
+def check_output(path):
+    if path is None:
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise InputError(f"{path}: directory {d} does not exist (expected an existing directory for -o)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+def fmt_pct(new, ref):
+    return f"{100.0 * (new / ref - 1.0):+.1f}%" if ref else "n/a"
+
+
+def report(src, spec, table, uniform, measured, c, lo, hi, T):
+    C = spec["C"]
+    lines = [f"source: {src} (L {spec['L']}, C {C}); rule d_l = clamp(2^ceil(log2({c:g} * erank_l)), "
+             f"{lo}, {hi}) (doc/methods.md 3.14), erank_l = median over the layer's heads of erank(S) "
+             f"(S-D) or erank(R) (standard), {table[0][0]} heads per layer",
+             "layer  measured            erank  of  minimal  prescribed"]
+    for l, (m, p) in enumerate(zip(spec["layers"], table)):
+        lines.append(f"{l:5d}  {m['n_head']:3d} x {m['head_size']:4d} {m['kind']:<6s} {m['erank']:8.3f}  "
+                     f"{m['family']:>2s}  {'yes' if m['minimal'] else 'no':<7s}  {p[0]:3d} x {p[1]:4d} {p[2]}")
+    n_min = sum(m["minimal"] for m in spec["layers"])
+    lines.append(f"minimal rank (sd_spectrum: median head erank < 2.5): {n_min} of {spec['L']} layers")
+    sd = spec["opts"].get("sd_scalar_d", 0)
+    P = [attention_params(C, t, sd) for t in (table, uniform, measured)]
+    F = [attention_flops(C, t, T) for t in (table, uniform, measured)]
+    ud = uniform[0][1]
+    lines.append(f"attention parameters: prescribed {P[0]:,}, uniform ({uniform[0][0]} x {ud}) {P[1]:,} "
+                 f"({fmt_pct(P[0], P[1])}), measured model {P[2]:,} ({fmt_pct(P[0], P[2])})")
+    lines.append(f"attention FLOPs per token at T {T}: prescribed {F[0]:,}, uniform {F[1]:,} "
+                 f"({fmt_pct(F[0], F[1])}), measured model {F[2]:,} ({fmt_pct(F[0], F[2])})")
+    return "\n".join(lines) + "\n", P, F
+
+
+def options_text(opts):
+    names = (("use_ln", "-ln"), ("sd_scalar_d", "-sd_scalar_d"), ("sd_d_sign", "-sd_sign"))
+    return " ".join(f"{flag} {opts[k]}" for k, flag in names if k in opts)
+
+
+def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc):
+    text = (f"# layer table prescribed by sd_attention/prescribe.py from the S-D cascade of {src}\n"
+            f"# rule (doc/methods.md 3.14): d_l = clamp(2^ceil(log2(c * erank_l)), {lo}, {hi}), c = {c:g}, "
+            f"erank_l = median over the layer's heads of the routing erank (S for S-D heads, R for "
+            f"standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
+    if desc:
+        text += f"# train with: ./train_gpt2 -e {desc} -prism THIS_FILE {options_text(opts)}".rstrip() + "\n"
+    elif opts:
+        text += f"# the measured model's options: {options_text(opts)}\n"
+    return text + entries + "\n"
+
+
+def main(argv=None):
+    p = Parser(allow_abbrev=False, description="the S-D cascade's prescription: a measured checkpoint -> a layer table "
+               "with head sizes clamp(2^ceil(log2(c * erank)), min, max) (doc/methods.md 3.14; "
+               "doc/sd_tools.md)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", help="model checkpoint: runs ./sd_spectrum -e FILE -json on it")
+    src.add_argument("--spectrum", help="./sd_spectrum -json output of the checkpoint")
+    p.add_argument("-c", "--c", type=float, default=DEFAULT_C, help="the constant c (> 0; default 2)")
+    p.add_argument("--min-head", type=int, default=DEFAULT_MIN, help="smallest head size, a power of two (default 8)")
+    p.add_argument("--max-head", type=int, default=DEFAULT_MAX, help="largest head size, a power of two (default 64)")
+    p.add_argument("--kind", choices=("keep", "sd", "mha"), default="keep",
+                   help="kind of every prescribed layer (keep: the measured layer's)")
+    p.add_argument("--linear-plateau", type=int, choices=(0, 1), default=0,
+                   help="1: layers at minimal rank become linear (sd -> sdlin, mha -> lin)")
+    p.add_argument("--heads", type=int, default=None,
+                   help="heads per layer (default: the measured model's base head count)")
+    p.add_argument("--seq-len", type=int, default=None,
+                   help="T of the FLOP count (default: the checkpoint's maxT)")
+    p.add_argument("-o", default=None, help="write the layer table here (NAME.tmp, fsync, rename)")
+    try:
+        args = p.parse_args(argv)
+        if args.checkpoint is None and args.spectrum is None:
+            raise InputError("--checkpoint or --spectrum: expected one of them")
+        if not (args.c > 0 and math.isfinite(args.c)):
+            raise InputError(f"--c: {args.c:g}: expected a finite number > 0")
+        power_of_two("--min-head", args.min_head)
+        power_of_two("--max-head", args.max_head)
+        if args.min_head > args.max_head:
+            raise InputError(f"--min-head: {args.min_head}: expected at most --max-head {args.max_head}")
+        if args.heads is not None and args.heads < 1:
+            raise InputError(f"--heads: {args.heads}: expected an integer >= 1")
+        if args.seq_len is not None and args.seq_len < 1:
+            raise InputError(f"--seq-len: {args.seq_len}: expected an integer >= 1")
+        check_output(args.o)
+        with tempfile.TemporaryDirectory(prefix="prescribe.") as tmp:
+            if args.checkpoint is not None:
+                spec = read_spectrum(run_spectrum(args.checkpoint, tmp))
+                ckpt, src_name = args.checkpoint, args.checkpoint
+            else:
+                spec = read_spectrum(args.spectrum)
+                ckpt = spec["model"]
+                src_name = f"{ckpt or '(unnamed)'} (spectrum {args.spectrum})"
+        where = args.checkpoint or args.spectrum
+        hdr = read_header(ckpt) if ckpt else None
+        if hdr is not None and (hdr["L"], hdr["C"]) != (spec["L"], spec["C"]):
+            raise InputError(f"{ckpt}: header L {hdr['L']}, C {hdr['C']}: expected the spectrum's "
+                             f"L {spec['L']}, C {spec['C']}")
+        heads = args.heads
+        if heads is None:
+            counts = sorted({m["n_head"] for m in spec["layers"]})
+            if hdr is not None:
+                heads = hdr["heads"]
+            elif len(counts) == 1:
+                heads = counts[0]
+            else:
+                raise InputError(f"{where}: the layers have {', '.join(map(str, counts))} heads and the "
+                                 f"checkpoint's header (base heads) is not readable: expected --heads H")
+        T = args.seq_len if args.seq_len is not None else hdr["maxT"] if hdr is not None else None
+        if T is None:
+            raise InputError(f"{where}: the checkpoint's header (maxT) is not readable: expected "
+                             f"--seq-len T for the FLOP count")
+        if spec["C"] % heads:
+            raise InputError(f"--heads: {heads}: expected a divisor of C = {spec['C']} (the uniform "
+                             f"model of the same shape has C / H-wide heads)")
+        if heads * args.max_head > MAX_ATTN_WIDTH:
+            raise InputError(f"--max-head: {args.max_head}: {heads} heads x {args.max_head} exceeds the "
+                             f"attention width {MAX_ATTN_WIDTH}")
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+    C = spec["C"]
+    table = prescribe(spec["layers"], args.c, args.min_head, args.max_head, heads, args.kind,
+                      args.linear_plateau)
+    uniform = [(heads, C // heads, k) for _, _, k in table]
+    measured = [(m["n_head"], m["head_size"], m["kind"]) for m in spec["layers"]]
+    text, _, _ = report(src_name, spec, table, uniform, measured, args.c, args.min_head, args.max_head, T)
+    entries = run_length(table)
+    sys.stdout.write(text)
+    print(f"table: {entries}")
+    desc = f"L{spec['L']}C{C}H{heads}T{T}" if hdr is not None else None
+    if args.o:
+        write_atomic(args.o, table_file(src_name, entries, args.c, args.min_head, args.max_head, args.kind,
+                                        args.linear_plateau, spec["opts"], desc))
+        print(f"wrote {args.o}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
