@@ -113,20 +113,28 @@ def describe(values):
             "min": _stat(min, values, 1), "max": _stat(max, values, 1)}
 
 
-def summarize(runs):
-    arms = {a: describe([r["val"] for _, r in sorted(runs[a].items())]) for a in ARMS}
-    seeds = sorted(set(runs["uniform"]) & set(runs["prism"]))
-    diffs = [runs["prism"][s]["val"] - runs["uniform"][s]["val"] for s in seeds]
+def paired(diffs):
+    """The paired differences' n, mean, sample std, standard error sd/sqrt(n) and 95% interval
+    mean +- t(0.975, n-1) se (NaN where undefined: fewer than 2 pairs, or a NaN among them)."""
     n = len(diffs)
     mean = _stat(statistics.fmean, diffs, 1)
     sd = _stat(statistics.stdev, diffs, 2)
     se = sd / math.sqrt(n) if n > 1 else math.nan
     half = t975(n - 1) * se if n > 1 else math.nan
+    return {"n": n, "mean": mean, "sd": sd, "se": se, "ci95": [mean - half, mean + half]}
+
+
+def summarize(runs):
+    arms = {a: describe([r["val"] for _, r in sorted(runs[a].items())]) for a in ARMS}
+    seeds = sorted(set(runs["uniform"]) & set(runs["prism"]))
+    diffs = [runs["prism"][s]["val"] - runs["uniform"][s]["val"] for s in seeds]
+    p = paired(diffs)
+    mean, sd, se = p["mean"], p["sd"], p["se"]
     steps = {r["steps"] for a in ARMS for r in runs[a].values()}
     tps = {a: statistics.median([r["tok_s"] for r in runs[a].values() if r["tok_s"]])
            if any(r["tok_s"] for r in runs[a].values()) else None for a in ARMS}
     s = {"arms": arms, "seeds": seeds, "diffs": diffs, "mean_diff": mean, "sd_diff": sd,
-         "se_diff": se, "ci95": [mean - half, mean + half], "steps": sorted(steps),
+         "se_diff": se, "ci95": p["ci95"], "steps": sorted(steps),
          "tok_s": tps, "tok_s_ratio": tps["prism"] / tps["uniform"]
          if tps["prism"] and tps["uniform"] else None}
     s["statement"] = statement(s)
