@@ -151,17 +151,18 @@ train: train_gpt2 data
 # Without the CUDA toolkit (no nvcc, or NVCC=/nonexistent/nvcc) the tests that build GPU code are
 # skipped with one line saying so; under CI=true that is an error, so CI builds every GPU variant.
 # SANITIZE=1 runs the suites of the C and C++ programs and skips, in one line: the Python suites
-# (data, reference, layout, spectrum_numpy, import_hf, import_heads, plots: no sanitized code of their own),
+# (data, reference, layout, spectrum_numpy, import_hf, import_heads, prescribe, plots: no sanitized code of their own),
 # gpu_build (nvcc's binaries, not sanitized), fuzz (built with the sanitizers already), and the
 # suites whose C code others run sanitized, at 10-60 times their plain cost under ASan:
 # gpu_check_host (the host GPU binaries of gpt2cu_host in 21 more configurations), flash_mma_emul
 # (the register-tile kernels, which gpt2cu_host runs with -attn mma), attention_fd, sd_fd and
 # sd_stability (finite differences and 30 steps of the layers gpt2_vs_pytorch checks), evals
 # (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals), scripts (shell
-# around the trainer, plus upstream llm.c's CPU loop) and blas (the model code gpt2_vs_pytorch
+# around the trainer, plus upstream llm.c's CPU loop), ab and sd_claims (the experiment drivers:
+# short trainings and the analysis tools, which their own suites run sanitized) and blas (the model code gpt2_vs_pytorch
 # runs, with OpenBLAS's matmuls).
-SAN_SKIP_TESTS = data reference layout spectrum_numpy import_hf import_heads plots gpu_build fuzz gpu_check_host \
-                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts blas
+SAN_SKIP_TESTS = data reference layout spectrum_numpy import_hf import_heads prescribe plots gpu_build fuzz gpu_check_host \
+                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas
 # Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
 # stderr), and test/run_all.sh fails the test during which one appeared.
 SAN_REPORTS = $(CURDIR)/build/logs/sanitizer
