@@ -4,6 +4,8 @@ sd_attention/plot_cascade.py).
 Defines
 - json_safe(v): v with every non-finite float replaced by None, recursively (JSON has no NaN or
   Infinity; an undefined number, e.g. the std of one run, becomes null);
+- read_json(path, what, error): the parsed JSON of path, or error("<path>: no such file (expected
+  WHAT)") / error("<path>: not JSON (<why>); expected WHAT"), one line for the caller to print;
 - write_atomic(path, text): write text to path.tmp, then rename it, so a file under its final
   name is always complete;
 - save_png(fig, out, dpi=110): save a matplotlib figure as a PNG the same way, and close it;
@@ -12,6 +14,7 @@ Defines
 
 The llm.c main.log parser is plot_logs.parse_main_log; ab_summary.py uses it too.
 """
+import json
 import math
 import os
 import sys
@@ -25,6 +28,16 @@ def json_safe(v):
     if isinstance(v, dict):
         return {str(k): json_safe(x) for k, x in v.items()}
     return v
+
+
+def read_json(path, what, error=ValueError):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise error(f"{path}: no such file (expected {what})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise error(f"{path}: not JSON ({e}); expected {what}") from None
 
 
 def write_atomic(path, text):

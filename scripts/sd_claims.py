@@ -38,7 +38,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import write_atomic  # noqa: E402
+from common import read_json, write_atomic  # noqa: E402
 
 SIZES = {  # descriptor, heads, batch, steps, surgery val batches
     "tiny": dict(model="L4C128H4T128", L=4, H=4, B=4, T=64, steps=200, val_batches=16),
@@ -167,8 +167,7 @@ def final_val(run_dir):
 
 
 def load(path):
-    with open(path) as f:
-        return json.load(f)
+    return read_json(path, "the output of an earlier step; remove it to run that step again", ClaimsError)
 
 
 def measure(a, st, size):

@@ -30,7 +30,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from common import json_safe, write_atomic  # noqa: E402  (scripts/common.py)
+from common import json_safe, read_json, write_atomic  # noqa: E402  (scripts/common.py)
 
 
 class InputError(ValueError):
@@ -43,13 +43,7 @@ COLUMNS = ("model", "heads", "rho_F_mean", "erank_mean", "frac_unstable", "n_uns
 
 def read_heads(path):
     """[(rho_F, erank, unstable)] over every head of an sd_spectrum JSON file, and its eps."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not JSON: {e}") from None
+    data = read_json(path, "./sd_spectrum -json output", InputError)
     if not isinstance(data, dict) or not isinstance(data.get("layers"), list) or not data["layers"]:
         raise InputError(f"{path}: field 'layers': expected sd_spectrum -json output (a non-empty list)")
     heads = []

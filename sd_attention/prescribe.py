@@ -63,7 +63,6 @@ input, JSON without the expected fields, c <= 0, min > max, bounds that are not 
 sd_spectrum not built (`make sd_spectrum`) or failing on the checkpoint.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -74,7 +73,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import write_atomic  # noqa: E402  (scripts/common.py)
+from common import read_json, write_atomic  # noqa: E402  (scripts/common.py)
 
 SD_SPECTRUM = os.path.join(ROOT, "sd_spectrum")
 MODEL_MAGIC = 20240326
@@ -180,13 +179,7 @@ def want_int(v, lo=None):
 
 def read_spectrum(path):
     """The fields of an sd_spectrum -json file the rule needs; InputError naming the field."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file (expected ./sd_spectrum -json output)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"{path}: not readable as JSON ({e}); expected ./sd_spectrum -json output") from None
+    data = read_json(path, "./sd_spectrum -json output", InputError)
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object (./sd_spectrum -json output)")
     cfg = data.get("config")

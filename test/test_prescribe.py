@@ -234,7 +234,7 @@ def error_checks(ckpt):
     T = ["--seq-len", "32"]
     cases = [
         ("a missing spectrum file", [good + ".missing", *T], "good.json.missing: no such file"),
-        ("a spectrum that is not JSON", [notjson, *T], "notjson.json: not readable as JSON"),
+        ("a spectrum that is not JSON", [notjson, *T], "notjson.json: not JSON"),
         ("no config", [bad_json("b1.json", lambda d: d.pop("config")), *T], "field 'config'"),
         ("no config.channels", [bad_json("b2.json", lambda d: d["config"].pop("channels")), *T], "config.channels"),
         ("no layers", [bad_json("b3.json", lambda d: d.pop("layers")), *T], "field 'layers'"),
