@@ -83,6 +83,13 @@ class AbError(Exception):
     """The whole one-line error."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (AbError), not usage + message."""
+
+    def error(self, message):
+        raise AbError(message)
+
+
 def data_globs(name, size):
     """--data -> (train glob, val glob, how to prepare it)."""
     if name == "shakespeare":
@@ -490,7 +497,7 @@ def run(plan):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="scripts/ab.py", description=__doc__.split("\n\n")[0],
+    p = Parser(prog="scripts/ab.py", allow_abbrev=False, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Sizes, arms, pairing and outputs: see the head of scripts/ab.py.")
     p.add_argument("--size", required=True, choices=list(DIRECT) + list(LAUNCHER))
@@ -517,9 +524,9 @@ def main(argv=None):
     p.add_argument("--attn-bin", default="./attn_distance")
     p.add_argument("--out", default=None, help="output directory (default out/ab_<size>)")
     p.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
-    a = p.parse_args(argv)
-    os.chdir(ROOT)
     try:
+        a = p.parse_args(argv)
+        os.chdir(ROOT)
         for name in ("steps", "micro_batch", "eval_n", "attn_windows"):
             v = getattr(a, name)
             if v is not None and (v < 0 or v == 0 and name != "eval_n"):

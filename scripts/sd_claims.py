@@ -2,12 +2,15 @@
 """scripts/sd_claims.py: the S-D paper's small-scale claims (arXiv 2605.18826; doc/methods.md 3,
 claims S2-S11 of doc/methods.md 4) from one command, at two or more model sizes on the CPU.
 
-  python3 scripts/sd_claims.py                         # tiny and small on the prose corpus
+  python3 scripts/sd_claims.py                         # tiny and small on the prose corpus, seed 1
+  python3 scripts/sd_claims.py --sizes tiny --seeds 1,2,3 --steps 600
+  python3 scripts/sd_claims.py --sizes tiny,small --seeds 1,2,3 --report-only
   python3 scripts/sd_claims.py --sizes tiny --steps 150 --dry-run
   python3 scripts/sd_claims.py --help
 
-For every size, four models of the same shape are trained from the same init seed and data
-order (make train's recipe: lr 1e-3, cosine to 0.1 of it, weight decay 0.1):
+For every size and seed S, four models of the same shape are trained from the same init
+(-seed S) and data order (-data_seed S) (make train's recipe: lr 1e-3, cosine to 0.1 of it,
+weight decay 0.1):
   mha        standard softmax attention with per-block LayerNorm (the baseline)
   mha_noln   standard attention without LayerNorm (-ln 0)                       S11
   sd_noln    S-D attention L = S - D without LayerNorm (-ln 0 -sd_init_u 1)     S2, S3, S9
@@ -20,18 +23,22 @@ Then, per model:
     K layers by linear attention without retraining (doc/methods.md 3.13 (a));    S4
   - S-D models: ./sd_surgery -op shrink -rank90 1 -round8 1: every head cut to the rank that holds
     90 % of its routing energy, with the attention parameters before and after (3.13, 3.14).  S6
-The summary (--out/claims.md and claims.json) is one table per size and the claim rows: what the
-paper states, the number measured here, and whether the small-scale run agrees. One seed: the
-numbers carry no noise estimate (scripts/ab.py runs seeds for a paired comparison).
-Finished steps are skipped when started again (--out/settings.json records the data, seed and
-step counts; a directory holding a run with other settings is refused); --dry-run prints every
-command.
+Files: --out/<size>/seed<S>/<arm>/ (the run), <arm>.{train.log, spectrum.json, lin<K>.report.json,
+shrink.report.json} beside it. The summary (--out/claims.md and claims.json) is one table per size
+(mean over the seeds, +- the sample standard deviation where there are several) and the claim
+rows: what the paper states, the number measured here, and whether the small-scale run agrees,
+per seed ("yes", "no" or "2 of 3 seeds"). --report-only writes the summary from the seeds that
+are finished, running nothing, so that sizes with different seed counts can be reported together.
+Finished steps are skipped when started again (--out/settings.json records the data and the step
+counts; seeds may be added; a directory holding a run with other settings is refused); --dry-run
+prints every command.
 """
 import argparse
 import json
 import math
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -71,33 +78,33 @@ def quoted(cmd):
 
 
 class Steps:
-    """Every command, per size and arm; run() executes what is not finished."""
+    """Every command, per size, seed and arm; run_all() executes what is not finished."""
 
     def __init__(self, a):
         self.a = a
         self.train, self.val, self.prepare = DATA[a.data]
 
-    def base(self, size, arm):
-        return os.path.join(self.a.out, size, arm)
+    def base(self, size, seed, arm):
+        return os.path.join(self.a.out, size, f"seed{seed}", arm)
 
     def steps(self, size):
         return self.a.steps or SIZES[size]["steps"]
 
-    def ckpt(self, size, arm):
-        return os.path.join(self.base(size, arm), "model_%08d.bin" % self.steps(size))
+    def ckpt(self, size, seed, arm):
+        return os.path.join(self.base(size, seed, arm), "model_%08d.bin" % self.steps(size))
 
-    def commands(self, size, arm):
+    def commands(self, size, seed, arm):
         """[(command, log, output that marks it finished)]."""
         p, n = SIZES[size], self.steps(size)
         kind, extra = ARMS[arm]
-        b = self.base(size, arm)
+        b = self.base(size, seed, arm)
         table = b + ".table.txt"
-        ck = self.ckpt(size, arm)
+        ck = self.ckpt(size, seed, arm)
         out = [(["./train_gpt2", "-e", p["model"], "-prism", table] + extra +
-                ["-seed", str(self.a.seed), "-i", self.train, "-j", self.val, "-b", str(p["B"]),
-                 "-t", str(p["T"]), "-x", str(n), "-l", "1e-3", "-u", str(min(20, max(1, n // 5))),
-                 "-q", "0.1", "-c", "0.1", "-v", str(n), "-m", str(p["val_batches"]), "-s", "0",
-                 "-n", str(n), "-o", b], b + ".train.log", ck),
+                ["-seed", str(seed), "-data_seed", str(seed), "-i", self.train, "-j", self.val,
+                 "-b", str(p["B"]), "-t", str(p["T"]), "-x", str(n), "-l", "1e-3",
+                 "-u", str(min(20, max(1, n // 5))), "-q", "0.1", "-c", "0.1", "-v", str(n),
+                 "-m", str(p["val_batches"]), "-s", "0", "-n", str(n), "-o", b], b + ".train.log", ck),
                (["./sd_spectrum", ck, "-json", b + ".spectrum.json"], b + ".spectrum.txt", b + ".spectrum.json")]
         ev = ["-j", self.val, "-m", str(p["val_batches"]), "-b", str(p["B"]), "-t", str(p["T"])]
         for k in range(1, p["L"]):
@@ -110,6 +117,9 @@ class Steps:
 
     def table(self, size, arm):
         return f"{SIZES[size]['H']}{ARMS[arm][0]}*{SIZES[size]['L']}\n"
+
+    def finished(self, size, seed):
+        return all(os.path.exists(done) for arm in ARMS for _, _, done in self.commands(size, seed, arm))
 
 
 def missing(a, st):
@@ -124,10 +134,11 @@ def missing(a, st):
     return out
 
 
-def stamp(a, st, sizes):
-    """Write or check OUT/settings.json: finished steps are reused only under the same settings."""
+def stamp(a, st):
+    """Write or check OUT/settings.json: finished steps are reused only under the same settings
+    (seeds may be added)."""
     path = os.path.join(a.out, "settings.json")
-    settings = {"data": a.data, "seed": a.seed, "steps": {s: st.steps(s) for s in SIZES}}
+    settings = {"data": a.data, "steps": {s: st.steps(s) for s in SIZES}}
     if os.path.exists(path):
         old = load(path)
         if old != settings:
@@ -138,31 +149,34 @@ def stamp(a, st, sizes):
         write_atomic(path, json.dumps(settings, sort_keys=True) + "\n")
 
 
-def run_all(a, st, sizes):
-    stamp(a, st, sizes)
+def run_all(a, st, sizes, seeds):
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     for size in sizes:
-        for arm in ARMS:
-            b = st.base(size, arm)
-            os.makedirs(os.path.dirname(b), exist_ok=True)
-            write_atomic(b + ".table.txt", st.table(size, arm))
-            for cmd, log, done in st.commands(size, arm):
-                if os.path.exists(done):
-                    continue
-                t0 = time.time()
-                with open(log, "w") as f:
-                    rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
-                if rc != 0:
-                    raise ClaimsError(f"{log}: {cmd[0]} failed (exit {rc})")
-                for tmp in (cmd[cmd.index("-o") + 1],) if cmd[0] == "./sd_surgery" else ():
-                    if os.path.exists(tmp):
-                        os.remove(tmp)  # the surgered checkpoint: only its report is kept
-                print(f"{size} {arm}: {os.path.basename(log)} {time.time() - t0:.0f} s", flush=True)
+        for seed in seeds:
+            for arm in ARMS:
+                b = st.base(size, seed, arm)
+                os.makedirs(os.path.dirname(b), exist_ok=True)
+                write_atomic(b + ".table.txt", st.table(size, arm))
+                for cmd, log, done in st.commands(size, seed, arm):
+                    if os.path.exists(done):
+                        continue
+                    t0 = time.time()
+                    with open(log, "w") as f:
+                        rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+                    if rc != 0:
+                        raise ClaimsError(f"{log}: {cmd[0]} failed (exit {rc})")
+                    if cmd[0] == "./sd_surgery":
+                        tmp = cmd[cmd.index("-o") + 1]
+                        if os.path.exists(tmp):
+                            os.remove(tmp)  # the surgered checkpoint: only its report is kept
+                    print(f"{size} seed {seed} {arm}: {os.path.basename(log)} {time.time() - t0:.0f} s", flush=True)
 
 
 def final_val(run_dir):
     with open(os.path.join(run_dir, "main.log")) as f:
         vals = [float(line.split("tel:")[1]) for line in f if " tel:" in line]
+    if not vals:
+        raise ClaimsError(f"{run_dir}/main.log: no val loss (expected a finished run)")
     return vals[-1]
 
 
@@ -170,15 +184,16 @@ def load(path):
     return read_json(path, "the output of an earlier step; remove it to run that step again", ClaimsError)
 
 
-def measure(a, st, size):
-    p = SIZES[size]
-    m = {"model": p["model"], "steps": st.steps(size), "arms": {}}
+def measure(st, size, seed):
+    """{arm: the numbers of one seed's model}, read from its files."""
+    L = SIZES[size]["L"]
+    out = {}
     for arm in ARMS:
-        b = st.base(size, arm)
+        b = st.base(size, seed, arm)
         spec = load(b + ".spectrum.json")
         lin1 = load(f"{b}.lin1.report.json")["val"]
         lin = {k: load(f"{b}.lin{k}.report.json")["val"]["ppl_after"] / lin1["ppl_before"] - 1.0
-               for k in range(1, p["L"])}
+               for k in range(1, L)}
         r = {"val": final_val(b), "erank": [x["erank_mean"] for x in spec["layers"]],
              "minimal_fraction": spec["minimal_rank"]["layers_frac"],
              "frac_unstable": max(x["frac_unstable"] for x in spec["layers"]),
@@ -189,93 +204,139 @@ def measure(a, st, size):
             before, after = sh["attention_params"]
             r["shrink"] = {"attention_params": [before, after], "cut": 1.0 - after / before,
                            "ppl_change": sh["val"]["ppl_change"], "layers_after": sh["layers_after"]}
-        m["arms"][arm] = r
-    return m
+        out[arm] = r
+    return out
 
 
-def claim_rows(ms):
-    """[(claim, paper, measured per size, {size: agrees?} or None)]."""
+def ms(values, spec):
+    """'mean' (one value) or 'mean ± sd' over seeds, formatted with spec."""
+    m = statistics.fmean(values)
+    if len(values) == 1:
+        return format(m, spec)
+    return f"{format(m, spec)} ± {format(statistics.stdev(values), spec.lstrip('+'))}"
+
+
+def claim_rows(ms_by_size):
+    """[(claim, paper, measured per size, {size: {seed: agrees?}} or None)]; ms_by_size is
+    {size: {seed: {arm: numbers}}}."""
     def per(fn):
-        return "; ".join(f"{s}: {fn(m)}" for s, m in ms.items())
+        return "; ".join(f"{s}: {fn(runs)}" for s, runs in ms_by_size.items())
 
     def each(fn):
-        return {s: bool(fn(m)) for s, m in ms.items()}
+        return {s: {seed: bool(fn(arms)) for seed, arms in runs.items()} for s, runs in ms_by_size.items()}
+
+    def vals(runs, fn):
+        return [fn(arms) for arms in runs.values()]
+
     rows = []
     rows.append(("S2", "S-D attention trains stably without LayerNorm; Re(λ) <= 0 by construction",
-                 per(lambda m: f"val {m['arms']['sd_noln']['val']:.3f} without LN vs {m['arms']['mha']['val']:.3f} "
-                               f"(mha with LN); unstable heads {m['arms']['sd_noln']['frac_unstable']:.0%}"),
-                 each(lambda m: math.isfinite(m["arms"]["sd_noln"]["val"])
-                      and m["arms"]["sd_noln"]["frac_unstable"] == 0)))
+                 per(lambda r: f"val {ms(vals(r, lambda x: x['sd_noln']['val']), '.3f')} without LN vs "
+                               f"{ms(vals(r, lambda x: x['mha']['val']), '.3f')} (mha with LN); unstable heads "
+                               f"{max(vals(r, lambda x: x['sd_noln']['frac_unstable'])):.0%}"),
+                 each(lambda x: math.isfinite(x["sd_noln"]["val"]) and x["sd_noln"]["frac_unstable"] == 0)))
     rows.append(("S3/S9", "the routing erank is lowest in the first layer (erank 2) and grows with depth",
-                 per(lambda m: "S erank by layer " + " ".join(f"{v:.1f}" for v in m["arms"]["sd_noln"]["erank"])),
+                 per(lambda r: "S erank by layer " + " ".join(
+                     f"{statistics.fmean(v):.1f}" for v in zip(*vals(r, lambda x: x["sd_noln"]["erank"])))),
                  # agrees: the first layer near one rotation plane (erank < 3) and the last at
                  # least 1.5 times the first (a rise larger than layer-to-layer noise)
-                 each(lambda m: m["arms"]["sd_noln"]["erank"][0] < 3.0
-                      and m["arms"]["sd_noln"]["erank"][-1] > 1.5 * m["arms"]["sd_noln"]["erank"][0])))
+                 each(lambda x: x["sd_noln"]["erank"][0] < 3.0
+                      and x["sd_noln"]["erank"][-1] > 1.5 * x["sd_noln"]["erank"][0])))
     rows.append(("S4", "the first layers of an S-D model can be linearized after training at < 5 % perplexity; "
                        "standard attention collapses",
-                 per(lambda m: f"layers linearizable at < 5 %: S-D {m['arms']['sd_noln']['linearizable']}, "
-                               f"mha {m['arms']['mha']['linearizable']} (K = 1: S-D "
-                               f"{m['arms']['sd_noln']['linearize_ppl_change'][1]:+.1%}, mha "
-                               f"{m['arms']['mha']['linearize_ppl_change'][1]:+.1%})"),
-                 each(lambda m: m["arms"]["sd_noln"]["linearizable"] > m["arms"]["mha"]["linearizable"])))
+                 per(lambda r: f"layers linearizable at < 5 % (per seed): S-D "
+                               f"{' '.join(str(v) for v in vals(r, lambda x: x['sd_noln']['linearizable']))}, mha "
+                               f"{' '.join(str(v) for v in vals(r, lambda x: x['mha']['linearizable']))} (K = 1: S-D "
+                               f"{ms([100 * v for v in vals(r, lambda x: x['sd_noln']['linearize_ppl_change'][1])], '+.1f')}%, mha "
+                               f"{ms([100 * v for v in vals(r, lambda x: x['mha']['linearize_ppl_change'][1])], '+.1f')}%)"),
+                 each(lambda x: x["sd_noln"]["linearizable"] > x["mha"]["linearizable"])))
     rows.append(("S6", "heads shrunk to the measured routing rank: 47-65 % fewer attention parameters at "
                        "+3.9 to +8.4 % perplexity",
-                 per(lambda m: f"-{m['arms']['sd_noln']['shrink']['cut']:.0%} attention parameters at "
-                               f"{m['arms']['sd_noln']['shrink']['ppl_change']:+.1%} perplexity (no retraining)"),
+                 per(lambda r: f"-{ms([100 * v for v in vals(r, lambda x: x['sd_noln']['shrink']['cut'])], '.0f')}% "
+                               f"attention parameters at "
+                               f"{ms([100 * v for v in vals(r, lambda x: x['sd_noln']['shrink']['ppl_change'])], '+.1f')}% "
+                               f"perplexity (no retraining)"),
                  None))
     rows.append(("S8", "scalar filtering (one D value per head) costs about +0.3 perplexity",
-                 per(lambda m: f"val loss {m['arms']['sd_scalar']['val'] - m['arms']['sd_noln']['val']:+.4f} nats "
-                               f"(ppl {m['arms']['sd_scalar']['ppl'] - m['arms']['sd_noln']['ppl']:+.2f}, "
-                               f"{m['arms']['sd_scalar']['ppl'] / m['arms']['sd_noln']['ppl'] - 1:+.1%}) vs full D"),
+                 per(lambda r: f"val loss {ms(vals(r, lambda x: x['sd_scalar']['val'] - x['sd_noln']['val']), '+.4f')} nats "
+                               f"(ppl {ms(vals(r, lambda x: x['sd_scalar']['ppl'] - x['sd_noln']['ppl']), '+.2f')}, "
+                               f"{ms(vals(r, lambda x: 100 * (x['sd_scalar']['ppl'] / x['sd_noln']['ppl'] - 1)), '+.1f')}%) "
+                               f"vs full D"),
                  None))
     rows.append(("S11", "standard models train without LayerNorm too (the comparison of the abstract)",
-                 per(lambda m: f"mha without LN {m['arms']['mha_noln']['val']:.3f} vs with {m['arms']['mha']['val']:.3f}"),
-                 each(lambda m: math.isfinite(m["arms"]["mha_noln"]["val"]))))
+                 per(lambda r: f"mha without LN {ms(vals(r, lambda x: x['mha_noln']['val']), '.3f')} vs with "
+                               f"{ms(vals(r, lambda x: x['mha']['val']), '.3f')}"),
+                 each(lambda x: math.isfinite(x["mha_noln"]["val"]))))
     return rows
 
 
 def agrees_text(ok):
-    """'n/a', 'yes', 'no', or per size ('tiny: no, small: yes') when the sizes differ."""
+    """'n/a', 'yes', 'no', or per size ('tiny: 2 of 3 seeds, small: yes') when they differ."""
     if ok is None:
         return "n/a"
-    if len(set(ok.values())) == 1:
-        return "yes" if next(iter(ok.values())) else "no"
-    return ", ".join(f"{s}: {'yes' if v else 'no'}" for s, v in ok.items())
+
+    def one(seeds):
+        n = sum(seeds.values())
+        return "yes" if n == len(seeds) else "no" if n == 0 else f"{n} of {len(seeds)} seeds"
+    texts = {s: one(v) for s, v in ok.items()}
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return ", ".join(f"{s}: {t}" for s, t in texts.items())
 
 
-def report(a, st, sizes):
-    ms = {s: measure(a, st, s) for s in sizes}
-    L = [f"# S-D claims at small scale ({a.data}, seed {a.seed})", ""]
-    for s, m in ms.items():
-        L += [f"## {s}: {m['model']}, {m['steps']} steps", "",
-              "| arm | final val loss | ppl | routing erank by layer | minimal-rank layers | linearizable (< 5 %) |",
+def report(a, st, sizes, seeds):
+    """claims.md and claims.json over the finished seeds of each size (all of --seeds after a run;
+    with --report-only, those that are finished)."""
+    runs = {}
+    for s in sizes:
+        done = [k for k in seeds if st.finished(s, k)]
+        if not done:
+            raise ClaimsError(f"{os.path.join(a.out, s)}: no finished seed of {','.join(map(str, seeds))} "
+                              f"(run without --report-only first)")
+        runs[s] = {k: measure(st, s, k) for k in done}
+    L = [f"# S-D claims at small scale ({a.data})", "",
+         "Mean over seeds, ± the sample standard deviation where there are several.", ""]
+    for s, by_seed in runs.items():
+        p = SIZES[s]
+        L += [f"## {s}: {p['model']}, {st.steps(s)} steps of B {p['B']} x T {p['T']}, "
+              f"seeds {', '.join(map(str, by_seed))}", "",
+              "| arm | final val loss | ppl | routing erank by layer | minimal-rank layers | "
+              "linearizable (< 5 %), per seed |",
               "|---|---|---|---|---|---|"]
-        for arm, r in m["arms"].items():
-            mf = r["minimal_fraction"]
-            L.append(f"| {arm} | {r['val']:.4f} | {r['ppl']:.2f} | {' '.join(f'{v:.1f}' for v in r['erank'])} | "
-                     f"{'n/a' if mf is None else f'{mf:.0%}'} | {r['linearizable']} |")
+        for arm in ARMS:
+            rs = [by_seed[k][arm] for k in by_seed]
+            mf = [r["minimal_fraction"] for r in rs if r["minimal_fraction"] is not None]
+            L.append(f"| {arm} | {ms([r['val'] for r in rs], '.4f')} | {ms([r['ppl'] for r in rs], '.2f')} | "
+                     f"{' '.join(f'{statistics.fmean(v):.1f}' for v in zip(*[r['erank'] for r in rs]))} | "
+                     f"{f'{statistics.fmean(mf):.0%}' if mf else 'n/a'} | "
+                     f"{' '.join(str(r['linearizable']) for r in rs)} |")
         L.append("")
     L += ["## Claims", "", "| # | the paper | measured | agrees |", "|---|---|---|---|"]
-    rows = claim_rows(ms)
+    rows = claim_rows(runs)
     for c, paper, got, ok in rows:
         L.append(f"| {c} | {paper} | {got} | {agrees_text(ok)} |")
     text = "\n".join(L) + "\n"
     write_atomic(os.path.join(a.out, "claims.md"), text)
     write_atomic(os.path.join(a.out, "claims.json"), json.dumps(
-        {"sizes": ms, "claims": [{"claim": c, "measured": g, "agrees": ok} for c, _, g, ok in rows]},
+        {"data": a.data,
+         "sizes": {s: {"model": SIZES[s]["model"], "steps": st.steps(s), "seeds": list(by_seed),
+                       "runs": {str(k): v for k, v in by_seed.items()}} for s, by_seed in runs.items()},
+         "claims": [{"claim": c, "measured": g,
+                     "agrees": None if ok is None else {s: {str(k): v for k, v in d.items()} for s, d in ok.items()}}
+                    for c, _, g, ok in rows]},
         indent=1, default=str) + "\n")
     print(text, end="")
     print(f"wrote {os.path.join(a.out, 'claims.md')} and claims.json")
 
 
 def main(argv=None):
-    p = Parser(prog="scripts/sd_claims.py", description=__doc__.split("\n\n")[0],
+    p = Parser(prog="scripts/sd_claims.py", allow_abbrev=False, description=__doc__.split("\n\n")[0],
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="tiny,small", help="comma list of tiny, small (default both)")
     p.add_argument("--data", choices=list(DATA), default="prose")
     p.add_argument("--steps", type=int, default=None, help="steps per model (default: 200 tiny, 300 small)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", default="1", help="comma list of seeds (init and data order; default 1)")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing; report the finished seeds of each size")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", default="out/sd_claims")
     p.add_argument("--dry-run", action="store_true")
@@ -286,25 +347,36 @@ def main(argv=None):
         bad = [s for s in sizes if s not in SIZES]
         if bad or not sizes:
             raise ClaimsError(f"--sizes {a.sizes}: expected a comma list of {', '.join(SIZES)}")
-        if a.steps is not None and a.steps < 1 or a.seed < 0 or a.threads < 1:
-            raise ClaimsError("--steps, --threads: expected positive integers; --seed: non-negative")
+        if a.steps is not None and a.steps < 1 or a.threads < 1:
+            raise ClaimsError("--steps, --threads: expected positive integers")
+        try:
+            seeds = [int(x) for x in a.seeds.split(",") if x]
+        except ValueError:
+            seeds = []
+        if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+            raise ClaimsError(f"--seeds '{a.seeds}': expected distinct non-negative integers, comma separated")
         st = Steps(a)
         miss = missing(a, st)
         if a.dry_run:
             for s in sizes:
-                for arm in ARMS:
-                    print(f"printf '{st.table(s, arm).strip()}\\n' > {st.base(s, arm)}.table.txt")
-                    for cmd, log, _ in st.commands(s, arm):
-                        print(f"OMP_NUM_THREADS={a.threads} {quoted(cmd)} > {log}")
+                for k in seeds:
+                    for arm in ARMS:
+                        print(f"printf '{st.table(s, arm).strip()}\\n' > {st.base(s, k, arm)}.table.txt")
+                        for cmd, log, _ in st.commands(s, k, arm):
+                            print(f"OMP_NUM_THREADS={a.threads} {quoted(cmd)} > {log}")
             for m in miss:
                 print(f"warning: missing input (a real run stops here): {m}", file=sys.stderr)
+            return 0
+        if a.report_only:
+            report(a, st, sizes, seeds)
             return 0
         if miss:
             for m in miss:
                 print(f"error: {m}", file=sys.stderr)
             return 1
-        run_all(a, st, sizes)
-        report(a, st, sizes)
+        stamp(a, st)
+        run_all(a, st, sizes, seeds)
+        report(a, st, sizes, seeds)
     except (ClaimsError, OSError, KeyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -186,6 +186,10 @@ expect_error "ab.py: a missing layer table is named before any run" "^error: $d/
   "$PYTHON" scripts/ab.py --size tiny --data shakespeare --arms uniform,x=$d/none.txt --out "$d/e"
 expect_error "ab.py: an unknown data set" "^error: --data nowhere: expected shakespeare, prose, fineweb, fineweb-edu or a directory" \
   "$PYTHON" scripts/ab.py --size tiny --data nowhere --out "$d/e"
+expect_error "ab.py: an unknown size is one line" "^error: argument --size: invalid choice: 'huge'" \
+  "$PYTHON" scripts/ab.py --size huge --out "$d/e"
+expect_error "ab.py: no abbreviated flags (--seed is not --seeds)" "^error: unrecognized arguments: --seed 2" \
+  "$PYTHON" scripts/ab.py --size tiny --seed 2 --out "$d/e"
 check "ab.py: the refused runs created nothing" test ! -e "$d/e"
 
 # ------------------------------------------------------------------------------------------------

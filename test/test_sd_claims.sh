@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # test/test_sd_claims.sh: the S-D claims driver (scripts/sd_claims.py):
-#   - --dry-run: every command of the four arms (flags of each arm, K = 1 .. L-1 linearizations,
-#     the shrink for S-D arms only) and nothing written;
-#   - end to end on the tiny size (TinyShakespeare, 3 steps, one thread): claims.md and
-#     claims.json, then every number of claims.json checked against the runs' own files (main.log,
-#     sd_spectrum JSON, sd_surgery reports) and every "agrees" recomputed from those numbers;
-#   - a second start runs nothing; other settings in the same --out are refused;
+#   - --dry-run: every command of the four arms x two seeds (flags of each arm, seed S for the
+#     init and the data order, K = 1 .. L-1 linearizations, the shrink for S-D arms only),
+#     nothing written;
+#   - end to end on the tiny size (TinyShakespeare, 2 steps, seeds 1 and 2, one thread):
+#     claims.md and claims.json, then every number of claims.json checked against the runs' own
+#     files (main.log, sd_spectrum JSON, sd_surgery reports), the table's mean and standard
+#     deviation against those numbers, and every "agrees" recomputed from them;
+#   - a second start runs nothing; --report-only reports the finished seeds; other settings in
+#     the same --out are refused;
 #   - bad input is one line and exit 1.
 set -u
 cd "$(dirname "$0")/.."
@@ -13,102 +16,136 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 d=build/tmp_sd_claims
 rm -rf "$d"; mkdir -p "$d"
+# count LINES_MATCHING_REGEX TEXT: how many lines of TEXT match
+count() { grep -c -- "$1" <<< "$2"; }
 
 # ------------------------------------------------------------------------------------------------
 # --dry-run
-dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --out "$d/dry" --dry-run 2>/dev/null)
-check "dry-run: 4 trainings of L4C128H4T128 for 7 steps, one per arm" \
-  bash -c "[ \$(grep -c '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 .* -n 7 ' <<< \"\$1\") -eq 4 ]" _ "$dry"
+dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1,2 --out "$d/dry" --dry-run 2>/dev/null)
+check "dry-run: 8 trainings of L4C128H4T128 for 7 steps, one per arm and seed" \
+  test "$(count '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 .* -n 7 ' "$dry")" -eq 8
+check "dry-run: seed 2 inits with -seed 2 and reads the data order -data_seed 2, in seed2/" \
+  test "$(count "-seed 2 -data_seed 2 .* -o $d/dry/tiny/seed2/" "$dry")" -eq 4
 check "dry-run: the arms' flags (mha_noln -ln 0; sd_noln -ln 0 -sd_init_u 1; sd_scalar adds -sd_scalar_d 1)" \
-  bash -c "grep -q 'mha_noln.table.txt -ln 0 -seed' <<< \"\$1\" && grep -q 'sd_noln.table.txt -ln 0 -sd_init_u 1 -seed' <<< \"\$1\" && grep -q 'sd_scalar.table.txt -ln 0 -sd_init_u 1 -sd_scalar_d 1 -seed' <<< \"\$1\"" _ "$dry"
+  test "$(count 'mha_noln.table.txt -ln 0 -seed' "$dry")$(count 'sd_noln.table.txt -ln 0 -sd_init_u 1 -seed' "$dry")$(count 'sd_scalar.table.txt -ln 0 -sd_init_u 1 -sd_scalar_d 1 -seed' "$dry")" = 222
 check "dry-run: the tables (4 heads x 4 layers; :sd for the S-D arms)" \
-  bash -c "grep -q \"^printf '4\*4\\\\\\\\n' > $d/dry/tiny/mha.table.txt\" <<< \"\$1\" && grep -q \"^printf '4:sd\*4\\\\\\\\n' > $d/dry/tiny/sd_scalar.table.txt\" <<< \"\$1\"" _ "$dry"
-check "dry-run: linearize K = 1, 2, 3 for each of the 4 arms; shrink for the 2 S-D arms only" \
-  bash -c "[ \$(grep -c -- '-op linearize -k [123] ' <<< \"\$1\") -eq 12 ] && [ \$(grep -c -- '-op shrink -rank90 1 -round8 1' <<< \"\$1\") -eq 2 ] && ! grep -q 'mha.shrink' <<< \"\$1\"" _ "$dry"
-check "dry-run: a spectrum per arm" bash -c "[ \$(grep -c '^OMP_NUM_THREADS=2 ./sd_spectrum ' <<< \"\$1\") -eq 4 ]" _ "$dry"
+  test "$(count "^printf '4\*4.n' > $d/dry/tiny/seed1/mha.table.txt" "$dry")$(count "^printf '4:sd\*4.n' > $d/dry/tiny/seed1/sd_scalar.table.txt" "$dry")" = 11
+check "dry-run: linearize K = 1, 2, 3 for each of the 4 arms x 2 seeds" \
+  test "$(count '-op linearize -k [123] ' "$dry")" -eq 24
+check "dry-run: shrink for the S-D arms only (2 arms x 2 seeds)" \
+  test "$(count '-op shrink -rank90 1 -round8 1' "$dry")/$(count 'mha.shrink' "$dry")" = 4/0
+check "dry-run: a spectrum per arm and seed" test "$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" -eq 8
 check "dry-run: nothing written" test ! -e "$d/dry"
 
 # ------------------------------------------------------------------------------------------------
-# end to end: tiny, 3 steps
+# end to end: tiny, 2 steps, seeds 1 and 2
 o=$d/run
-RUN=("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 3 --threads 1 --out "$o")
+RUN=("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2 --threads 1 --out "$o")
 "${RUN[@]}" > "$d/run.out" 2>&1; rc=$?
-check "tiny, 3 steps: exit 0, claims.md and claims.json written (exit $rc)" \
+check "tiny, 2 steps, seeds 1, 2: exit 0, claims.md and claims.json written (exit $rc)" \
   bash -c "[ $rc -eq 0 ] && [ -s $o/claims.md ] && [ -s $o/claims.json ]"
 [ "$rc" -eq 0 ] || tail -n 5 "$d/run.out"
 check "claims.md: one row per claim S2, S3/S9, S4, S6, S8, S11" \
   bash -c "for c in S2 'S3/S9' S4 S6 S8 S11; do grep -q \"^| \$c | \" $o/claims.md || exit 1; done"
-check "claims.md: the per-size table lists the four arms" \
-  bash -c "[ \$(grep -cE '^\| (mha|mha_noln|sd_noln|sd_scalar) \| [0-9]' $o/claims.md) -eq 4 ]"
-check "the surgered checkpoints are removed, the reports kept" \
-  bash -c "[ -z \"\$(ls $o/tiny/*.lin*.bin $o/tiny/*.shrink.bin 2>/dev/null)\" ] && [ \$(ls $o/tiny/*.lin*.report.json | wc -l) -eq 12 ]"
-"$PYTHON" - "$o" > "$d/check" 2>&1 <<'EOF'
-import json, math, os, sys
+check "claims.md: the heading names the seeds, and the four arms' rows give mean +- sd" \
+  test "$(count '^## tiny: L4C128H4T128, 2 steps of B 4 x T 64, seeds 1, 2$' "$(cat "$o/claims.md")")$(grep -cE '^\| (mha|mha_noln|sd_noln|sd_scalar) \| [0-9.]+ ± [0-9.]+ \|' "$o/claims.md")" = 14
+check "the surgered checkpoints are removed, the 24 reports kept" \
+  test "$(ls "$o"/tiny/seed*/*.lin*.bin "$o"/tiny/seed*/*.shrink.bin 2>/dev/null | wc -l)/$(ls "$o"/tiny/seed*/*.lin*.report.json | wc -l)" = 0/24
+cat > "$d/check.py" <<'EOF'
+import json, math, os, re, statistics, sys
 o = sys.argv[1]
 c = json.load(open(os.path.join(o, "claims.json")))
-m = c["sizes"]["tiny"]
+t = c["sizes"]["tiny"]
 bad = []
+
+
 def eq(what, a, b, tol=1e-9):
     if not (abs(a - b) <= tol):
         bad.append(f"{what}: {a} != {b}")
-for arm in ("mha", "mha_noln", "sd_noln", "sd_scalar"):
-    r, b = m["arms"][arm], os.path.join(o, "tiny", arm)
-    vals = [float(l.split("tel:")[1]) for l in open(os.path.join(b, "main.log")) if " tel:" in l]
-    eq(f"{arm} val", r["val"], vals[-1])
-    spec = json.load(open(b + ".spectrum.json"))
-    for k, x in enumerate(spec["layers"]):
-        eq(f"{arm} erank layer {k}", r["erank"][k], x["erank_mean"])
-    before = json.load(open(b + ".lin1.report.json"))["val"]["ppl_before"]
-    eq(f"{arm} ppl", r["ppl"], before)
-    change = {k: json.load(open(f"{b}.lin{k}.report.json"))["val"]["ppl_after"] / before - 1.0
-              for k in (1, 2, 3)}
-    for k, v in change.items():
-        eq(f"{arm} linearize K={k}", r["linearize_ppl_change"][str(k)], v)
-    eq(f"{arm} linearizable", r["linearizable"], max([k for k, v in change.items() if v < 0.05], default=0))
-    if arm.startswith("sd"):
-        sh = json.load(open(b + ".shrink.report.json"))
-        p0, p1 = sh["attention_params"]
-        eq(f"{arm} shrink cut", r["shrink"]["cut"], 1.0 - p1 / p0)
-        if not p1 < p0:
-            bad.append(f"{arm}: shrink did not cut ({p0} -> {p1})")
-    elif "shrink" in r:
-        bad.append(f"{arm}: a shrink on a standard model")
+
+
+if t["seeds"] != [1, 2]:
+    bad.append(f"seeds {t['seeds']}, expected [1, 2]")
+for seed in ("1", "2"):
+    for arm in ("mha", "mha_noln", "sd_noln", "sd_scalar"):
+        r, b, w = t["runs"][seed][arm], os.path.join(o, "tiny", "seed" + seed, arm), f"seed {seed} {arm}"
+        vals = [float(l.split("tel:")[1]) for l in open(os.path.join(b, "main.log")) if " tel:" in l]
+        eq(f"{w} val", r["val"], vals[-1])
+        for k, x in enumerate(json.load(open(b + ".spectrum.json"))["layers"]):
+            eq(f"{w} erank layer {k}", r["erank"][k], x["erank_mean"])
+        before = json.load(open(b + ".lin1.report.json"))["val"]["ppl_before"]
+        eq(f"{w} ppl", r["ppl"], before)
+        change = {k: json.load(open(f"{b}.lin{k}.report.json"))["val"]["ppl_after"] / before - 1.0
+                  for k in (1, 2, 3)}
+        for k, v in change.items():
+            eq(f"{w} linearize K={k}", r["linearize_ppl_change"][str(k)], v)
+        eq(f"{w} linearizable", r["linearizable"], max([k for k, v in change.items() if v < 0.05], default=0))
+        if arm.startswith("sd"):
+            p0, p1 = json.load(open(b + ".shrink.report.json"))["attention_params"]
+            eq(f"{w} shrink cut", r["shrink"]["cut"], 1.0 - p1 / p0)
+            if not p1 < p0:
+                bad.append(f"{w}: shrink did not cut ({p0} -> {p1})")
+        elif "shrink" in r:
+            bad.append(f"{w}: a shrink on a standard model")
+md = open(os.path.join(o, "claims.md")).read()
+for arm in ("mha", "sd_noln"):
+    v = [t["runs"][k][arm]["val"] for k in ("1", "2")]
+    row = re.search(rf"^\| {arm} \| ([0-9.]+) ± ([0-9.]+) \|", md, re.M)
+    if not row:
+        bad.append(f"{arm}: no row in claims.md")
+        continue
+    eq(f"{arm} mean val in claims.md", float(row.group(1)), statistics.fmean(v), 6e-5)
+    eq(f"{arm} sd of val in claims.md", float(row.group(2)), statistics.stdev(v), 6e-5)
 agrees = {x["claim"]: x["agrees"] for x in c["claims"]}
-sd, mha = m["arms"]["sd_noln"], m["arms"]["mha"]
-want = {"S2": math.isfinite(sd["val"]) and sd["frac_unstable"] == 0,
-        "S3/S9": sd["erank"][0] < 3.0 and sd["erank"][-1] > 1.5 * sd["erank"][0],
-        "S4": sd["linearizable"] > mha["linearizable"],
-        "S11": math.isfinite(m["arms"]["mha_noln"]["val"])}
-for k, v in want.items():
-    if agrees[k] != {"tiny": v}:
-        bad.append(f"{k}: agrees {agrees[k]}, expected {v} from the numbers")
+for seed in ("1", "2"):
+    m = t["runs"][seed]
+    sd, mha = m["sd_noln"], m["mha"]
+    want = {"S2": math.isfinite(sd["val"]) and sd["frac_unstable"] == 0,
+            "S3/S9": sd["erank"][0] < 3.0 and sd["erank"][-1] > 1.5 * sd["erank"][0],
+            "S4": sd["linearizable"] > mha["linearizable"],
+            "S11": math.isfinite(m["mha_noln"]["val"])}
+    for k, v in want.items():
+        if agrees[k]["tiny"][seed] != v:
+            bad.append(f"{k} seed {seed}: agrees {agrees[k]['tiny'][seed]}, expected {v} from the numbers")
 for k in ("S6", "S8"):
     if agrees[k] is not None:
         bad.append(f"{k}: agrees {agrees[k]}, expected null (no yes/no rule)")
 print("\n".join(bad) if bad else "consistent")
 EOF
-check "claims.json: val, erank, perplexities, linearizable layers, shrink cut equal the runs' files; every 'agrees' follows from them" \
+"$PYTHON" "$d/check.py" "$o" > "$d/check" 2>&1
+check "claims.json: val, erank, perplexities, linearizable layers, shrink cut of each seed equal its files; claims.md's mean and sd; every 'agrees' follows" \
   grep -qx consistent "$d/check"
 [ "$(cat "$d/check")" = consistent ] || head -n 5 "$d/check"
 check "claims.md: the S8 row gives the scalar-D cost in nats, perplexity and percent" \
-  grep -qE '^\| S8 \| .* tiny: val loss [+-][0-9.]+ nats \(ppl [+-][0-9.]+, [+-][0-9.]+%\) vs full D' "$o/claims.md"
+  grep -qE '^\| S8 \| .* tiny: val loss [+-][0-9.]+ ± [0-9.]+ nats \(ppl [+-][0-9.]+ ± [0-9.]+, [+-][0-9.]+ ± [0-9.]+%\) vs full D' "$o/claims.md"
 "${RUN[@]}" > "$d/run2.out" 2>&1; rc=$?
-check "a second start runs nothing and writes the same claims (exit $rc)" \
-  bash -c "[ $rc -eq 0 ] && ! grep -q '\.log [0-9]* s$' $d/run2.out && grep -q '^wrote $o/claims.md' $d/run2.out"
+check "a second start runs nothing and writes the claims again (exit $rc)" \
+  test "$rc/$(grep -c '\.log [0-9]* s$\|spectrum.txt [0-9]* s$' "$d/run2.out")/$(grep -c "^wrote $o/claims.md" "$d/run2.out")" = 0/0/1
+check "... where the first start ran 44 steps (4 arms x 2 seeds x (train, spectrum, 3 linearizations), 4 shrinks)" \
+  test "$(grep -c '\.log [0-9]* s$\|spectrum.txt [0-9]* s$' "$d/run.out")" -eq 44
+"$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2,3 --out "$o" --report-only > "$d/ro.out" 2>&1; rc=$?
+check "--report-only with seeds 1,2,3: reports the finished seeds 1, 2 and runs nothing (exit $rc)" \
+  test "$rc/$(grep -c 'seeds 1, 2$' "$d/ro.out")/$(ls -d "$o"/tiny/seed3 2>/dev/null | wc -l)" = 0/1/0
+expect_error "--report-only on a size with no finished seed" "^error: $o/small: no finished seed of 1,2" \
+  "$PYTHON" scripts/sd_claims.py --sizes small --data shakespeare --steps 2 --seeds 1,2 --out "$o" --report-only
 expect_error "other settings in the same --out are refused" \
   "^error: $o/settings.json: this directory holds a run with other settings \(steps differ" \
-  "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 4 --out "$o"
+  "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 4 --seeds 1,2 --out "$o"
 
 # ------------------------------------------------------------------------------------------------
-# bad input
+# bad input (each with --steps 1, so that a check that failed to refuse runs for seconds only)
 expect_error "an unknown size" "^error: --sizes tiny,huge: expected a comma list of tiny, small" \
-  "$PYTHON" scripts/sd_claims.py --sizes tiny,huge --out "$d/e"
+  "$PYTHON" scripts/sd_claims.py --sizes tiny,huge --steps 1 --out "$d/e"
 expect_error "--steps 0" "^error: --steps, --threads: expected positive integers" \
   "$PYTHON" scripts/sd_claims.py --steps 0 --out "$d/e"
+expect_error "a seed given twice" "^error: --seeds '1,1': expected distinct non-negative integers" \
+  "$PYTHON" scripts/sd_claims.py --seeds 1,1 --steps 1 --out "$d/e"
+expect_error "a seed that is not a number" "^error: --seeds '1,x': expected distinct non-negative integers" \
+  "$PYTHON" scripts/sd_claims.py --seeds 1,x --steps 1 --out "$d/e"
 expect_error "an unknown data set is one line" "^error: argument --data: invalid choice: 'nowhere'" \
-  "$PYTHON" scripts/sd_claims.py --data nowhere --out "$d/e"
-expect_error "an unknown flag is one line" "^error: unrecognized arguments: --seeds" \
-  "$PYTHON" scripts/sd_claims.py --seeds 1,2 --out "$d/e"
+  "$PYTHON" scripts/sd_claims.py --data nowhere --steps 1 --out "$d/e"
+expect_error "an unknown flag is one line" "^error: unrecognized arguments: --seed 2" \
+  "$PYTHON" scripts/sd_claims.py --seed 2 --steps 1 --out "$d/e"
 check "the refused runs created nothing" test ! -e "$d/e"
 
 finish
