@@ -81,11 +81,12 @@ def task_accuracy(evals_path):
 
 
 def attention_delta(path):
-    """[(layer, Delta D)] from attn_distance's -json with -e2."""
+    """[(layer, Delta D)] from attn_distance's -json with -e2; Delta D is None for a layer it
+    skipped (no attention matrix in one of the two models: linear attention)."""
     try:
         with open(path) as f:
             d = json.load(f)
-        return [(int(e["layer"]), float(e["delta"]["D"])) for e in d["delta"]]
+        return [(int(e["layer"]), None if "skipped" in e else float(e["delta"]["D"])) for e in d["delta"]]
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise SummaryError(f"{path}: not attn_distance -json output with -e2 (expected delta[].delta.D): {e}")
 
@@ -172,8 +173,11 @@ def summarize(directory, runs, arms, target):
             p = os.path.join(directory, f"attn_{a}_seed{s}.json")
             if os.path.isfile(p):
                 for layer, v in attention_delta(p):
-                    per_layer.setdefault(layer, []).append(v)
-        d["delta_D"] = {layer: paired(v) for layer, v in sorted(per_layer.items())}
+                    per_layer.setdefault(layer, [])
+                    if v is not None:
+                        per_layer[layer].append(v)
+        d["delta_D"] = {layer: paired(v) for layer, v in sorted(per_layer.items()) if v}
+        d["delta_D_skipped"] = sorted(layer for layer, v in per_layer.items() if not v)
         d["statement"] = statement(a, ref, d["val"])
         out["vs_reference"][a] = d
     return out
@@ -244,12 +248,15 @@ def markdown(directory, runs, s):
             L.append(f"| {t} | " + " | ".join(fmt(s["per_arm"][a]["acc"].get(t), '.4f') for a in arms)
                      + " | " + " | ".join(interval(s["vs_reference"][a]["acc"].get(t)) for a in arms[1:]) + " |")
     if any(s["vs_reference"][a]["delta_D"] for a in arms[1:]):
-        layers = sorted({layer for a in arms[1:] for layer in s["vs_reference"][a]["delta_D"]})
+        layers = sorted({layer for a in arms[1:] for layer in
+                         list(s["vs_reference"][a]["delta_D"]) + s["vs_reference"][a]["delta_D_skipped"]})
         L += ["", f"## Attention distance: Δ D_l = D_l(arm) - D_l({ref}), in positions", "",
               "| layer | " + " | ".join(arms[1:]) + " |", "|---" * len(arms) + "|"]
         for layer in layers:
             L.append(f"| {layer} | " + " | ".join(interval(s["vs_reference"][a]["delta_D"].get(layer), '+.3f')
                                                  for a in arms[1:]) + " |")
+        if any(s["vs_reference"][a]["delta_D_skipped"] for a in arms[1:]):
+            L += ["", "n/a: a layer that attn_distance skips (linear attention forms no attention matrix)."]
     return "\n".join(L) + "\n"
 
 

@@ -61,7 +61,9 @@ for arm, vals in final.items():
         for seed in (1, 2, 3):
             # Delta D: layer 0 = -1, -2, -3 (prism) or +1 (wide); layer 1 = +0.5
             d0 = -float(seed) if arm == "prism" else 1.0
-            json.dump({"delta": [{"layer": 0, "delta": {"D": d0}}, {"layer": 1, "delta": {"D": 0.5}}]},
+            # wide's layer 2 is linear attention: attn_distance skips it (no attention matrix)
+            skipped = [{"layer": 2, "skipped": "no attention matrix"}] if arm == "wide" else []
+            json.dump({"delta": [{"layer": 0, "delta": {"D": d0}}, {"layer": 1, "delta": {"D": 0.5}}] + skipped},
                       open(os.path.join(out, f"attn_{arm}_seed{seed}.json"), "w"))
 EOF
 "$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism,wide --target-loss 3.40 > "$s/out" 2>&1; rc=$?
@@ -79,6 +81,8 @@ check "ab_report: winogrande and lambada use acc (no acc_norm): per-arm mean 0.5
   bash -c "near $(j "s['per_arm']['uniform']['acc']['winogrande']") 0.5 1e-9 && near $(j "s['per_arm']['uniform']['acc']['lambada']") 0.1 1e-9"
 check "ab_report: Delta D layer 0 of prism = -2 with 95% CI [-4.484, +0.484] (sd 1, t 4.303); layer 1 = 0.5" \
   bash -c "near $(j "s['vs_reference']['prism']['delta_D']['0']['mean']") -2 1e-9 && near $(j "s['vs_reference']['prism']['delta_D']['0']['ci95'][0]") -4.484338 1e-5 && near $(j "s['vs_reference']['prism']['delta_D']['1']['mean']") 0.5 1e-9"
+check "ab_report: a layer attn_distance skipped (linear attention) is n/a, with the note, and listed as skipped" \
+  bash -c "[ \"$(j "s['vs_reference']['wide']['delta_D_skipped']")\" = '[2]' ] && grep -q '^| 2 | n/a | n/a |$' $s/summary.md && grep -q '^n/a: a layer that attn_distance skips (linear attention' $s/summary.md"
 check "ab_report: steps to 3.40: uniform at 20, prism at 10 on every seed (ratio 0.5)" \
   bash -c "[ \"$(j "sorted(set(s['per_arm']['uniform']['steps_to_target'].values()))")\" = '[20]' ] && [ \"$(j "sorted(set(s['per_arm']['prism']['steps_to_target'].values()))")\" = '[10]' ] && near $(j "s['vs_reference']['prism']['steps_ratio']['mean']") 0.5 1e-9"
 check "ab_report: tokens/s ratio prism/uniform = 100/95 = 1.0526; median MFU after warm-up 40.0, 42.0" \
