@@ -303,20 +303,21 @@ def report(src, spec, table, uniform, measured, c, lo, hi, T):
     return "\n".join(lines) + "\n", P, F
 
 
-def options_text(opts):
-    names = (("use_ln", "-ln"), ("sd_scalar_d", "-sd_scalar_d"), ("sd_d_sign", "-sd_sign"))
+def options_text(opts, has_sd):
+    """The measured model's options as trainer flags; the S-D ones only for a table with S-D layers."""
+    names = (("use_ln", "-ln"),) + ((("sd_scalar_d", "-sd_scalar_d"), ("sd_d_sign", "-sd_sign")) if has_sd else ())
     return " ".join(f"{flag} {opts[k]}" for k, flag in names if k in opts)
 
 
-def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc):
+def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd):
     text = (f"# layer table prescribed by sd_attention/prescribe.py from the S-D cascade of {src}\n"
             f"# rule (doc/methods.md 3.14): d_l = clamp(2^ceil(log2(c * erank_l)), {lo}, {hi}), c = {c:g}, "
             f"erank_l = median over the layer's heads of the routing erank (S for S-D heads, R for "
             f"standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
     if desc:
-        text += f"# train with: ./train_gpt2 -e {desc} -prism THIS_FILE {options_text(opts)}".rstrip() + "\n"
-    elif opts:
-        text += f"# the measured model's options: {options_text(opts)}\n"
+        text += f"# train with: ./train_gpt2 -e {desc} -prism THIS_FILE {options_text(opts, has_sd)}".rstrip() + "\n"
+    elif options_text(opts, has_sd):
+        text += f"# the measured model's options: {options_text(opts, has_sd)}\n"
     return text + entries + "\n"
 
 
@@ -403,7 +404,8 @@ def main(argv=None):
     desc = f"L{spec['L']}C{C}H{heads}T{T}" if hdr is not None else None
     if args.o:
         write_atomic(args.o, table_file(src_name, entries, args.c, args.min_head, args.max_head, args.kind,
-                                        args.linear_plateau, spec["opts"], desc))
+                                        args.linear_plateau, spec["opts"], desc,
+                                        any(KINDS[k][1] for _, _, k in table)))
         print(f"wrote {args.o}")
     return 0
 

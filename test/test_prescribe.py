@@ -341,6 +341,13 @@ def end_to_end():
                                                    e.split(":")[1].split("*")[0]) for e in want.split())]
     check(r.returncode == 0 and sizes == expect,
           f"./train_gpt2 -e L2C64H4T32 -prism TABLE -ln 0 -x 1 accepts the table: exit {r.returncode}, layers {sizes}")
+    table3 = os.path.join(TMP, "e2e_table3.txt")
+    rc4, _, _ = run("--checkpoint", ckpt, "--kind", "mha", "-o", table3)
+    with open(table3) as f:
+        train_line = [ln for ln in f if ln.startswith("# train with:")]
+    check(rc4 == 0 and "-sd_sign -1" in text and len(train_line) == 1 and "-ln 0" in train_line[0]
+          and "-sd_" not in train_line[0],
+          f"--kind mha: the train line keeps -ln 0 and drops the S-D options ({train_line})")
     # a linear plateau and a narrow ceiling, also accepted (layer kinds sdlin / lin exist)
     table2 = os.path.join(TMP, "e2e_table2.txt")
     rc3, so3, se3 = run("--checkpoint", ckpt, "--kind", "sd", "--max-head", "8", "-o", table2)
