@@ -8,7 +8,9 @@ Defines
 - read_jsonl(path, lines=None): the records of a JSON-lines file (.gz too) with their line
   numbers; parse_error(path, lineno, what): the one-line error for a malformed record;
 - write_datafile(path, tokens) / read_datafile(path): llm.c token shards
-  (header 256 x int32: 20240520, 1, ntok, zeros; then ntok x uint16).
+  (header 256 x int32: 20240520, 1, ntok, zeros; then ntok x uint16);
+- ShardWriter(path_of, size): documents packed into shards of exactly `size` tokens (the last one
+  shorter), shard i written to path_of(i) as soon as it is full (fineweb.py, prose.py).
 """
 import gzip
 import hashlib
@@ -153,3 +155,46 @@ def read_datafile(path):
             raise ValueError(f"{path}: size is {size} bytes, expected {expected} (1024 + 2 x {ntok} tokens)")
         tokens = np.frombuffer(f.read(2 * ntok), dtype="<u2")
     return tokens.astype(np.uint16, copy=False)
+
+
+class ShardWriter:
+    """Packs token sequences (documents) into llm.c shards of exactly `size` tokens, splitting a
+    document over every shard boundary it crosses; shard i goes to path_of(i) (write_datafile:
+    temporary, fsync, rename) as soon as it is full, and close() writes the rest. `written` lists
+    (path, tokens) in order; log=True prints a line per shard."""
+
+    def __init__(self, path_of, size, log=False):
+        if size < 1:
+            raise ValueError(f"shard size {size}: expected >= 1")
+        self.path_of, self.size, self.log = path_of, size, log
+        self.buf = np.empty(size, dtype=np.uint16)
+        self.fill = 0
+        self.written = []
+
+    def add(self, tokens):
+        toks = np.asarray(tokens)
+        if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= 65535):
+            raise ValueError(f"{self.path_of(len(self.written))}: token ids must be in [0, 65535), "
+                             f"got min {int(toks.min())} max {int(toks.max())}")
+        pos = 0
+        while pos < toks.size:
+            k = min(self.size - self.fill, toks.size - pos)
+            self.buf[self.fill:self.fill + k] = toks[pos:pos + k]
+            self.fill += k
+            pos += k
+            if self.fill == self.size:
+                self._flush()
+
+    def close(self, write_empty=False):
+        """Write the partial last shard; with write_empty, an empty shard when nothing was written."""
+        if self.fill or (write_empty and not self.written):
+            self._flush()
+        return self.written
+
+    def _flush(self):
+        path = self.path_of(len(self.written))
+        write_datafile(path, self.buf[:self.fill])
+        self.written.append((path, self.fill))
+        if self.log:
+            print(f"wrote {path}: {self.fill:,} tokens", flush=True)
+        self.fill = 0

@@ -31,7 +31,7 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import parse_error, read_jsonl, repo_root, write_datafile  # noqa: E402
+from data_common import ShardWriter, parse_error, read_jsonl, repo_root  # noqa: E402
 
 EOT = 50256
 SHARD_SIZE = 10**8
@@ -133,44 +133,11 @@ def token_stream(docs, procs, fast):
 
 
 # ---------------------------------------------------------------------------------------------
-# Shards
+# Shards: shard 0 is val, the rest train (llm.c's fineweb.py layout)
 
-class ShardWriter:
-    """Packs token arrays into shards of exactly `size` tokens; shard 0 is val."""
-
-    def __init__(self, out_dir, prefix, size):
-        self.out_dir, self.prefix, self.size = out_dir, prefix, size
-        self.buf = np.empty(size, dtype=np.uint16)
-        self.fill = 0
-        self.index = 0
-        self.written = []  # (path, ntok)
-
-    def path(self, index):
-        split = "val" if index == 0 else "train"
-        return os.path.join(self.out_dir, f"{self.prefix}_{split}_{index:06d}.bin")
-
-    def add(self, toks):
-        """Append one document, splitting it over as many shard boundaries as it crosses."""
-        pos = 0
-        while pos < len(toks):
-            k = min(self.size - self.fill, len(toks) - pos)
-            self.buf[self.fill:self.fill + k] = toks[pos:pos + k]
-            self.fill += k
-            pos += k
-            if self.fill == self.size:
-                self._flush()
-
-    def _flush(self):
-        path = self.path(self.index)
-        write_datafile(path, self.buf[:self.fill])
-        self.written.append((path, self.fill))
-        print(f"wrote {path}: {self.fill:,} tokens", flush=True)
-        self.index += 1
-        self.fill = 0
-
-    def close(self):
-        if self.fill:
-            self._flush()
+def shard_path(out_dir, prefix, index):
+    split = "val" if index == 0 else "train"
+    return os.path.join(out_dir, f"{prefix}_{split}_{index:06d}.bin")
 
 
 def main(argv=None):
@@ -205,7 +172,7 @@ def main(argv=None):
         docs = local_docs(args.local) if args.local else hf_docs(args.type, args.version)
         if args.max_docs > 0:
             docs = (d for i, d in zip(range(args.max_docs), docs))
-        writer = ShardWriter(out_dir, prefix, args.shard_size)
+        writer = ShardWriter(lambda i: shard_path(out_dir, prefix, i), args.shard_size, log=True)
         ndocs = ntok = 0
         for toks in token_stream(docs, args.procs, fast):
             writer.add(toks)

@@ -30,7 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import read_datafile, repo_root, sha256_of, shared_data_dir, write_datafile  # noqa: E402
+from data_common import ShardWriter, read_datafile, repo_root, sha256_of, shared_data_dir  # noqa: E402
 from gpt2_bpe import get_encoder  # noqa: E402
 
 EOT = 50256
@@ -81,35 +81,10 @@ def encode_document(paragraphs):
     return [EOT] + _ENC.encode("\n".join(paragraphs))
 
 
-class ShardWriter:
-    """Packs documents into shards of exactly `size` tokens (the last one shorter)."""
-
-    def __init__(self, out_dir, split, size):
-        self.out_dir, self.split, self.size = out_dir, split, size
-        self.buf, self.index, self.written = [], 0, []
-
-    def add(self, tokens):
-        self.buf.extend(tokens)
-        while len(self.buf) >= self.size:
-            self._write(self.buf[:self.size])
-            self.buf = self.buf[self.size:]
-
-    def close(self):
-        if self.buf or not self.written:
-            self._write(self.buf)
-        return self.written
-
-    def _write(self, tokens):
-        path = os.path.join(self.out_dir, f"prose_{self.split}_{self.index:06d}.bin")
-        write_datafile(path, tokens)
-        self.written.append((path, len(tokens)))
-        self.index += 1
-
-
 def tokenize_split(files, out_dir, split, shard_size, procs, max_docs):
     """Every document of files into the split's shards; returns [(path, tokens)] and the
     document count."""
-    writer = ShardWriter(out_dir, split, shard_size)
+    writer = ShardWriter(lambda i: os.path.join(out_dir, f"prose_{split}_{i:06d}.bin"), shard_size)
     n_docs = 0
 
     def all_docs():
@@ -126,7 +101,7 @@ def tokenize_split(files, out_dir, split, shard_size, procs, max_docs):
         for doc in all_docs():
             writer.add(encode_document(doc))
             n_docs += 1
-    return writer.close(), n_docs
+    return writer.close(write_empty=True), n_docs
 
 
 def outputs_valid(out_dir):
