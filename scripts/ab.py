@@ -57,6 +57,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from common import write_atomic  # noqa: E402
+from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
+from plot_logs import LogError  # noqa: E402
 
 TASK_FILES = {"hellaswag": "hellaswag/hellaswag_val.bin", "piqa": "piqa/piqa_val.bin",
               "arc_easy": "arc_easy/arc_easy_test.bin", "winogrande": "winogrande/winogrande_val.bin",
@@ -375,11 +377,10 @@ def run_complete(plan, arm, seed):
     try:
         with open(os.path.join(d, "stdout.log"), errors="replace") as f:
             finished = any(line.startswith("total average iteration time") for line in f)
-        with open(os.path.join(d, "main.log"), errors="replace") as f:
-            last_val = any(line.startswith(f"s:{plan.steps} tel:") for line in f)
-    except OSError:
+        _, steps = final_val_loss(os.path.join(d, "main.log"))
+    except (OSError, SummaryError, LogError):
         return False
-    return finished and last_val and os.path.isfile(os.path.join(d, plan.ckpt))
+    return finished and steps == plan.steps and os.path.isfile(os.path.join(d, plan.ckpt))
 
 
 def execute(cmd, log, env_add, what):
@@ -395,10 +396,8 @@ def execute(cmd, log, env_add, what):
 
 def last_val(run_dir):
     try:
-        with open(os.path.join(run_dir, "main.log")) as f:
-            vals = [line.split("tel:")[1].strip() for line in f if " tel:" in line]
-        return vals[-1] if vals else "?"
-    except OSError:
+        return f"{final_val_loss(os.path.join(run_dir, 'main.log'))[0]:.4f}"
+    except (OSError, SummaryError, LogError):
         return "?"
 
 

@@ -46,6 +46,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from common import read_json, write_atomic  # noqa: E402
+from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
+from plot_logs import LogError  # noqa: E402
 
 SIZES = {  # descriptor, heads, batch, steps, surgery val batches
     "tiny": dict(model="L4C128H4T128", L=4, H=4, B=4, T=64, steps=200, val_batches=16),
@@ -173,11 +175,10 @@ def run_all(a, st, sizes, seeds):
 
 
 def final_val(run_dir):
-    with open(os.path.join(run_dir, "main.log")) as f:
-        vals = [float(line.split("tel:")[1]) for line in f if " tel:" in line]
-    if not vals:
-        raise ClaimsError(f"{run_dir}/main.log: no val loss (expected a finished run)")
-    return vals[-1]
+    try:
+        return final_val_loss(os.path.join(run_dir, "main.log"))[0]
+    except (SummaryError, LogError) as e:
+        raise ClaimsError(str(e)) from None
 
 
 def load(path):
