@@ -11,6 +11,9 @@
  *   checkpoint_write           write a checkpoint atomically (tmp + rename), fp32 or bf16 body;
  *                              checkpoint_write_fp32 (the CPU programs) and checkpoint_write_bf16
  *                              (the GPU trainer: its bf16 parameters as they are on the GPU)
+ *   FlagsFile, flags_file_open / flags_file_next / flags_file_close
+ *                              a run folder's flags.txt read line by line ("flag value"), the one
+ *                              reader of the file (the trainers' -y 1 and checkpoint_trained_T)
  *   checkpoint_trained_T       the -t a checkpoint was trained at, from its run folder's flags.txt
  *   tool_sequence_length       a tool's -t: given, else the trained T, else maxT, with a note
  * The bf16 <-> fp32 conversions are llmc/scalar_math.h's (plain C there: no CUDA is pulled in).
@@ -236,6 +239,53 @@ static inline void checkpoint_write_bf16(const char *path, const GPT2Config *c, 
     checkpoint_write(path, c, 1, params);
 }
 
+/* <run folder>/flags.txt (written by llmc/train_setup.h train_flags_save): one "flag value" line
+ * per flag, the value to the end of the line; '#' comment lines and blank lines are skipped. */
+#define FLAGS_FILE_LINE_CAP 1100 /* a flag and a value of up to ARG_STR_CAP (1024) characters */
+typedef struct {
+    FILE *f;
+    const char *path;
+    int lineno;
+    char line[FLAGS_FILE_LINE_CAP];
+} FlagsFile;
+
+/* 1 with the file open; 0 when path does not exist. Another failure to open is an error. */
+static inline int flags_file_open(FlagsFile *ff, const char *path) {
+    ff->path = path;
+    ff->lineno = 0;
+    ff->f = NULL;
+    if (!file_exists(path)) return 0;
+    ff->f = xfopen(path, "rb");
+    return 1;
+}
+
+/* The next "flag value" line: 1 with *flag and *value pointing into ff->line, 0 at the end of the
+ * file. A line longer than FLAGS_FILE_LINE_CAP or without a space is an error naming the file and
+ * the line. */
+static inline int flags_file_next(FlagsFile *ff, const char **flag, const char **value) {
+    while (fgets(ff->line, sizeof(ff->line), ff->f) != NULL) {
+        ff->lineno++;
+        const size_t len = strlen(ff->line);
+        if (len > 0 && ff->line[len - 1] != '\n' && !feof(ff->f)) {
+            llmc_die("%s:%d: line longer than %zu characters", ff->path, ff->lineno, sizeof(ff->line) - 2);
+        }
+        ff->line[strcspn(ff->line, "\n")] = '\0';
+        if (ff->line[0] == '#' || ff->line[0] == '\0') continue;
+        char *space = strchr(ff->line, ' ');
+        if (space == NULL) llmc_die("%s:%d: expected \"flag value\", got '%s'", ff->path, ff->lineno, ff->line);
+        *space = '\0';
+        *flag = ff->line;
+        *value = space + 1;
+        return 1;
+    }
+    return 0;
+}
+
+static inline void flags_file_close(FlagsFile *ff) {
+    if (ff->f != NULL) xfclose(ff->f, ff->path);
+    ff->f = NULL;
+}
+
 /* The sequence length a checkpoint was trained at: the "-t" line of the flags.txt its trainer
  * wrote beside it (-o DIR). 0 when there is no such file or line (an imported model, one written
  * by train_gpt2.py or copied elsewhere). A -t line that is not an integer 1..1048576 is an error
@@ -247,22 +297,20 @@ static inline int checkpoint_trained_T(const char *ckpt_path) {
     else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - ckpt_path), ckpt_path);
     char path[4200];
     path_join(path, sizeof(path), dir[0] ? dir : "/", TRAIN_FLAGS_FILE);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return 0;
-    char line[4200];
-    int T = 0, lineno = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        lineno++;
-        if (strncmp(line, "-t ", 3) != 0) continue;
+    FlagsFile ff;
+    if (!flags_file_open(&ff, path)) return 0;
+    const char *flag, *value;
+    int T = 0;
+    while (flags_file_next(&ff, &flag, &value)) {
+        if (strcmp(flag, "-t") != 0) continue;
         char *end = NULL;
-        const long v = strtol(line + 3, &end, 10);
-        if (end == line + 3 || (*end != '\n' && *end != '\0') || v < 1 || v > (1 << 20)) {
-            fclose(f);
-            llmc_die("%s:%d: -t: expected an integer 1..1048576", path, lineno);
+        const long v = strtol(value, &end, 10);
+        if (end == value || *end != '\0' || v < 1 || v > (1 << 20)) {
+            llmc_die("%s:%d: -t: expected an integer 1..1048576", path, ff.lineno);
         }
         T = (int)v;
     }
-    fclose(f);
+    flags_file_close(&ff);
     return T;
 }
 

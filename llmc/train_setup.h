@@ -30,13 +30,17 @@
 #include <stdio.h>
 
 #include "args.h"
-#include "checkpoint.h" /* TRAIN_FLAGS_FILE */
+#include "checkpoint.h" /* TRAIN_FLAGS_FILE, FlagsFile */
 #include "optimizer.h"
 #include "dataloader.h"
 #include "outlier.h"
 #include "schedulers.h"
 #include "state.h"
 #include "utils.h"
+
+#if FLAGS_FILE_LINE_CAP < ARG_STR_CAP + 64
+#error "llmc/checkpoint.h FLAGS_FILE_LINE_CAP must hold a flag and a value of ARG_STR_CAP characters"
+#endif
 
 typedef struct {
     DataLoader train_loader, val_loader;
@@ -123,29 +127,21 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
         if (verbose) printf("note: %s not found: resuming with the flags of this command line only\n", path);
         return 0;
     }
-    FILE *f = xfopen(path, "rb");
-    char line[ARG_STR_CAP + 64];
-    int lineno = 0, changed = 0;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        lineno++;
-        const size_t len = strlen(line);
-        if (len > 0 && line[len - 1] != '\n' && !feof(f)) llmc_die("%s:%d: line longer than %zu characters", path, lineno, sizeof(line) - 2);
-        line[strcspn(line, "\n")] = '\0';
-        if (line[0] == '#' || line[0] == '\0') continue;
-        char *space = strchr(line, ' ');
-        if (space == NULL) llmc_die("%s:%d: expected \"flag value\", got '%s'", path, lineno, line);
-        *space = '\0';
-        const char *flag = line, *val = space + 1;
+    FlagsFile ff;
+    flags_file_open(&ff, path);
+    const char *flag, *val;
+    int changed = 0;
+    while (flags_file_next(&ff, &flag, &val)) {
         const int k = cli_find(ARG_TABLE, ARG_TABLE_LEN, flag);
-        if (k < 0) llmc_die("%s:%d: %s: not a flag of this trainer", path, lineno, flag);
+        if (k < 0) llmc_die("%s:%d: %s: not a flag of this trainer", path, ff.lineno, flag);
         if (train_flag_per_launch(flag)) continue;
         char err[1400];
         if (!given[k]) {
-            if (!cli_try_set(&ARG_TABLE[k], a, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, lineno, err);
+            if (!cli_try_set(&ARG_TABLE[k], a, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, ff.lineno, err);
             continue;
         }
         TrainArgs saved = *a; /* the file's value, compared in the file's notation */
-        if (!cli_try_set(&ARG_TABLE[k], &saved, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, lineno, err);
+        if (!cli_try_set(&ARG_TABLE[k], &saved, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, ff.lineno, err);
         char now[ARG_STR_CAP + 8], then[ARG_STR_CAP + 8];
         train_flag_text(&ARG_TABLE[k], a, now, sizeof(now));
         train_flag_text(&ARG_TABLE[k], &saved, then, sizeof(then));
@@ -156,7 +152,7 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
             if (verbose) printf("note: %s %s replaces this run's %s %s (%s)\n", flag, now, flag, then, path);
         }
     }
-    xfclose(f, path);
+    flags_file_close(&ff);
     if (verbose) printf("resuming with the flags of %s%s\n", path, changed ? " and the changes above" : "");
     return 1;
 }

@@ -62,6 +62,9 @@ check "-t 64 on a model trained at 32: a note that positions 32..63 were never t
 printf -- '-t 32x\n' > "$d/run/flags.txt"
 expect_error "a bad -t line in flags.txt: one line naming the file and line" \
   "^error: $d/run/flags.txt:1: -t: expected an integer 1\.\.1048576$" ./attn_distance -e "$d/run/model_00000010.bin" -j "$VAL" -b 2 -n 4
+printf -- '-b 4\n-t\n' > "$d/run/flags.txt"
+expect_error "a flags.txt line without a value: the trainer's reader, one line naming the file and line" \
+  "^error: $d/run/flags.txt:2: expected \"flag value\", got '-t'$" ./attn_distance -e "$d/run/model_00000010.bin" -j "$VAL" -b 2 -n 4
 
 # --- against Python, with a negative control
 run_sub $PYTHON test/attn_reference.py compare "$d/prism.csv" "$d/prism.bin" "$VAL" 64 8 --control

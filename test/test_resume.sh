@@ -88,6 +88,12 @@ expect_error "an unknown flag in flags.txt names the file and line" "^error: $ro
   ./train_gpt2 -o "$root/FG" -y 1
 printf -- '-x ten\n' > "$root/FG/flags.txt"
 expect_error "a bad value in flags.txt names the file, the line and the flag" "^error: $root/FG/flags.txt:1: -x 'ten': expected an integer" ./train_gpt2 -o "$root/FG" -y 1
+printf -- '# comment\n\n-x10\n' > "$root/FG/flags.txt"
+expect_error "a flags.txt line without a space names the file and line (comments and blank lines counted)" \
+  "^error: $root/FG/flags.txt:3: expected \"flag value\", got '-x10'$" ./train_gpt2 -o "$root/FG" -y 1
+"$PYTHON" -c "import sys; open(sys.argv[1], 'w').write('-i ' + 'a' * 1200 + '\n-x 10\n')" "$root/FG/flags.txt"
+expect_error "a flags.txt line longer than the reader's buffer names the file and line" \
+  "^error: $root/FG/flags.txt:1: line longer than 1098 characters$" ./train_gpt2 -o "$root/FG" -y 1
 
 ./train_gpt2 "${COMMON[@]}" -x 2 -n 1 -o "$root/C" -y 1 > "$root/C.log" 2>&1
 check "-y 1 on an empty directory starts from scratch" grep -q "starting from scratch" "$root/C.log"
