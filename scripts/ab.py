@@ -15,7 +15,8 @@ Sizes (presets):
   124M, 354M, 757M  llm.c's recipes through scripts/run_gpt2.sh (doc/baselines.md 1.1; FineWeb),
          with --budget to run a fraction of the tokens
 tiny and small run the trainer directly: ./train_gpt2 on the CPU, or --bin ./train_gpt2cu for a
-short GPU run (--gpus N > 1: mpirun -np N).
+short GPU run (--gpus N > 1: mpirun -np N); --seq-len, --val-every and --val-batches change their
+T, -v and -m (doc/reproducing.md "CPU A/B" runs the small preset on TinyShakespeare this way).
 
 Arms: a comma list; the first is the reference every other arm is paired against. A name is
   uniform          the descriptor's own heads (no -prism)
@@ -142,6 +143,12 @@ def schedule_head_sizes(path, channels):
     return sizes
 
 
+def model_max_T(desc):
+    """The maxT of a direct preset's descriptor (L..C..H..T..)."""
+    m = re.search(r"T(\d+)$", desc)
+    return int(m.group(1)) if m else 1024
+
+
 def model_channels(desc):
     m = re.fullmatch(r"L(\d+)C(\d+)(?:H\d+)?(?:T\d+)?", desc)
     if m:
@@ -197,18 +204,21 @@ class Plan:
         self.eval_bin = a.eval_bin or ("./eval_gpt2cu" if self.gpu else "./eval_gpt2")
         if self.direct:
             p = dict(DIRECT[a.size])
-            self.model, self.B, self.T = p["model"], a.micro_batch or p["B"], p["T"]
+            self.model, self.B, self.T = p["model"], a.micro_batch or p["B"], a.seq_len or p["T"]
+            if self.T > model_max_T(self.model):
+                raise AbError(f"--seq-len {self.T}: longer than the maxT {model_max_T(self.model)} of {self.model}")
             steps = a.steps or p["steps"] // BUDGETS[a.budget]
             self.steps, self.warmup = max(1, steps), min(p["warmup"], max(1, steps // 5))
-            self.val_every = min(p["val_every"], self.steps)
-            self.val_batches = p["val_batches"]
+            self.val_every = min(a.val_every or p["val_every"], self.steps)
+            self.val_batches = p["val_batches"] if a.val_batches is None else a.val_batches
             val_tokens = shard_tokens(self.val_glob)
             if val_tokens:
                 windows = (val_tokens - 1) // (self.B * self.T * a.gpus)
                 if windows < 1:
                     raise AbError(f"{self.val_glob}: {val_tokens} val tokens hold no batch of "
                                   f"B*T*GPUs = {self.B * self.T * a.gpus}")
-                self.val_batches = min(self.val_batches, windows)
+                if self.val_batches != -1:  # -1: the trainer reads the whole split
+                    self.val_batches = min(self.val_batches, windows)
             self.eval_n = p["eval_n"] if a.eval_n is None else a.eval_n
             self.attn_windows = a.attn_windows or p["attn_windows"]
             self.channels = model_channels(self.model)
@@ -219,10 +229,16 @@ class Plan:
             self.eval_n = 0 if a.eval_n is None else a.eval_n
             self.attn_windows = a.attn_windows or 16
             self.steps = self.launcher_steps()
+        self.attn_batch = a.attn_batch or 1
         if self.val_glob and self.a.attn:
+            # attn_distance reads windows of attn_batch x T tokens (and one more, the last target)
             val_tokens = shard_tokens(self.val_glob)
-            if val_tokens and val_tokens // self.T < self.attn_windows:
-                self.attn_windows = max(1, val_tokens // self.T)
+            window = self.attn_batch * self.T
+            if val_tokens and (val_tokens - 1) // window < self.attn_windows:
+                if val_tokens - 1 < window:
+                    raise AbError(f"{self.val_glob}: {val_tokens} val tokens hold no attn_distance window of "
+                                  f"--attn-batch x T = {window} tokens (lower --attn-batch, or --attn 0)")
+                self.attn_windows = (val_tokens - 1) // window
         self.ckpt = "model_%08d.bin" % self.steps
 
     def run_dir(self, arm, seed):
@@ -287,7 +303,7 @@ class Plan:
         base = os.path.join(self.a.out, f"attn_{arm['name']}_seed{seed}")
         return [self.a.attn_bin, "-e", os.path.join(self.run_dir(arm, seed), self.ckpt),
                 "-e2", os.path.join(self.run_dir(ref, seed), self.ckpt), "-j", self.val_glob,
-                "-b", "1", "-t", "0", "-n", str(self.attn_windows),
+                "-b", str(self.attn_batch), "-t", "0", "-n", str(self.attn_windows),
                 "-csv", base + ".csv", "-json", base + ".json"]
 
     def report_cmd(self):
@@ -510,13 +526,20 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: the preset's)")
     p.add_argument("--budget", choices=list(BUDGETS), default="full", help="a fraction of the preset's steps")
     p.add_argument("--micro-batch", type=int, default=None, help="B per process (default: the preset's)")
+    p.add_argument("--seq-len", type=int, default=None, help="T, tiny and small only (default: the preset's)")
+    p.add_argument("--val-every", type=int, default=None, help="-v, tiny and small only (default: the preset's)")
+    p.add_argument("--val-batches", type=int, default=None,
+                   help="-m, tiny and small only (-1: the whole val split; default: the preset's)")
     p.add_argument("--gpus", type=int, default=1, help="processes per run (mpirun -np N when N > 1)")
     p.add_argument("--gpu-arch", default=None, help="compute capability for the SM 8.x check (default: nvidia-smi's)")
     p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of the CPU programs (default 2)")
     p.add_argument("--evals", type=int, choices=(0, 1), default=1, help="the five zero-shot tasks on each final checkpoint")
     p.add_argument("--eval-n", type=int, default=None, help="examples per task (0: all; default: the preset's)")
     p.add_argument("--attn", type=int, choices=(0, 1), default=1, help="attention distance per seed, each arm vs the reference")
-    p.add_argument("--attn-windows", type=int, default=None, help="T-token val windows for attn_distance (default 16)")
+    p.add_argument("--attn-windows", type=int, default=None,
+                   help="val windows for attn_distance (default 16, or as many as the val split holds)")
+    p.add_argument("--attn-batch", type=int, default=None,
+                   help="sequences of T tokens per attn_distance window (its -b; default 1)")
     p.add_argument("--target-loss", type=float, default=None, help="steps-to-target level (default: the largest final val loss)")
     p.add_argument("--bin", default=None, help="the trainer (default ./train_gpt2; ./train_gpt2cu for 124M-757M)")
     p.add_argument("--eval-bin", default=None, help="the evaluator (default ./eval_gpt2, or ./eval_gpt2cu with a CUDA trainer)")
@@ -526,11 +549,17 @@ def main(argv=None):
     try:
         a = p.parse_args(argv)
         os.chdir(ROOT)
-        for name in ("steps", "micro_batch", "eval_n", "attn_windows"):
+        for name in ("steps", "micro_batch", "eval_n", "attn_windows", "attn_batch", "seq_len", "val_every"):
             v = getattr(a, name)
             if v is not None and (v < 0 or v == 0 and name != "eval_n"):
                 raise AbError(f"--{name.replace('_', '-')} {v}: expected a positive integer"
                               + (" (or 0: all)" if name == "eval_n" else ""))
+        if a.val_batches is not None and a.val_batches != -1 and a.val_batches < 1:
+            raise AbError(f"--val-batches {a.val_batches}: expected a positive integer or -1 (the whole val split)")
+        for name in ("seq_len", "val_every", "val_batches"):
+            if getattr(a, name) is not None and a.size not in DIRECT:
+                raise AbError(f"--{name.replace('_', '-')}: tiny and small only; {a.size} runs llm.c's "
+                              "recipe (scripts/run_gpt2.sh)")
         if a.gpus < 1 or a.threads < 1:
             raise AbError("--gpus and --threads: expected positive integers")
         if a.steps and a.budget != "full":

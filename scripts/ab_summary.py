@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/ab_summary.py: the result of an A/B of uniform vs Prism runs over several seeds
-(scripts/ab_cpu.sh writes such a directory; GPU runs of scripts/run_gpt2.sh can be laid out alike).
+(runs laid out as scripts/ab.py lays them out; GPU runs of scripts/run_gpt2.sh can be laid out alike).
 
   python scripts/ab_summary.py DIR [--markdown summary.md] [--json summary.json]
 
@@ -67,8 +67,8 @@ def final_val_loss(main_log):
 
 
 def tokens_per_second(run_dir):
-    """Tokens per step / the average step time, from the trainer's stdout: <run>.log (ab_cpu.sh)
-    or <run>/stdout.log (run_gpt2.sh); None when neither exists."""
+    """Tokens per step / the average step time, from the trainer's stdout: <run>.log
+    or <run>/stdout.log (ab.py, run_gpt2.sh); None when neither exists."""
     stdout_log = next((p for p in (run_dir + ".log", os.path.join(run_dir, "stdout.log"))
                        if os.path.isfile(p)), None)
     if stdout_log is None:

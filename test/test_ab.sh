@@ -5,8 +5,11 @@
 #     target loss, tokens/s ratio and median MFU; its errors;
 #   - ab.py end to end on the tiny preset (TinyShakespeare, 4 steps, 2 seeds x 3 arms: uniform,
 #     Prism and a layer-table file), then the summary's numbers checked against the runs' own
-#     logs, evals.json and attn_distance JSON; a second start skips everything; other settings
-#     in the same --out are refused;
+#     logs, evals.json and attn_distance JSON; the arms of a seed start from the same weights, two
+#     seeds from different ones; a second start skips everything; other settings in the same
+#     --out are refused;
+#   - the small preset's options (--seq-len, --val-every, --val-batches -1, --attn-batch) on the
+#     trainer and attn_distance lines, the attention windows the val split holds, their errors;
 #   - --dry-run for the GPU sizes (run_gpt2.sh lines with --budget, the budget line), the SM 8.x
 #     warning for head size 256 and its absence for the 128-wide preset; bad input is one line;
 #   - run_gpt2.sh on a shard folder that is not FineWeb: its prefix, and a val split under
@@ -147,6 +150,22 @@ check "ab.py tiny: seed S reads the data order -data_seed S and inits with -seed
 check "ab.py tiny: the table arm runs with -prism_unchecked 1, the preset with the rules checked" \
   bash -c "grep -q -- '-prism_unchecked *| 1 ' $o/narrow_seed1/stdout.log && grep -q -- '-prism_unchecked *| 0 ' $o/prism_seed1/stdout.log"
 check "ab.py tiny: the narrow table's layers are 2 heads x 32" grep -q '2 heads x  32' "$o/narrow_seed1/stdout.log"
+# The arms of a seed start from the same weights (same -seed): uniform and Prism differ at step 0
+# only by the head split (measured 0.0000 here); two seeds differ by about 0.04 nats, so 1e-3
+# tells a shared start from two.
+tel0() { sed -n 's/^s:0 tel://p' "$1"; }
+near_tel0() {
+  local a b
+  a=$(tel0 "$1"); b=$(tel0 "$2")
+  echo "step-0 val loss $a ($1) vs $b ($2)"
+  near "$a" "$b" "$3"
+}
+for seed in 1 2; do
+  check "ab.py tiny: seed $seed's uniform and Prism runs start from the same weights (step-0 val losses within 1e-3 nats)" \
+    near_tel0 "$o/uniform_seed$seed/main.log" "$o/prism_seed$seed/main.log" 1e-3
+done
+check "ab.py tiny: the two seeds start from different weights (step-0 val losses more than 1e-3 apart)" \
+  far "$(tel0 "$o/uniform_seed1/main.log")" "$(tel0 "$o/uniform_seed2/main.log")" 1e-3
 "${AB[@]}" > "$d/tiny2.out" 2>&1
 check "ab.py: a second start skips the 6 complete runs and reruns no eval or attention distance" \
   bash -c "[ \$(grep -c 'complete, skipped' $d/tiny2.out) -eq 6 ] && ! grep -q 'zero-shot evals\|attention distance' $d/tiny2.out"
@@ -166,6 +185,25 @@ check "ab.py --dry-run writes nothing" test ! -e "$d/g"
 dryf=$("$PYTHON" scripts/ab.py --size 354M --data-order fixed --arms uniform,prism --seeds 3 --out "$d/g" --dry-run 2>/dev/null)
 check "ab.py --data-order fixed: llm.c's order 42 in every run" \
   bash -c "grep -q -- '--size 354M --seed 3 --data-seed 42 ' <<< \"\$1\"" _ "$dryf"
+# the small A/B on TinyShakespeare of doc/reproducing.md: T, -v and -m set, the whole val split,
+# attention distance on windows of 4 sequences
+drys=$("$PYTHON" scripts/ab.py --size small --data shakespeare --data-order fixed --evals 0 --val-every 150 \
+       --val-batches -1 --attn-batch 4 --seeds 1 --out "$d/g" --dry-run 2>/dev/null)
+check "ab.py --val-every 150 --val-batches -1 --attn-batch 4: -v 150 -m -1 on the trainer, attn_distance -b 4 x 16 windows, no eval" \
+  bash -c "[ \$(grep -c -- ' -b 4 -t 128 -x 300 .* -v 150 -m -1 -s 0 ' <<< \"\$1\") -eq 2 ] && grep -q -- '^OMP_NUM_THREADS=2 ./attn_distance .* -b 4 -t 0 -n 16 ' <<< \"\$1\" && ! grep -q eval_gpt2 <<< \"\$1\"" _ "$drys"
+dryl=$("$PYTHON" scripts/ab.py --size small --data shakespeare --seq-len 256 --micro-batch 8 --attn-batch 8 --seeds 1 \
+       --out "$d/g" --dry-run 2>/dev/null)
+check "ab.py --seq-len 256 --attn-batch 8: -t 256 on the trainer; 15 attn windows of 8 x 256 (all TinyShakespeare's 32,768 val tokens hold)" \
+  bash -c "grep -q -- ' -b 8 -t 256 -x 300 ' <<< \"\$1\" && grep -q -- ' -b 8 -t 0 -n 15 ' <<< \"\$1\"" _ "$dryl"
+expect_error "ab.py: --seq-len beyond the preset's maxT" "^error: --seq-len 512: longer than the maxT 256 of L8C256H4T256$" \
+  "$PYTHON" scripts/ab.py --size small --seq-len 512 --dry-run --out "$d/g"
+expect_error "ab.py: --val-every on a launcher size" "^error: --val-every: tiny and small only; 124M runs llm.c's recipe" \
+  "$PYTHON" scripts/ab.py --size 124M --val-every 10 --dry-run --out "$d/g"
+expect_error "ab.py: --val-batches 0" "^error: --val-batches 0: expected a positive integer or -1" \
+  "$PYTHON" scripts/ab.py --size tiny --val-batches 0 --dry-run --out "$d/g"
+expect_error "ab.py: no attn_distance window in the val split, before any run" \
+  "^error: dev/data/tinyshakespeare/tiny_shakespeare_val.bin: 32768 val tokens hold no attn_distance window of --attn-batch x T = 65536 tokens" \
+  "$PYTHON" scripts/ab.py --size small --data shakespeare --attn-batch 512 --dry-run --out "$d/g"
 w=$("$PYTHON" scripts/ab.py --size small --bin ./train_gpt2cu --gpu-arch 8.0 --out "$d/g" --dry-run 2>&1 >/dev/null)
 check "ab.py: SM 8.0 and the small Prism (256-wide heads): a warning before any run, naming the missing 128-wide preset" \
   bash -c "grep -q '^warning: SM 8.0 GPU: cuDNN does not train head size 256 there, so the 256-wide layers of arm prism (prism/schedules/L8C256_prism.txt)' <<< \"\$1\"" _ "$w"

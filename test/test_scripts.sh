@@ -12,9 +12,7 @@
 #     a malformed line), and ab_upstream.sh end to end with fake upstream/our trainers;
 #   - ab_summary.py on synthetic runs with known mean, std, paired difference and 95% interval
 #     (one "within the noise" case, one "excludes 0" case), and its errors;
-#   - ab_cpu.sh smoke run: tiny model, 2 seeds x 2 arms x 2 steps on 1 thread, then its summary,
-#     the attention distance of each pair and the plots; a second start skips the complete runs;
-#     other settings in the same directory are refused;
+#   - run_gpt2.sh --data-seed; sd_init_sweep.py --dry-run prints its arms' trainer commands;
 #   - sd_cpu_experiment.sh --dry-run prints every command with its log and writes nothing;
 #     bench_cpu.sh --help prints its usage, a bad argument or a failing trainer is one error line
 #     and a non-zero exit (never "inf tok/s");
@@ -293,20 +291,7 @@ expect_error "ab_summary: an empty directory is an error" "^error: $d/ab: no <ar
   $PYTHON scripts/ab_summary.py $d/ab
 
 # ------------------------------------------------------------------------------------------------
-# ab_cpu.sh smoke run (tiny model, 1 thread; seconds)
-printf '4*4\n' > "$d/u.txt"
-SMOKE=(--model tiny --uniform "$d/u.txt" --prism "$d/p.txt" --steps 2 -b 2 -t 32 --val-every 2
-       --val-batches 2 --seeds "1 2" --threads 1 --out "$d/abcpu")
-dry=$(scripts/ab_cpu.sh "${SMOKE[@]}" --dry-run 2>&1)
-check "ab_cpu --dry-run: 4 trainer commands, same -seed per pair, the summary, 2 attn_distance runs" \
-  bash -c "[ \$(grep -c '^OMP_NUM_THREADS=1 ./train_gpt2 -e tiny -prism ' <<< \"\$1\") -eq 4 ] && grep -q 'prism $d/p.txt -seed 2 ' <<< \"\$1\" &&
-           grep -q 'scripts/ab_summary.py $d/abcpu --markdown' <<< \"\$1\" &&
-           [ \$(grep -c '^OMP_NUM_THREADS=1 ./attn_distance -e $d/abcpu/prism_seed[12]/model_00000002.bin -e2 $d/abcpu/uniform_seed[12]/model_00000002.bin ' <<< \"\$1\") -eq 2 ]" _ "$dry"
-check "ab_cpu --dry-run: llm.c's data order in every pair by default (no -data_seed)" \
-  bash -c "! grep -q -- '-data_seed' <<< \"\$1\"" _ "$dry"
-dryv=$(scripts/ab_cpu.sh "${SMOKE[@]}" --vary-data 1 --dry-run 2>&1)
-check "ab_cpu --vary-data 1: seed S sets -data_seed S in both arms of its pair" \
-  bash -c "[ \$(grep -c -- '-seed 1 .*-data_seed 1 >' <<< \"\$1\") -eq 2 ] && [ \$(grep -c -- '-seed 2 .*-data_seed 2 >' <<< \"\$1\") -eq 2 ]" _ "$dryv"
+# run_gpt2.sh's data order, sd_init_sweep.py's arms
 check "run_gpt2.sh --data-seed 7: -data_seed 7 on the trainer's line; none by default" \
   bash -c "grep -q -- ' -data_seed 7; done' <<< \"\$1\" && ! grep -q -- '-data_seed' <<< \"\$2\"" _ \
   "$("$sb/scripts/run_gpt2.sh" --size 124M --data-seed 7 --dry-run 2>/dev/null)" "$("$sb/scripts/run_gpt2.sh" --size 124M --dry-run 2>/dev/null)"
@@ -317,41 +302,6 @@ check "sd_init_sweep --dry-run: 8 arms, each -ln 0 on 4:sd*4 with its own S-D op
            grep -q -- '-sd_init_s 0.0 -sd_decay_s 0 -sd_init_u 1.0 .* -l 0.003 .*-o $d/sweep/zero_init_lr3e-3$' <<< \"\$1\" &&
            grep -q -- '-sd_decay_s 1 .*-x 7 .*-o $d/sweep/decay$' <<< \"\$1\"" _ "$sw"
 expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" scripts/sd_init_sweep.py --steps 0
-# attn_distance takes 16 windows of B x T val tokens, or as many as the val split holds (the GPU
-# A/B at -b 8 -t 256 stopped on "-n 16: ... holds only 15 windows" before this clamp)
-check "ab_cpu --dry-run -b 8 -t 256: attn_distance on the 15 windows TinyShakespeare's val split holds" \
-  bash -c "grep -q ' -b 8 -t 256 -n 15 -csv ' <<< \"\$(scripts/ab_cpu.sh --dry-run -b 8 -t 256 --out $d/abw)\""
-check "ab_cpu --dry-run: 16 windows at the defaults" \
-  bash -c "grep -q ' -b 4 -t 128 -n 16 -csv ' <<< \"\$(scripts/ab_cpu.sh --dry-run --out $d/abw)\""
-expect_error "ab_cpu: a B x T larger than the val split is refused before any run" \
-  "dev/data/tinyshakespeare/tiny_shakespeare_val.bin: 32768 tokens hold no window of B\*T = 65536 tokens" \
-  scripts/ab_cpu.sh -b 64 -t 1024 --out $d/abw
-check "ab_cpu: the refused run started nothing" test ! -e $d/abw
-scripts/ab_cpu.sh "${SMOKE[@]}" > "$d/abcpu.out" 2>&1; rc=$?
-check "ab_cpu smoke: 4 runs and the summary (exit $rc)" \
-  bash -c "[ $rc -eq 0 ] && [ \$(ls -d $d/abcpu/*_seed*/ | wc -l) -eq 4 ] && [ -s $d/abcpu/summary.md ] && grep -q '^wrote $d/abcpu/summary.md' $d/abcpu.out"
-check "ab_cpu smoke: the summary has both arms with 2 runs each and a statement" \
-  bash -c "grep -q '^uniform  n 2 ' $d/abcpu.out && grep -q '^prism    n 2 ' $d/abcpu.out && grep -Eq '^(The difference is within the noise|Prism.s final val loss is)' $d/abcpu.out"
-# A pair starts from the same weights (same -seed): the step-0 val losses differ only by the head
-# split, measured 0.0000; two seeds differ by about 0.04, so 1e-3 tells a shared start from two.
-tel0() { sed -n 's/^s:0 tel://p' "$1"; }
-near_tel0() {
-  local a b
-  a=$(tel0 "$1"); b=$(tel0 "$2")
-  echo "step-0 val loss $a ($1) vs $b ($2)"
-  near "$a" "$b" "$3"
-}
-for seed in 1 2; do
-  check "ab_cpu smoke: pair $seed starts from the same weights (same -seed), so step 0 val losses differ only by the head split (< 1e-3 nats)" \
-    near_tel0 $d/abcpu/uniform_seed$seed/main.log $d/abcpu/prism_seed$seed/main.log 1e-3
-done
-check "ab_cpu smoke: per-seed attention distance (Prism -e vs uniform -e2) and both plots" \
-  bash -c "[ -s $d/abcpu/attn_seed1.csv ] && [ -s $d/abcpu/attn_seed2.json ] && [ -s $d/abcpu/loss.png ] &&
-           [ -s $d/abcpu/attn_distance.png ] && grep -q '^Delta D_l (prism_seed2 - uniform_seed2): 0:' $d/abcpu.out"
-scripts/ab_cpu.sh "${SMOKE[@]}" > "$d/abcpu2.out" 2>&1
-check "ab_cpu: a second start skips the 4 complete runs" test "$(grep -c 'complete, skipped' "$d/abcpu2.out")" -eq 4
-expect_error "ab_cpu: other settings in the same --out are refused" "^error: $d/abcpu/settings.txt: this directory holds an A/B with other settings" \
-  scripts/ab_cpu.sh "${SMOKE[@]}" --steps 3
 
 # ------------------------------------------------------------------------------------------------
 # sd_cpu_experiment.sh --dry-run, bench_cpu.sh's arguments
