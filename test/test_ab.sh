@@ -236,27 +236,23 @@ check "ab.py: the refused runs created nothing" test ! -e "$d/e"
 
 # ------------------------------------------------------------------------------------------------
 # run_gpt2.sh on another data set: a folder of toy_{train,val}_*.bin shards, 100,000 val tokens
-"$PYTHON" - "$d/toy" <<'EOF'
+toy_shards() {  # folder val_tokens: toy_train_000001.bin (200,000 tokens) and toy_val_000000.bin
+  "$PYTHON" - "$1" "$2" <<'EOF'
 import os, struct, sys
 d = sys.argv[1]; os.makedirs(d)
-for name, n in (("toy_train_000001.bin", 200000), ("toy_val_000000.bin", 100000)):
+for name, n in (("toy_train_000001.bin", 200000), ("toy_val_000000.bin", int(sys.argv[2]))):
     with open(os.path.join(d, name), "wb") as f:
         f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
         f.write(bytes(2 * n))
 EOF
+}
+toy_shards "$d/toy" 100000
 toy=$(scripts/run_gpt2.sh --size 124M --data "$d/toy" --hellaswag 0 --bin ./train_gpt2 --dry-run 2>/dev/null)
 check "run_gpt2.sh --data toy/: the shards' own prefix, and the 100,000-token val split read whole (-m 1 of 65,536)" \
   bash -c "grep -q -- \"-i '$d/toy/toy_train\*.bin' -j '$d/toy/toy_val\*.bin'\" <<< \"\$1\" && grep -q -- ' -m 1 ' <<< \"\$1\" && grep -q 'the val split holds 100000 tokens, fewer than llm.c' <<< \"\$1\"" _ "$toy"
 
 # a val split smaller than one batch (B*T*processes = 65,536 tokens at 124M) is refused in one line
-"$PYTHON" - "$d/toy_small" <<'EOF'
-import os, struct, sys
-d = sys.argv[1]; os.makedirs(d)
-for name, n in (("toy_train_000001.bin", 200000), ("toy_val_000000.bin", 50000)):
-    with open(os.path.join(d, name), "wb") as f:
-        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-        f.write(bytes(2 * n))
-EOF
+toy_shards "$d/toy_small" 50000
 expect_error "run_gpt2.sh --data: a 50,000-token val split holds no batch of 65,536 tokens" \
   "^error: .*toy_small/toy_val\*\.bin: 50000 val tokens hold no batch of B\*T\*processes = 65536 tokens$" \
   scripts/run_gpt2.sh --size 124M --data "$d/toy_small" --hellaswag 0 --bin ./train_gpt2 --dry-run
