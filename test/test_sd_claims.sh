@@ -6,7 +6,8 @@
 #   - end to end on the tiny size (TinyShakespeare, 2 steps, seeds 1 and 2, one thread):
 #     claims.md and claims.json, then every number of claims.json checked against the runs' own
 #     files (main.log, sd_spectrum JSON, sd_surgery reports), the table's mean and standard
-#     deviation against those numbers, and every "agrees" recomputed from them;
+#     deviation against those numbers (the grad-norm maximum and blow-up steps from main.log),
+#     and every "agrees" recomputed from them;
 #   - a second start runs nothing; --report-only reports the finished seeds; other settings in
 #     the same --out are refused;
 #   - bad input is one line and exit 1.
@@ -71,6 +72,10 @@ for seed in ("1", "2"):
         r, b, w = t["runs"][seed][arm], os.path.join(o, "tiny", "seed" + seed, arm), f"seed {seed} {arm}"
         vals = [float(l.split("tel:")[1]) for l in open(os.path.join(b, "main.log")) if " tel:" in l]
         eq(f"{w} val", r["val"], vals[-1])
+        norms = [float(l.split("norm:")[1]) for l in open(os.path.join(b, "main.log")) if " norm:" in l]
+        eq(f"{w} max grad norm", r["norm_max"], max(v for v in norms if math.isfinite(v)))
+        eq(f"{w} blow-up steps", r["blowup_steps"], sum(1 for v in norms if not math.isfinite(v) or v > 100))
+        eq(f"{w} steps", r["steps"], 2)
         for k, x in enumerate(json.load(open(b + ".spectrum.json"))["layers"]):
             eq(f"{w} erank layer {k}", r["erank"][k], x["erank_mean"])
         before = json.load(open(b + ".lin1.report.json"))["val"]["ppl_before"]
@@ -100,10 +105,12 @@ agrees = {x["claim"]: x["agrees"] for x in c["claims"]}
 for seed in ("1", "2"):
     m = t["runs"][seed]
     sd, mha = m["sd_noln"], m["mha"]
-    want = {"S2": math.isfinite(sd["val"]) and sd["frac_unstable"] == 0,
+    def stable(x):  # a finite val loss, blow-ups on at most 1 % of the steps
+        return math.isfinite(x["val"]) and x["blowup_steps"] <= 0.01 * x["steps"]
+    want = {"S2": stable(sd) and sd["frac_unstable"] == 0,
             "S3/S9": sd["erank"][0] < 3.0 and sd["erank"][-1] > 1.5 * sd["erank"][0],
             "S4": sd["linearizable"] > mha["linearizable"],
-            "S11": math.isfinite(m["mha_noln"]["val"])}
+            "S11": stable(m["mha_noln"])}
     for k, v in want.items():
         if agrees[k]["tiny"][seed] != v:
             bad.append(f"{k} seed {seed}: agrees {agrees[k]['tiny'][seed]}, expected {v} from the numbers")
@@ -116,6 +123,14 @@ EOF
 check "claims.json: val, erank, perplexities, linearizable layers, shrink cut of each seed equal its files; claims.md's mean and sd; every 'agrees' follows" \
   grep -qx consistent "$d/check"
 [ "$(cat "$d/check")" = consistent ] || head -n 5 "$d/check"
+# the blow-up count on a synthetic main.log: -nan and 1e5 are blow-ups, 2.0 and 100.0 are not
+mkdir -p "$d/norms"
+printf 's:0 tel:10.0\ns:0 trl:9 lr:0.001 norm:2.0\ns:1 trl:9 lr:0.001 norm:-nan\ns:2 trl:9 lr:0.001 norm:100000.0\ns:3 trl:9 lr:0.001 norm:100.0\ns:4 tel:8.0\n' > "$d/norms/main.log"
+got=$("$PYTHON" -c "import sys; sys.path.insert(0, 'scripts'); import sd_claims as c; m, n, k = c.grad_norms(sys.argv[1]); print(m, n, k, c.stable({'val': 8.0, 'blowup_steps': n, 'steps': k}), c.stable({'val': 8.0, 'blowup_steps': 1, 'steps': 100}), c.stable({'val': float('nan'), 'blowup_steps': 0, 'steps': 100}))" "$d/norms" 2>&1)
+check "grad_norms: max finite 1e5, 2 blow-ups (-nan, 1e5) of 4 steps: not stable; 1 of 100 is; a NaN val is not ($got)" \
+  test "$got" = "100000.0 2 4 False True False"
+check "claims.md: the S2 and S11 rows give the blow-up steps per seed (of 2)" \
+  bash -c "grep -qE '^\| S2 \| .*grad-norm blow-up steps [0-9]+/2 [0-9]+/2 \(mha_noln: [0-9]+/2 [0-9]+/2\)' $o/claims.md && grep -qE '^\| S11 \| .*grad-norm blow-up steps [0-9]+/2 [0-9]+/2 \|' $o/claims.md"
 check "claims.md: the S8 row gives the scalar-D cost in nats, perplexity and percent" \
   grep -qE '^\| S8 \| .* tiny: val loss [+-][0-9.]+ ± [0-9.]+ nats \(ppl [+-][0-9.]+ ± [0-9.]+, [+-][0-9.]+ ± [0-9.]+%\) vs full D' "$o/claims.md"
 "${RUN[@]}" > "$d/run2.out" 2>&1; rc=$?
