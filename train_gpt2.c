@@ -125,6 +125,9 @@ static void setup(Run *r) {
 #ifdef _OPENMP
     printf("threads: %d (OMP_NUM_THREADS)\n", omp_get_max_threads());
 #endif
+#ifdef USE_BLAS
+    blas_print_config(stdout);
+#endif
     printf("batch: B %d x T %d x %d micro-steps = %d tokens per step, %d steps\n", a->B, a->T,
            t->grad_accum, a->total_batch, t->num_steps);
     printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",

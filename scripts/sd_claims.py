@@ -6,6 +6,7 @@ claims S2-S11 of doc/methods.md 4) from one command, at two or more model sizes 
   python3 scripts/sd_claims.py --sizes tiny --seeds 1,2,3 --steps 600
   python3 scripts/sd_claims.py --sizes tiny,small --seeds 1,2,3 --report-only
   python3 scripts/sd_claims.py --sizes tiny --steps 150 --dry-run
+  python3 scripts/sd_claims.py --sizes small --seeds 1,2,3 --steps 600 --bin build/blas/train_gpt2
   python3 scripts/sd_claims.py --help
 
 For every size and seed S, four models of the same shape are trained from the same init
@@ -31,9 +32,11 @@ shrink.report.json} beside it. The summary (--out/claims.md and claims.json) is 
 rows: what the paper states, the number measured here, and whether the small-scale run agrees,
 per seed ("yes", "no" or "2 of 3 seeds"). --report-only writes the summary from the seeds that
 are finished, running nothing, so that sizes with different seed counts can be reported together.
-Finished steps are skipped when started again (--out/settings.json records the data and the step
-counts; seeds may be added; a directory holding a run with other settings is refused); --dry-run
-prints every command.
+Finished steps are skipped when started again (--out/settings.json records the data, the step
+counts and the trainer; seeds may be added; a directory holding a run with other settings is
+refused); --dry-run prints every command. --bin takes another build of the CPU trainer, such as
+the BLAS build (make build/blas/train_gpt2: its losses agree with ./train_gpt2's to about 1e-6
+nats, doc/verification.md); sd_spectrum and sd_surgery are always the default builds.
 """
 import argparse
 import json
@@ -111,7 +114,7 @@ class Steps:
         b = self.base(size, seed, arm)
         table = b + ".table.txt"
         ck = self.ckpt(size, seed, arm)
-        out = [(["./train_gpt2", "-e", p["model"], "-prism", table] + extra +
+        out = [([self.a.bin, "-e", p["model"], "-prism", table] + extra +
                 ["-seed", str(seed), "-data_seed", str(seed), "-i", self.train, "-j", self.val,
                  "-b", str(p["B"]), "-t", str(p["T"]), "-x", str(n), "-l", "1e-3",
                  "-u", str(min(20, max(1, n // 5))), "-q", "0.1", "-c", "0.1", "-v", str(n),
@@ -135,9 +138,9 @@ class Steps:
 
 def missing(a, st):
     out = []
-    for f in ("./train_gpt2", "./sd_spectrum", "./sd_surgery"):
+    for f in (a.bin, "./sd_spectrum", "./sd_surgery"):
         if not os.access(f, os.X_OK):
-            out.append(f"{f}: not built (make train_gpt2 sd_spectrum sd_surgery)")
+            out.append(f"{f}: not built (make {os.path.normpath(f)} sd_spectrum sd_surgery)")
     import glob
     for g in (st.train, st.val):
         if not glob.glob(g):
@@ -149,7 +152,7 @@ def stamp(a, st):
     """Write or check OUT/settings.json: finished steps are reused only under the same settings
     (seeds may be added)."""
     path = os.path.join(a.out, "settings.json")
-    settings = {"data": a.data, "steps": {s: st.steps(s) for s in SIZES}}
+    settings = {"data": a.data, "steps": {s: st.steps(s) for s in SIZES}, "trainer": os.path.normpath(a.bin)}
     if os.path.exists(path):
         old = load(path)
         if old != settings:
@@ -373,6 +376,8 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true",
                    help="run nothing; report the finished seeds of each size")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--bin", default="./train_gpt2",
+                   help="the CPU trainer (default ./train_gpt2; build/blas/train_gpt2 is the faster BLAS build)")
     p.add_argument("--out", default="out/sd_claims")
     p.add_argument("--dry-run", action="store_true")
     try:

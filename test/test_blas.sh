@@ -6,7 +6,9 @@
 #   - 20 training steps of the BLAS trainer follow the default trainer's losses within 1e-4 nats
 #     (another summation order; measured about 2e-6);
 #   - reproducible at a fixed thread count: two runs give the same step lines and a byte-identical
-#     model, and 10 steps straight equal 5 steps + resume for 5 (the model and state files).
+#     model, and 10 steps straight equal 5 steps + resume for 5 (the model and state files);
+#   - the trainer names OpenBLAS's kernel set, with a note naming OPENBLAS_CORETYPE when the set
+#     has no AVX2 kernels on a CPU that has AVX2 (forced here with OPENBLAS_CORETYPE=Prescott).
 # The BLAS results depend on the thread count (OpenBLAS blocks its work per thread): the runs
 # here all use OMP_NUM_THREADS=2.
 set -u
@@ -18,7 +20,24 @@ mkdir -p "$root"
 for b in build/blas/train_gpt2 build/blas/test_gpt2; do
   if [ ! -x "$b" ]; then
     fail "$b is not built: OpenBLAS is missing (Debian/Ubuntu: apt install libopenblas-openmp-dev), then make test"
-    finish
+    
+echo "== OpenBLAS's kernel set"
+blas_lines() { OPENBLAS_CORETYPE=$1 build/blas/train_gpt2 "${COMMON[@]}" -x 1 -v 0 2>&1 | grep -E '^(blas:|note: OpenBLAS)'; }
+out=$(blas_lines Prescott)
+check "the trainer prints the kernel set OPENBLAS_CORETYPE chose" \
+  bash -c "printf '%s\n' \"\$1\" | grep -q '^blas: OpenBLAS, kernels for Prescott'" _ "$out"
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+  want=Haswell
+  grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
+    grep -qw avx512dq /proc/cpuinfo && want=SkylakeX
+  check "SSE3 kernels on an AVX2 CPU: one note naming OPENBLAS_CORETYPE=$want" \
+    bash -c "[ \"\$(printf '%s\n' \"\$1\" | grep -c '^note: OpenBLAS uses its Prescott kernels .*OPENBLAS_CORETYPE=$want ')\" = 1 ]" _ "$out"
+  check "AVX2 kernels (OPENBLAS_CORETYPE=Haswell): no note" \
+    bash -c "! printf '%s\n' \"\$1\" | grep -q '^note: OpenBLAS'" _ "$(blas_lines Haswell)"
+else
+  check "a CPU without AVX2: no note" bash -c "! printf '%s\n' \"\$1\" | grep -q '^note: OpenBLAS'" _ "$out"
+fi
+finish
     exit 1
   fi
 done
@@ -57,4 +76,21 @@ check "BLAS resume from step 5: steps 6-10 equal the uninterrupted run" \
   test -n "$(steps "$root/B.log")" -a "$(steps "$root/A.log" | tail -n 5)" = "$(steps "$root/B.log")"
 check "... a byte-identical final model and state" \
   bash -c "cmp -s '$root/A/model_00000010.bin' '$root/B/model_00000010.bin' && cmp -s '$root/A/state_00000010_00000.bin' '$root/B/state_00000010_00000.bin'"
+
+echo "== OpenBLAS's kernel set"
+blas_lines() { OPENBLAS_CORETYPE=$1 build/blas/train_gpt2 "${COMMON[@]}" -x 1 -v 0 2>&1 | grep -E '^(blas:|note: OpenBLAS)'; }
+out=$(blas_lines Prescott)
+check "the trainer prints the kernel set OPENBLAS_CORETYPE chose" \
+  bash -c "printf '%s\n' \"\$1\" | grep -q '^blas: OpenBLAS, kernels for Prescott'" _ "$out"
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+  want=Haswell
+  grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo &&
+    grep -qw avx512dq /proc/cpuinfo && want=SkylakeX
+  check "SSE3 kernels on an AVX2 CPU: one note naming OPENBLAS_CORETYPE=$want" \
+    bash -c "[ \"\$(printf '%s\n' \"\$1\" | grep -c '^note: OpenBLAS uses its Prescott kernels .*OPENBLAS_CORETYPE=$want ')\" = 1 ]" _ "$out"
+  check "AVX2 kernels (OPENBLAS_CORETYPE=Haswell): no note" \
+    bash -c "! printf '%s\n' \"\$1\" | grep -q '^note: OpenBLAS'" _ "$(blas_lines Haswell)"
+else
+  check "a CPU without AVX2: no note" bash -c "! printf '%s\n' \"\$1\" | grep -q '^note: OpenBLAS'" _ "$out"
+fi
 finish

@@ -8,8 +8,9 @@
 #     files (main.log, sd_spectrum JSON, sd_surgery reports), the table's mean and standard
 #     deviation against those numbers (the grad-norm maximum and blow-up steps from main.log),
 #     and every "agrees" recomputed from them;
+#   - --bin: the trainings run that trainer (the BLAS build), the analyses the default programs;
 #   - a second start runs nothing; --report-only reports the finished seeds; other settings in
-#     the same --out are refused;
+#     the same --out (steps, trainer) are refused;
 #   - bad input is one line and exit 1.
 set -u
 cd "$(dirname "$0")/.."
@@ -37,6 +38,9 @@ check "dry-run: shrink for the S-D arms only (2 arms x 2 seeds)" \
   test "$(count '-op shrink -rank90 1 -round8 1' "$dry")/$(count 'mha.shrink' "$dry")" = 4/0
 check "dry-run: a spectrum per arm and seed" test "$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" -eq 8
 check "dry-run: nothing written" test ! -e "$d/dry"
+dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1 --bin build/blas/train_gpt2 --out "$d/dry" --dry-run 2>/dev/null)
+check "dry-run --bin build/blas/train_gpt2: the 4 trainings run that trainer, the analyses the default builds" \
+  test "$(count '^OMP_NUM_THREADS=2 build/blas/train_gpt2 -e L4C128H4T128 ' "$dry")/$(count ' ./train_gpt2 ' "$dry")/$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" = 4/0/4
 
 # ------------------------------------------------------------------------------------------------
 # end to end: tiny, 2 steps, seeds 1 and 2
@@ -146,6 +150,9 @@ expect_error "--report-only on a size with no finished seed" "^error: $o/small: 
 expect_error "other settings in the same --out are refused" \
   "^error: $o/settings.json: this directory holds a run with other settings \(steps differ" \
   "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 4 --seeds 1,2 --out "$o"
+expect_error "another trainer in the same --out is refused" \
+  "^error: $o/settings.json: this directory holds a run with other settings \(trainer differ" \
+  "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2 --bin build/blas/train_gpt2 --out "$o"
 
 # ------------------------------------------------------------------------------------------------
 # bad input (each with --steps 1, so that a check that failed to refuse runs for seconds only)
@@ -161,6 +168,9 @@ expect_error "an unknown data set is one line" "^error: argument --data: invalid
   "$PYTHON" scripts/sd_claims.py --data nowhere --steps 1 --out "$d/e"
 expect_error "an unknown flag is one line" "^error: unrecognized arguments: --seed 2" \
   "$PYTHON" scripts/sd_claims.py --seed 2 --steps 1 --out "$d/e"
+expect_error "a --bin that is not a program names the make target" \
+  "^error: build/none/train_gpt2: not built \(make build/none/train_gpt2 sd_spectrum sd_surgery\)" \
+  "$PYTHON" scripts/sd_claims.py --bin build/none/train_gpt2 --data shakespeare --steps 1 --out "$d/e"
 check "the refused runs created nothing" test ! -e "$d/e"
 
 finish

@@ -56,6 +56,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     cli_parse(OPTS, NUM_OPTS, &o, argc, argv, NULL, NULL, 0);
+#ifdef USE_BLAS
+    blas_print_config(stdout);
+#endif
     GPT2 model;
     gpt2_build_from_checkpoint(&model, o.init);
     if (!config_is_llmc_uniform(&model.config)) {

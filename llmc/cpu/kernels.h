@@ -12,6 +12,8 @@
  *                                 (B, T, 3A) qkv buffer, A = h*d, scale 1/sqrt(d)
  *   crossentropy_forward / _backward_inplace   loss over the V real logits; the backward turns
  *                                 the logits into dlogits in place (no second (N, V) buffer)
+ *   blas_print_config             USE_BLAS only: OpenBLAS's kernel set, and a note when it is
+ *                                 one without AVX2 on a CPU that has it
  *
  * Determinism: every output element is produced by one thread in a fixed summation order, so
  * results are bit-identical whatever the thread count. Resume (-y 1) relies on this.
@@ -37,6 +39,35 @@
 #include "../utils.h"
 #ifdef USE_BLAS
 #include <cblas.h>
+#endif
+
+#ifdef USE_BLAS
+#include <stdio.h>
+#include <strings.h>
+/* OpenBLAS chooses its kernel set once, when it is loaded, from the CPU model (OPENBLAS_CORETYPE
+ * overrides the choice). A library older than the CPU does not know the model and falls back to
+ * its SSE3 set ("Prescott"), which is slower than this file's own loops: the BLAS build then runs
+ * slower than the default one. Prints the set in use and, on x86-64 with AVX2 when the set has no
+ * AVX2 kernels, a note naming the override. */
+static inline void blas_print_config(FILE *f) {
+    const char *core = openblas_get_corename();
+    fprintf(f, "blas: OpenBLAS, kernels for %s (%s)\n", core ? core : "?", openblas_get_config());
+#if defined(__x86_64__) && defined(__GNUC__)
+    static const char *const avx2_sets[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids"};
+    int has_avx2_set = 0;
+    for (size_t i = 0; i < sizeof avx2_sets / sizeof avx2_sets[0]; i++)
+        if (core && strcasecmp(core, avx2_sets[i]) == 0) has_avx2_set = 1;
+    __builtin_cpu_init();
+    if (!has_avx2_set && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        const int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        fprintf(f, "note: OpenBLAS uses its %s kernels on a CPU with %s (a CPU model this OpenBLAS does not "
+                   "know): run with OPENBLAS_CORETYPE=%s for its %s kernels, or the default build\n",
+                core ? core : "generic", avx512 ? "AVX-512" : "AVX2", avx512 ? "SkylakeX" : "Haswell",
+                avx512 ? "AVX-512" : "AVX2");
+    }
+#endif
+}
 #endif
 
 /* ----------------------------------------------------------------------------------------------
