@@ -119,6 +119,13 @@ static int check_files(const char *dir, const char *prefix, const GPT2Config *un
         int ok = prism_schedule_load(path, uni, unchecked, &s);
         CHECK(ok, "%s: loads (%s)", path, s.error);
         if (!ok) continue;
+        /* a negative control breaks at least one of Prism's rules (a warning under
+         * -prism_unchecked 1); a preset breaks none */
+        if (unchecked)
+            CHECK(s.n_warnings > 0, "%s: the rules flag the control (%d warnings)", path, s.n_warnings);
+        else
+            CHECK(s.n_warnings == 0, "%s: a preset passes every rule (%d warnings%s%s)", path, s.n_warnings,
+                  s.n_warnings ? ": " : "", s.n_warnings ? s.warning[0] : "");
         GPT2Config pc = *uni;
         layer_table_apply(&s, &pc);
         check_neutral(path, uni, &pc);
@@ -163,6 +170,14 @@ int main(void) {
     const GPT2Config demo = model_of("L8C256H4T256");
     n = check_files("prism/schedules", "L8C256_", &demo, 0);
     CHECK(n >= 1, "L8C256H4T256: %d preset files checked", n);
+    n = check_files("prism/schedules/controls", "L8C256_", &demo, 1);
+    CHECK(n == 5, "L8C256H4T256: %d negative-control files checked (R, J, Z, W, C)", n);
+    /* the tiny A/B model of scripts/ab.py (4 layers, C 128, base 2 heads of 64) */
+    const GPT2Config tiny_ab = model_of("L4C128H2T128");
+    n = check_files("prism/schedules", "L4C128_", &tiny_ab, 0);
+    CHECK(n >= 1, "L4C128H2T128: %d preset files checked", n);
+    n = check_files("prism/schedules/controls", "L4C128_", &tiny_ab, 1);
+    CHECK(n == 4, "L4C128H2T128: %d negative-control files checked (R, Z, W, C; J has no 2-head form)", n);
 
     /* ---- tiny (L 4, C 64, base 4): head sizes 64 down to 1 --------------------------------- */
     const char *tiny_tables[] = {"2*2 4*2", "1*2 4*2", "1 2 4 4", "8*4", "16*4", "64*4", "1 2 8 64",

@@ -359,11 +359,42 @@ static void test_preset_files(void) {
 }
 
 static void test_control_files(void) {
-    static char names[64][64];
+    static char all[64][64], names[64][64], others[64][64];
     const char *dir = "prism/schedules/controls";
-    int n = list_txt(dir, names, 64);
-    CHECK(n == 5, "%s: %d control files found (expected 5: constant_wide, jump, reversed, "
+    const int n_all = list_txt(dir, all, 64);
+    int n = 0, n_others = 0;
+    for (int i = 0; i < n_all; i++) {
+        if (strncmp(all[i], "d12_", 4) == 0) memcpy(names[n++], all[i], 64);
+        else memcpy(others[n_others++], all[i], 64);
+    }
+    CHECK(n == 5, "%s: %d d12 control files found (expected 5: constant_wide, jump, reversed, "
           "wide_too_deep, zigzag)", dir, n);
+    /* The small models' controls (L8C256H4: all five; L4C128H2: all but jump, which needs a width
+     * between the widest and the base): each breaks the rule its name says, for the model its
+     * name implies. */
+    CHECK(n_others == 9, "%s: %d controls of the small models (expected 5 L8C256_ + 4 L4C128_)", dir, n_others);
+    for (int i = 0; i < n_others; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/%.63s", dir, others[i]);
+        GPT2Config m;
+        if (!model_for_file(others[i], &m)) {
+            CHECK(0, "%s: the file name names no model", path);
+            continue;
+        }
+        LayerTable s, su;
+        const int ok = prism_schedule_load(path, &m, 0, &s);
+        const int oku = prism_schedule_load(path, &m, 1, &su);
+        const char *want = strstr(others[i], "constant_wide") ? "the last layer has"
+                           : strstr(others[i], "wide_too_deep") ? "layers use the base"
+                           : strstr(others[i], "jump")          ? "at most 2x"
+                           : "not a Prism schedule";
+        if (strstr(others[i], "reversed") || strstr(others[i], "zigzag"))
+            CHECK(!ok && strstr(s.error, "must not decrease") && oku && find_warning(&su, want) >= 0,
+                  "%s: rejected without -prism_unchecked (%s), loads with it warning '%s'", path, s.error, want);
+        else
+            CHECK(ok && find_warning(&s, want) >= 0, "%s: loads, warning '%s' (%d warnings)", path, want,
+                  s.n_warnings);
+    }
     const GPT2Config d12 = model_of("d12");
     /* one bit per expected control, so a missing one is not hidden by a duplicate of another */
     enum { C_REVERSED = 1, C_ZIGZAG = 2, C_CONSTANT_WIDE = 4, C_WIDE_TOO_DEEP = 8, C_JUMP = 16, C_ALL = 31 };
