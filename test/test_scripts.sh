@@ -315,6 +315,9 @@ check "sd_cpu_experiment --dry-run writes nothing" test ! -e "$d/sdx"
 out=$(scripts/bench_cpu.sh --help 2>&1); rc=$?
 check "bench_cpu --help: usage, exit 0" bash -c "[ $rc = 0 ] && grep -q 'bash scripts/bench_cpu.sh \[MODEL' <<< \"\$1\"" _ "$out"
 expect_error "bench_cpu: an unknown flag" "^error: --foo: unknown flag" scripts/bench_cpu.sh --foo
+expect_error "bench_cpu --blas: a kernel-set name with a space" "^error: OPENBLAS_CORETYPE 'Sky lakeX': expected a kernel set name" \
+  scripts/bench_cpu.sh --blas 'Sky lakeX'
+check "bench_cpu --help: the --blas form" bash -c "grep -q 'bash scripts/bench_cpu.sh --blas \[CORETYPE' <<< \"\$1\"" _ "$(scripts/bench_cpu.sh --help 2>&1)"
 expect_error "bench_cpu: a non-numeric STEPS" "^error: STEPS 'x': expected a positive integer" \
   scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 x 1
 out=$(scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 2 1 2>&1); rc=$?
