@@ -159,10 +159,11 @@ train: train_gpt2 data
 # sd_stability (finite differences and 30 steps of the layers gpt2_vs_pytorch checks), evals
 # (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals), scripts (shell
 # around the trainer, plus upstream llm.c's CPU loop), ab and sd_claims (the experiment drivers:
-# short trainings and the analysis tools, which their own suites run sanitized) and blas (the model code gpt2_vs_pytorch
-# runs, with OpenBLAS's matmuls).
+# short trainings and the analysis tools, which their own suites run sanitized), fresh_clone (the
+# drivers' own make builds plain programs in a copy of the tree) and blas (the model code
+# gpt2_vs_pytorch runs, with OpenBLAS's matmuls).
 SAN_SKIP_TESTS = data reference layout spectrum_numpy import_hf import_heads prescribe plots gpu_build fuzz gpu_check_host \
-                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas
+                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas fresh_clone
 # Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
 # stderr), and test/run_all.sh fails the test during which one appeared.
 SAN_REPORTS = $(CURDIR)/build/logs/sanitizer

@@ -40,8 +40,10 @@ main.log has the last step's val loss, or whose DONE_ marker exists; an evals.js
 JSON); an interrupted CPU run starts over, a launcher run resumes from its last checkpoint. A
 directory holding an A/B with other settings is refused.
 
-Before any run it checks the inputs (trainer, data, schedules, eval files), one line each, and
-warns when a GPU run would put a layer of head size 256 on an SM 8.x GPU (cuDNN does not train it
+Before any run it builds what is missing and the Makefile makes (the CPU programs, the prose or
+TinyShakespeare shards, the eval files) with one `make`, so that it runs from one command on a
+fresh clone (--build 0: no make); then it checks the inputs (trainer, data, schedules, eval
+files), one line each for what is still missing, and warns when a GPU run would put a layer of head size 256 on an SM 8.x GPU (cuDNN does not train it
 there, doc/gpu.md "Attention paths"), naming the 128-wide preset.
 """
 import argparse
@@ -57,7 +59,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import write_atomic  # noqa: E402
+from common import build_missing, make_target, write_atomic  # noqa: E402
 from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
 from plot_logs import LogError  # noqa: E402
 
@@ -323,28 +325,31 @@ class Plan:
 
     # ---- checks
     def missing(self):
+        """[(one line naming a missing input, the make target that builds it or None)]."""
         out = []
         a = self.a
         if not (os.path.isfile(self.bin) and os.access(self.bin, os.X_OK)):
             how = "make train_gpt2" if not self.gpu else "make train_gpt2cu USE_CUDNN=1 (doc/gpu.md)"
-            out.append(f"{self.bin}: not built ({how})")
+            out.append((f"{self.bin}: not built ({how})", make_target(self.bin)))
+        prep = self.prepare[len("make "):] if self.prepare.startswith("make ") else None
         if not glob.glob(self.train_glob):
-            out.append(f"{self.train_glob}: no train shard matches (prepare it: {self.prepare})")
+            out.append((f"{self.train_glob}: no train shard matches (prepare it: {self.prepare})", prep))
         if not glob.glob(self.val_glob):
-            out.append(f"{self.val_glob}: no val shard matches (prepare it: {self.prepare})")
+            out.append((f"{self.val_glob}: no val shard matches (prepare it: {self.prepare})", prep))
         for arm in self.arms:
             if arm["table"] is not None and not os.path.isfile(arm["table"]):
-                out.append(f"{arm['table']}: layer table of arm {arm['name']} not found")
+                out.append((f"{arm['table']}: layer table of arm {arm['name']} not found", None))
         if a.evals:
             if not (os.path.isfile(self.eval_bin) and os.access(self.eval_bin, os.X_OK)):
-                out.append(f"{self.eval_bin}: not built (make {os.path.basename(self.eval_bin)}; or --evals 0)")
+                out.append((f"{self.eval_bin}: not built (make {os.path.basename(self.eval_bin)}; or --evals 0)",
+                            make_target(self.eval_bin)))
             for t, f in TASK_FILES.items():
                 if not os.path.isfile(os.path.join("dev/data", f)):
-                    out.append(f"dev/data/{f}: not found (make evals; or --evals 0)")
+                    out.append((f"dev/data/{f}: not found (make evals; or --evals 0)", "evals"))
         if a.attn and not (os.path.isfile(a.attn_bin) and os.access(a.attn_bin, os.X_OK)):
-            out.append(f"{a.attn_bin}: not built (make attn_distance; or --attn 0)")
+            out.append((f"{a.attn_bin}: not built (make attn_distance; or --attn 0)", make_target(a.attn_bin)))
         if a.gpus > 1 and shutil.which("mpirun") is None:
-            out.append(f"mpirun: not found in PATH (--gpus {a.gpus} launches mpirun -np {a.gpus})")
+            out.append((f"mpirun: not found in PATH (--gpus {a.gpus} launches mpirun -np {a.gpus})", None))
         return out
 
     def sm8_warnings(self):
@@ -545,6 +550,8 @@ def main(argv=None):
     p.add_argument("--eval-bin", default=None, help="the evaluator (default ./eval_gpt2, or ./eval_gpt2cu with a CUDA trainer)")
     p.add_argument("--attn-bin", default="./attn_distance")
     p.add_argument("--out", default=None, help="output directory (default out/ab_<size>)")
+    p.add_argument("--build", type=int, choices=(0, 1), default=1,
+                   help="1: build the missing CPU programs, shards and eval files with make first (default)")
     p.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
     try:
         a = p.parse_args(argv)
@@ -574,13 +581,16 @@ def main(argv=None):
         for w in plan.sm8_warnings():
             print(f"warning: {w}", file=sys.stderr)
         missing = plan.missing()
+        if a.build:  # what make builds is built first (in a dry run: its command is printed)
+            build_missing([t for _, t in missing], a.threads, a.dry_run, AbError)
+            missing = [(m, t) for m, t in missing if not t] if a.dry_run else plan.missing()
         if a.dry_run:
             dry_run(plan)
-            for m in missing:
+            for m, _ in missing:
                 print(f"warning: missing input (a real run stops here): {m}", file=sys.stderr)
             return 0
         if missing:
-            for m in missing:
+            for m, _ in missing:
                 print(f"error: {m}", file=sys.stderr)
             return 1
         run(plan)

@@ -34,7 +34,8 @@ per seed ("yes", "no" or "2 of 3 seeds"). --report-only writes the summary from 
 are finished, running nothing, so that sizes with different seed counts can be reported together.
 Finished steps are skipped when started again (--out/settings.json records the data, the step
 counts and the trainer; seeds may be added; a directory holding a run with other settings is
-refused); --dry-run prints every command. --bin takes another build of the CPU trainer, such as
+refused); --dry-run prints every command. Missing programs and shards are built first with one
+`make` (--build 0: an error line each instead). --bin takes another build of the CPU trainer, such as
 the BLAS build (make build/blas/train_gpt2: its losses agree with ./train_gpt2's to about 1e-6
 nats, doc/verification.md); sd_spectrum and sd_surgery are always the default builds.
 """
@@ -50,7 +51,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import read_json, write_atomic  # noqa: E402
+from common import build_missing, make_target, read_json, write_atomic  # noqa: E402
 from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
 from plot_logs import LogError, parse_main_log  # noqa: E402
 
@@ -137,14 +138,15 @@ class Steps:
 
 
 def missing(a, st):
+    """[(one line naming a missing input, the make target that builds it or None)]."""
     out = []
     for f in (a.bin, "./sd_spectrum", "./sd_surgery"):
         if not os.access(f, os.X_OK):
-            out.append(f"{f}: not built (make {os.path.normpath(f)} sd_spectrum sd_surgery)")
+            out.append((f"{f}: not built (make {os.path.normpath(f)})", make_target(f)))
     import glob
     for g in (st.train, st.val):
         if not glob.glob(g):
-            out.append(f"{g}: no shard matches (prepare it: {st.prepare})")
+            out.append((f"{g}: no shard matches (prepare it: {st.prepare})", st.prepare[len("make "):]))
     return out
 
 
@@ -379,6 +381,8 @@ def main(argv=None):
     p.add_argument("--bin", default="./train_gpt2",
                    help="the CPU trainer (default ./train_gpt2; build/blas/train_gpt2 is the faster BLAS build)")
     p.add_argument("--out", default="out/sd_claims")
+    p.add_argument("--build", type=int, choices=(0, 1), default=1,
+                   help="1: build the missing programs and shards with make first (default)")
     p.add_argument("--dry-run", action="store_true")
     try:
         a = p.parse_args(argv)
@@ -397,6 +401,9 @@ def main(argv=None):
             raise ClaimsError(f"--seeds '{a.seeds}': expected distinct non-negative integers, comma separated")
         st = Steps(a)
         miss = missing(a, st)
+        if a.build and not a.report_only:  # what make builds is built first (a dry run prints the command)
+            build_missing([t for _, t in miss], a.threads, a.dry_run, ClaimsError)
+            miss = [(m, t) for m, t in miss if not t] if a.dry_run else missing(a, st)
         if a.dry_run:
             for s in sizes:
                 for k in seeds:
@@ -404,14 +411,14 @@ def main(argv=None):
                         print(f"printf '{st.table(s, arm).strip()}\\n' > {st.base(s, k, arm)}.table.txt")
                         for cmd, log, _ in st.commands(s, k, arm):
                             print(f"OMP_NUM_THREADS={a.threads} {quoted(cmd)} > {log}")
-            for m in miss:
+            for m, _ in miss:
                 print(f"warning: missing input (a real run stops here): {m}", file=sys.stderr)
             return 0
         if a.report_only:
             report(a, st, sizes, seeds)
             return 0
         if miss:
-            for m in miss:
+            for m, _ in miss:
                 print(f"error: {m}", file=sys.stderr)
             return 1
         stamp(a, st)
