@@ -142,7 +142,8 @@ def missing(a, st):
     out = []
     for f in (a.bin, "./sd_spectrum", "./sd_surgery"):
         if not os.access(f, os.X_OK):
-            out.append((f"{f}: not built (make {os.path.normpath(f)})", make_target(f)))
+            t = make_target(f)
+            out.append((f"{f}: not built (make {t})" if t else f"{f}: no such program (--bin names a built trainer)", t))
     import glob
     for g in (st.train, st.val):
         if not glob.glob(g):

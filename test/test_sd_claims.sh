@@ -168,8 +168,8 @@ expect_error "an unknown data set is one line" "^error: argument --data: invalid
   "$PYTHON" scripts/sd_claims.py --data nowhere --steps 1 --out "$d/e"
 expect_error "an unknown flag is one line" "^error: unrecognized arguments: --seed 2" \
   "$PYTHON" scripts/sd_claims.py --seed 2 --steps 1 --out "$d/e"
-expect_error "a --bin that is not a program names the make target" \
-  "^error: build/none/train_gpt2: not built \(make build/none/train_gpt2 sd_spectrum sd_surgery\)" \
+expect_error "a --bin that is not a program: one line" \
+  "^error: build/none/train_gpt2: no such program \(--bin names a built trainer\)" \
   "$PYTHON" scripts/sd_claims.py --bin build/none/train_gpt2 --data shakespeare --steps 1 --out "$d/e"
 check "the refused runs created nothing" test ! -e "$d/e"
 
