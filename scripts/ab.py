@@ -329,7 +329,9 @@ class Plan:
         out = []
         a = self.a
         if not (os.path.isfile(self.bin) and os.access(self.bin, os.X_OK)):
-            how = "make train_gpt2" if not self.gpu else "make train_gpt2cu USE_CUDNN=1 (doc/gpu.md)"
+            t = make_target(self.bin)
+            how = (f"make {t}" if t else "make train_gpt2cu USE_CUDNN=1 (doc/gpu.md)" if self.gpu
+                   else "--bin names a built trainer")
             out.append((f"{self.bin}: not built ({how})", make_target(self.bin)))
         prep = self.prepare[len("make "):] if self.prepare.startswith("make ") else None
         if not glob.glob(self.train_glob):
@@ -580,10 +582,8 @@ def main(argv=None):
             raise AbError(f"--gpus {a.gpus}: the CPU trainer {plan.bin} runs one process (use --bin ./train_gpt2cu)")
         for w in plan.sm8_warnings():
             print(f"warning: {w}", file=sys.stderr)
-        missing = plan.missing()
-        if a.build:  # what make builds is built first (in a dry run: its command is printed)
-            build_missing([t for _, t in missing], a.threads, a.dry_run, AbError)
-            missing = [(m, t) for m, t in missing if not t] if a.dry_run else plan.missing()
+        # what make builds is built first (in a dry run: its command is printed)
+        missing = build_missing(plan.missing, a.threads, a.dry_run, AbError) if a.build else plan.missing()
         if a.dry_run:
             dry_run(plan)
             for m, _ in missing:

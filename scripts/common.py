@@ -11,7 +11,7 @@ Defines
 - save_png(fig, out, dpi=110): save a matplotlib figure as a PNG the same way, and close it;
 - pyplot(): matplotlib.pyplot on the Agg backend, or one error line naming the interpreter that
   has it (Debian's /usr/bin/python3 after bash .ci/run) when this one lacks it;
-- make_target(path), build_missing(targets, jobs, dry_run, error): the drivers (ab.py,
+- make_target(path), build_missing(check, jobs, dry_run, error): the drivers (ab.py,
   sd_claims.py) build what they need and the Makefile makes (CPU programs, token shards, eval
   files) with one `make -jN TARGETS` before the first run, so that they run from one command on a
   fresh clone; anything else missing stays one error line per input.
@@ -73,11 +73,10 @@ def save_png(fig, out, dpi=110):
     os.replace(out + ".tmp", out)
 
 
-# The Makefile's targets a driver may build for itself: the CPU programs (the GPU ones need
-# USE_CUDNN=1 and the CUDA toolkit, doc/gpu.md, so a missing GPU program stays an error) and the
-# data that make prepares from ../shared/data.
+# The programs a driver may build for itself: the CPU ones (the GPU programs need USE_CUDNN=1 and
+# the CUDA toolkit, doc/gpu.md, so a missing GPU program stays an error). The data targets (data,
+# prose, evals) come from each driver's own table of inputs.
 MAKE_PROGRAMS = ("train_gpt2", "build/blas/train_gpt2", "eval_gpt2", "attn_distance", "sd_spectrum", "sd_surgery")
-MAKE_DATA = ("data", "prose", "evals")
 
 
 def make_target(path):
@@ -86,16 +85,20 @@ def make_target(path):
     return t if t in MAKE_PROGRAMS else None
 
 
-def build_missing(targets, jobs, dry_run, error):
-    """Runs `make -jJOBS TARGETS` (each target once, in order) and prints it first; with dry_run
-    only prints it. A failed make is error("make ... failed (exit N): see its output above")."""
-    targets = list(dict.fromkeys(t for t in targets if t))
+def build_missing(check, jobs, dry_run, error):
+    """check() lists the missing inputs as [(one error line, the make target that builds it or
+    None)]. Runs `make -jJOBS TARGETS` once for every target listed (printed first; with dry_run
+    only printed) and returns what is still missing: check() again after the make, or in a dry
+    run the inputs no target builds. A failed make is error("make ... failed (exit N): ...")."""
+    missing = check()
+    targets = list(dict.fromkeys(t for _, t in missing if t))
     if not targets:
-        return
+        return missing
     cmd = [os.environ.get("MAKE", "make"), f"-j{jobs}"] + targets
     print(("" if dry_run else "building: ") + " ".join(cmd), flush=True)
     if dry_run:
-        return
+        return [(m, t) for m, t in missing if not t]
     rc = subprocess.run(cmd).returncode
     if rc != 0:
         raise error(f"{' '.join(cmd)} failed (exit {rc}): see its output above")
+    return check()

@@ -401,10 +401,9 @@ def main(argv=None):
         if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
             raise ClaimsError(f"--seeds '{a.seeds}': expected distinct non-negative integers, comma separated")
         st = Steps(a)
-        miss = missing(a, st)
-        if a.build and not a.report_only:  # what make builds is built first (a dry run prints the command)
-            build_missing([t for _, t in miss], a.threads, a.dry_run, ClaimsError)
-            miss = [(m, t) for m, t in miss if not t] if a.dry_run else missing(a, st)
+        # what make builds is built first (a dry run prints the command)
+        check = lambda: missing(a, st)  # noqa: E731
+        miss = build_missing(check, a.threads, a.dry_run, ClaimsError) if a.build and not a.report_only else check()
         if a.dry_run:
             for s in sizes:
                 for k in seeds:
