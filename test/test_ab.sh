@@ -232,6 +232,10 @@ expect_error "ab.py: an unknown size is one line" "^error: argument --size: inva
   "$PYTHON" scripts/ab.py --size huge --out "$d/e"
 expect_error "ab.py: no abbreviated flags (--seed is not --seeds)" "^error: unrecognized arguments: --seed 2" \
   "$PYTHON" scripts/ab.py --size tiny --seed 2 --out "$d/e"
+expect_error "ab.py: --build takes 0 or 1" "^error: argument --build: invalid choice: 2" \
+  "$PYTHON" scripts/ab.py --size tiny --build 2 --out "$d/e"
+expect_error "ab.py: a --bin that make does not build is one line" "^error: $d/none/train_gpt2: not built \(--bin names a built trainer\)" \
+  "$PYTHON" scripts/ab.py --size tiny --data shakespeare --evals 0 --attn 0 --bin "$d/none/train_gpt2" --out "$d/e"
 check "ab.py: the refused runs created nothing" test ! -e "$d/e"
 
 # ------------------------------------------------------------------------------------------------

@@ -171,6 +171,8 @@ expect_error "an unknown flag is one line" "^error: unrecognized arguments: --se
 expect_error "a --bin that is not a program: one line" \
   "^error: build/none/train_gpt2: no such program \(--bin names a built trainer\)" \
   "$PYTHON" scripts/sd_claims.py --bin build/none/train_gpt2 --data shakespeare --steps 1 --out "$d/e"
+expect_error "--build takes 0 or 1" "^error: argument --build: invalid choice: 2" \
+  "$PYTHON" scripts/sd_claims.py --build 2 --steps 1 --out "$d/e"
 check "the refused runs created nothing" test ! -e "$d/e"
 
 finish
