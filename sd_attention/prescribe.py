@@ -3,18 +3,33 @@
 (Jamil and Kapadia, arXiv 2605.18826: "architectures sized by the cascade"; doc/methods.md 3.14).
 
     python sd_attention/prescribe.py --checkpoint model.bin -o table.txt
-    python sd_attention/prescribe.py --spectrum spectrum.json [-c 2] [--min-head 8] [--max-head 64]
-        [--kind keep|sd|mha] [--linear-plateau 0|1] [--heads H] [--seq-len T] [-o table.txt]
+    python sd_attention/prescribe.py --spectrum spectrum.json [--measure n90|grad|erank] [-c 2]
+        [--min-head 8] [--max-head 64] [--kind keep|sd|mha] [--linear-plateau 0|1] [--heads H]
+        [--seq-len T] [-o table.txt]
 
 The rule (doc/methods.md 3.14), per layer l:
 
-    d_l = clamp(2^ceil(log2(c * erank_l)), min, max),    defaults c = 2, min = 8, max = 64
+    d_l = clamp(2^ceil(log2(c * r_l)), min, max),    defaults c = 2, min = 8, max = 64
 
-computed exactly on the powers of two (the smallest power of two >= c * erank_l, so that an
-exact power of two maps to itself); c * erank_l <= min, including a layer whose routing is zero
-(erank 0), gives min.
+computed exactly on the powers of two (the smallest power of two >= c * r_l, so that an exact
+power of two maps to itself); c * r_l <= min, including a layer whose routing is zero (r_l = 0),
+gives min.
 
-erank_l is the layer's routing effective rank, the quantity the cascade is defined on
+r_l is the layer's routing rank in singular values (two per rotation plane), by --measure:
+
+- n90 (default): rank90 = 2 n90, n90 the rotation planes holding 90 % of ||S||_F^2 (3.9), median
+  over the layer's heads (sd_spectrum's per-head `n90`). Robust to Adam's sign structure: in the
+  nulls of 3.9 (sd_attention/routing_null.py) a one-plane signal gives n90(S) = 1-2 and a
+  two-plane one 2-5 at noise/signal 0-3, where erank(S) reads 6-20 of 32.
+- grad: 2 x the median of `grad_n90`, the planes of the mean gradient of S (sd_spectrum
+  -grad_batches; standard layers, which have no S, use their n90). Exact when the gradient is
+  averaged over enough batches (noise/signal / sqrt(N) well below 1), inflated otherwise (3.9),
+  so it is an option, not the default.
+- erank: the former rule, the median Roy-Vetterli erank; an Adam-trained S has an erank of
+  about 13 of 32 for a single plane of routing (3.9), so this sizes from the optimizer.
+
+The erank (the old r_l, kept as --measure erank) is the layer's routing effective rank, the
+quantity the cascade is defined on
 (doc/methods.md 3.10): per head the Roy-Vetterli erank (3.9) of S, the head-space skew matrix,
 for S-D heads (`sd`, `sdlin`), and of R = (W_Q W_K^T - (W_Q W_K^T)^T) / 2, the skew part of the
 head kernel, for standard heads (`mha`, `lin`): the per-head field `erank` of sd_spectrum's JSON.
@@ -49,8 +64,8 @@ Kinds: --kind keep (default) keeps each measured layer's kind; sd or mha sets ev
 one rotation plane, 3.10) linear: `sd` -> `sdlin`, `mha` -> `lin` (the ELU+1 mixer on the same
 projection, doc/methods.md 3.12, 3.13 reading (b)); a layer already linear stays so.
 
-Output: a per-layer table (layer, measured heads x size and kind, routing erank (median over
-heads) and which matrix it is of, minimal rank yes/no, prescribed heads x size and kind), then
+Output: the measure used (first line), a per-layer table (layer, measured heads x size and kind,
+r_l and which matrix it is of (S, R, or G for S's mean gradient), minimal rank yes/no, prescribed heads x size and kind), then
 the attention parameters and the attention FLOPs per token of the prescribed table, of the
 uniform model of the same shape (the prescribed kinds, H heads of C/H at every layer) and of the
 measured model. -o writes the table file (NAME.tmp, fsync, rename): comment lines naming the
@@ -114,14 +129,22 @@ def head_size(erank, c, lo, hi):
 
 
 def prescribe(layers, c, lo, hi, heads, kind, linear_plateau):
-    """[(H, d, kind)] per layer from the measured layers (dicts with erank, kind, minimal)."""
+    """[(H, d, kind)] per layer from the measured layers (dicts with rank = r_l, kind, minimal)."""
     out = []
     for m in layers:
         k = m["kind"] if kind == "keep" else kind
         if linear_plateau and m["minimal"]:
             k = LINEAR_OF[k]
-        out.append((heads, head_size(m["erank"], c, lo, hi), k))
+        out.append((heads, head_size(m["rank"], c, lo, hi), k))
     return out
+
+
+MEASURES = {  # --measure: (per-head field, factor to singular values, words for the output)
+    "n90": ("n90", 2, "rank90 = 2 x n90, the rotation planes holding 90% of the routing energy"),
+    "grad": ("grad_n90", 2, "2 x grad_n90, the planes holding 90% of the mean gradient of S (sd_spectrum "
+                            "-grad_batches; n90 of R for standard layers)"),
+    "erank": ("erank", 1, "the Roy-Vetterli erank (the former rule; inflated by Adam, doc/methods.md 3.9)"),
+}
 
 
 def run_length(table):
@@ -177,7 +200,20 @@ def want_int(v, lo=None):
     return isinstance(v, int) and not isinstance(v, bool) and (lo is None or v >= lo)
 
 
-def read_spectrum(path):
+def head_values(path, where, heads, field, sd):
+    """The per-head values of `field`, checked; InputError naming the field."""
+    out = []
+    for k, h in enumerate(heads):
+        v = h.get(field) if isinstance(h, dict) else None
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
+            hint = (" (run ./sd_spectrum -grad_batches N -j SHARDS -json, or use --measure n90)"
+                    if field.startswith("grad") and sd else "")
+            raise InputError(f"{where}.heads[{k}].{field}': {v!r}: expected a number >= 0{hint}")
+        out.append(float(v))
+    return out
+
+
+def read_spectrum(path, measure="n90"):
     """The fields of an sd_spectrum -json file the rule needs; InputError naming the field."""
     data = read_json(path, "./sd_spectrum -json output", InputError)
     if not isinstance(data, dict):
@@ -209,15 +245,14 @@ def read_spectrum(path):
         heads = lay.get("heads")
         if not isinstance(heads, list) or len(heads) != lay["n_head"]:
             raise InputError(f"{where}.heads': expected a list of n_head = {lay['n_head']} heads")
-        er = []
-        for k, h in enumerate(heads):
-            v = h.get("erank") if isinstance(h, dict) else None
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0:
-                raise InputError(f"{where}.heads[{k}].erank': {v!r}: expected a number >= 0")
-            er.append(float(v))
+        sd = KINDS[lay["kind"]][1]
+        field, factor, _ = MEASURES[measure]
+        if field == "grad_n90" and not sd:
+            field = "n90"
+        vals = head_values(path, where, heads, field, sd)
+        fam = ("G" if field == "grad_n90" else "S") if sd else "R"
         out.append({"n_head": lay["n_head"], "head_size": lay["head_size"], "kind": lay["kind"],
-                    "family": "S" if KINDS[lay["kind"]][1] else "R", "minimal": lay["minimal"],
-                    "erank": statistics.median(er)})
+                    "family": fam, "minimal": lay["minimal"], "rank": factor * statistics.median(vals)})
     opts = {}
     for key in ("use_ln", "sd_scalar_d", "sd_d_sign"):
         if key in cfg:
@@ -281,14 +316,15 @@ def fmt_pct(new, ref):
     return f"{100.0 * (new / ref - 1.0):+.1f}%" if ref else "n/a"
 
 
-def report(src, spec, table, uniform, measured, c, lo, hi, T):
+def report(src, spec, table, uniform, measured, c, lo, hi, T, measure="n90"):
     C = spec["C"]
-    lines = [f"source: {src} (L {spec['L']}, C {C}); rule d_l = clamp(2^ceil(log2({c:g} * erank_l)), "
-             f"{lo}, {hi}) (doc/methods.md 3.14), erank_l = median over the layer's heads of erank(S) "
-             f"(S-D) or erank(R) (standard), {table[0][0]} heads per layer",
-             "layer  measured            erank  of  minimal  prescribed"]
+    lines = [f"measure: {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]}",
+             f"source: {src} (L {spec['L']}, C {C}); rule d_l = clamp(2^ceil(log2({c:g} * r_l)), "
+             f"{lo}, {hi}) (doc/methods.md 3.14), r_l of S (S-D), G (S's mean gradient) or R "
+             f"(standard), {table[0][0]} heads per layer",
+             f"layer  measured         {'r_l ' + measure:>8s}  of  minimal  prescribed"]
     for l, (m, p) in enumerate(zip(spec["layers"], table)):
-        lines.append(f"{l:5d}  {m['n_head']:3d} x {m['head_size']:4d} {m['kind']:<6s} {m['erank']:8.3f}  "
+        lines.append(f"{l:5d}  {m['n_head']:3d} x {m['head_size']:4d} {m['kind']:<6s} {m['rank']:8.3f}  "
                      f"{m['family']:>2s}  {'yes' if m['minimal'] else 'no':<7s}  {p[0]:3d} x {p[1]:4d} {p[2]}")
     n_min = sum(m["minimal"] for m in spec["layers"])
     lines.append(f"minimal rank (sd_spectrum: median head erank < 2.5): {n_min} of {spec['L']} layers")
@@ -309,11 +345,11 @@ def options_text(opts, has_sd):
     return " ".join(f"{flag} {opts[k]}" for k, flag in names if k in opts)
 
 
-def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd):
+def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd, measure="n90"):
     text = (f"# layer table prescribed by sd_attention/prescribe.py from the S-D cascade of {src}\n"
-            f"# rule (doc/methods.md 3.14): d_l = clamp(2^ceil(log2(c * erank_l)), {lo}, {hi}), c = {c:g}, "
-            f"erank_l = median over the layer's heads of the routing erank (S for S-D heads, R for "
-            f"standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
+            f"# rule (doc/methods.md 3.14): d_l = clamp(2^ceil(log2(c * r_l)), {lo}, {hi}), c = {c:g}, "
+            f"--measure {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]} (S for "
+            f"S-D heads, R for standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
     if desc:
         text += f"# train with: ./train_gpt2 -e {desc} -prism THIS_FILE {options_text(opts, has_sd)}".rstrip() + "\n"
     elif options_text(opts, has_sd):
@@ -323,11 +359,14 @@ def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd
 
 def main(argv=None):
     p = Parser(allow_abbrev=False, description="the S-D cascade's prescription: a measured checkpoint -> a layer table "
-               "with head sizes clamp(2^ceil(log2(c * erank)), min, max) (doc/methods.md 3.14; "
+               "with head sizes clamp(2^ceil(log2(c * r)), min, max), r the routing rank by --measure (doc/methods.md 3.14; "
                "doc/sd_tools.md)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", help="model checkpoint: runs ./sd_spectrum -e FILE -json on it")
     src.add_argument("--spectrum", help="./sd_spectrum -json output of the checkpoint")
+    p.add_argument("--measure", choices=tuple(MEASURES), default="n90",
+                   help="r_l: n90 (default: 2 x the planes at 90%% energy of S), grad (of S's mean gradient, "
+                        "from sd_spectrum -grad_batches), erank (the former rule)")
     p.add_argument("-c", "--c", type=float, default=DEFAULT_C, help="the constant c (> 0; default 2)")
     p.add_argument("--min-head", type=int, default=DEFAULT_MIN, help="smallest head size, a power of two (default 8)")
     p.add_argument("--max-head", type=int, default=DEFAULT_MAX, help="largest head size, a power of two (default 64)")
@@ -357,10 +396,13 @@ def main(argv=None):
         check_output(args.o)
         with tempfile.TemporaryDirectory(prefix="prescribe.") as tmp:
             if args.checkpoint is not None:
-                spec = read_spectrum(run_spectrum(args.checkpoint, tmp))
+                if args.measure == "grad":
+                    raise InputError("--measure grad: expected --spectrum with the JSON of ./sd_spectrum "
+                                     "-grad_batches N -j SHARDS (--checkpoint does not run the gradient)")
+                spec = read_spectrum(run_spectrum(args.checkpoint, tmp), args.measure)
                 ckpt, src_name = args.checkpoint, args.checkpoint
             else:
-                spec = read_spectrum(args.spectrum)
+                spec = read_spectrum(args.spectrum, args.measure)
                 ckpt = spec["model"]
                 src_name = f"{ckpt or '(unnamed)'} (spectrum {args.spectrum})"
         where = args.checkpoint or args.spectrum
@@ -397,7 +439,8 @@ def main(argv=None):
                       args.linear_plateau)
     uniform = [(heads, C // heads, k) for _, _, k in table]
     measured = [(m["n_head"], m["head_size"], m["kind"]) for m in spec["layers"]]
-    text, _, _ = report(src_name, spec, table, uniform, measured, args.c, args.min_head, args.max_head, T)
+    text, _, _ = report(src_name, spec, table, uniform, measured, args.c, args.min_head, args.max_head, T,
+                        args.measure)
     entries = run_length(table)
     sys.stdout.write(text)
     print(f"table: {entries}")
@@ -405,7 +448,7 @@ def main(argv=None):
     if args.o:
         write_atomic(args.o, table_file(src_name, entries, args.c, args.min_head, args.max_head, args.kind,
                                         args.linear_plateau, spec["opts"], desc,
-                                        any(KINDS[k][1] for _, _, k in table)))
+                                        any(KINDS[k][1] for _, _, k in table), args.measure))
         print(f"wrote {args.o}")
     return 0
 

@@ -17,6 +17,8 @@
  *   spec_skew_unpack / spec_generator   S and L = S + sign*D of an S-D head from its packed
  *                                  parameters, L built by generator.h as the model builds it
  *   HeadStats / spec_head_standard / spec_head_sd   every metric of one head of a checkpoint
+ *   spec_head_grad                 ranks of the mean gradient of an S-D head's S (sd_spectrum
+ *                                  -grad_batches; doc/methods.md 3.9)
  *   spec_head_minimal              a head whose routing is at minimal rank: one rotation plane
  *   LayerSummary / spec_layer_summary   means and medians over a layer's heads
  *
@@ -344,6 +346,13 @@ typedef struct {
     double norm_S;    /* ||S||_2 */
     double d_mean;    /* mean of softplus(theta) */
     double d_spread;  /* coefficient of variation of softplus(theta); 0 for scalar D */
+    /* S-D only, with sd_spectrum -grad_batches (doc/methods.md 3.9, the mean gradient): G, the
+     * unpacked mean over batches of dL/d(packed S), a skew d x d matrix like S */
+    int has_grad;     /* G was measured for this head */
+    RankStats grad;   /* ranks of G */
+    double grad_norm; /* ||G||_F (NaN without G) */
+    double grad_align; /* cos(S, -G) = -<S, G>_F / (||S||_F ||G||_F): 1 when S points down G; NaN
+                        * without G or when S or G is zero */
 } HeadStats;
 
 /* W (C x d): column j = row (row0 + j) of the layer's qkvw (rows of length C), i.e. the
@@ -362,6 +371,7 @@ static inline void spec_head_init(HeadStats *hs, int layer, int head, int kind, 
     hs->kind = kind;
     hs->d = d;
     hs->norm_S = hs->d_mean = hs->d_spread = NAN;
+    hs->grad_norm = hs->grad_align = NAN;
 }
 
 static inline void spec_fill_split(HeadStats *hs, const double *K, int k, int C, double eps) {
@@ -449,6 +459,30 @@ static inline void spec_head_sd(const float *qkvw, const float *skew, const floa
     free(S); free(Lm); free(dv); free(sv); free(U); free(K);
 }
 
+/*
+ * The mean gradient of an S-D head's S (doc/methods.md 3.9, "what the loss asks for"): skew and
+ * dskew are the head's packed S and the packed mean gradient dL/ds (d(d-1)/2 each). Unpacked the
+ * way S is (spec_skew_unpack), the gradient is the skew matrix G with G_ij = dL/ds_ij = 2 skew(dL/dS)_ij,
+ * so it has S's pair structure and its planes are counted the same way. Fills has_grad, grad,
+ * grad_norm, grad_align; a zero G has rank 0 and every rank metric 0.
+ */
+static inline void spec_head_grad(HeadStats *hs, const float *skew, const float *dskew, int d) {
+    const size_t dd = (size_t)d * d;
+    double *S = (double *)xmalloc(sizeof(double) * dd), *G = (double *)xmalloc(sizeof(double) * dd);
+    double *sv = (double *)xmalloc(sizeof(double) * (size_t)d);
+    spec_skew_unpack(skew, d, S);
+    spec_skew_unpack(dskew, d, G);
+    const double g2 = spec_frobenius2(G, dd), s2 = spec_frobenius2(S, dd);
+    spec_singular_values(G, d, d, sv);
+    hs->has_grad = 1;
+    hs->grad = spec_rank_stats(sv, d, 0.0);
+    hs->grad_norm = sqrt(g2);
+    double dot = 0.0;
+    for (size_t i = 0; i < dd; i++) dot += S[i] * G[i];
+    hs->grad_align = g2 > 0.0 && s2 > 0.0 ? -dot / sqrt(g2 * s2) : NAN;
+    free(S); free(G); free(sv);
+}
+
 /* At minimal rank: a non-zero routing (R, or S for S-D heads) of erank below SPEC_MINIMAL_ERANK. */
 static inline int spec_head_minimal(const HeadStats *hs) {
     return hs->rank.rank > 0 && hs->rank.erank < SPEC_MINIMAL_ERANK;
@@ -458,6 +492,9 @@ static inline int spec_head_minimal(const HeadStats *hs) {
  * Per-layer summary over heads. */
 typedef struct {
     double erank_mean, erank_median, pr_mean, sr_mean, n90_mean, rank90_mean;
+    double n90_median;    /* median over heads of n90 */
+    /* of the mean gradient G (spec_head_grad); NaN unless every head of the layer has it */
+    double grad_erank_mean, grad_erank_median, grad_n90_mean, grad_n90_median, grad_align_mean;
     double x_erank_mean;  /* erank of the x-space routing (rank_x), mean over heads */
     double frac_minimal;  /* fraction of heads at minimal rank */
     int minimal;          /* the layer is at minimal rank: its median head erank is below 2.5 */
@@ -483,9 +520,20 @@ static inline double spec_median(const double *x, int n) {
 static inline void spec_layer_summary(const HeadStats *hs, int h, LayerSummary *s) {
     memset(s, 0, sizeof(*s));
     double *er = (double *)xmalloc(sizeof(double) * (size_t)h);
+    double *n9 = (double *)xmalloc(sizeof(double) * (size_t)h);
+    double *ger = (double *)xmalloc(sizeof(double) * (size_t)h);
+    double *gn9 = (double *)xmalloc(sizeof(double) * (size_t)h);
+    int all_grad = 1;
     s->alpha_rel_max = -INFINITY;
     for (int k = 0; k < h; k++) {
         er[k] = hs[k].rank.erank;
+        n9[k] = hs[k].rank.n90;
+        ger[k] = hs[k].grad.erank;
+        gn9[k] = hs[k].grad.n90;
+        all_grad &= hs[k].has_grad;
+        s->grad_erank_mean += hs[k].grad.erank / h;
+        s->grad_n90_mean += (double)hs[k].grad.n90 / h;
+        s->grad_align_mean += hs[k].grad_align / h; /* NaN when one head's S or G is zero */
         s->erank_mean += hs[k].rank.erank / h;
         s->x_erank_mean += hs[k].rank_x.erank / h;
         s->frac_minimal += (double)spec_head_minimal(&hs[k]) / h;
@@ -502,8 +550,16 @@ static inline void spec_layer_summary(const HeadStats *hs, int h, LayerSummary *
         s->d_spread_mean += hs[k].d_spread / h; /* NaN propagates for standard heads */
     }
     s->erank_median = spec_median(er, h);
+    s->n90_median = spec_median(n9, h);
     s->minimal = s->erank_median > 0.0 && s->erank_median < SPEC_MINIMAL_ERANK;
-    free(er);
+    if (all_grad) {
+        s->grad_erank_median = spec_median(ger, h);
+        s->grad_n90_median = spec_median(gn9, h);
+    } else {
+        s->grad_erank_mean = s->grad_erank_median = s->grad_n90_mean = s->grad_n90_median = NAN;
+        s->grad_align_mean = NAN;
+    }
+    free(er); free(n9); free(ger); free(gn9);
 }
 
 #endif /* SD_ATTENTION_SPECTRUM_H */

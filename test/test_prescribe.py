@@ -1,21 +1,27 @@
 """test/test_prescribe.py: sd_attention/prescribe.py, the S-D cascade's prescription of a layer table
 (doc/methods.md 3.14; doc/sd_tools.md "Prescribing a layer table from a measured cascade").
 
-Checks:
-- the rule d = clamp(2^ceil(log2(c * erank)), min, max) on hand-computed cases: clamping at both
+Checks (the sizing measure, --measure, is n90 by default: r_l = 2 x the median n90 of the layer's
+heads; the checks written for the former erank rule run with --measure erank, which keeps it, so
+they still test the rule, the run-length table, the counts and the errors unchanged):
+- the rule d = clamp(2^ceil(log2(c * r)), min, max) on hand-computed cases: clamping at both
   ends, exact powers of two (which map to themselves), a value just above a power of two, a zero
   routing (erank 0), other c and bounds;
 - on synthetic sd_spectrum JSON (8 layers, 4 heads each, per-head eranks chosen so that the
-  median and the mean give different sizes): the written table's entries, run-length compressed,
+  median and the mean give different sizes), with --measure erank: the written table's entries, run-length compressed,
   for --kind keep/sd/mha, --linear-plateau 1, -c 1 with other bounds; the file's comment lines
   (source, c, rule) and its one line of entries; the atomic write leaves no NAME.tmp;
 - the attention parameters and FLOPs per token of small tables against numbers computed by hand
   (S-D, S-D linear, standard, linear; scalar D), and the tool's printed totals on a 2-layer
   spectrum against the same hand computation;
-- every error path: one line `error: ...` on stderr, nothing on stdout, exit 1, no table written;
+- the default measure n90 and --measure grad on synthetic JSON whose erank, n90 and grad_n90 give
+  different tables (by hand), the measure named on the first output line and in the file; the
+  standard layers of --measure grad use their n90;
+- every error path: one line `error: ...` on stderr, nothing on stdout, exit 1, no table written
+  (also: n90 or grad_n90 missing, --measure grad with --checkpoint);
 - end to end: a 2-layer model (`4:sd 4`, -ln 0) trained 1 step by ./train_gpt2, prescribed with
   --checkpoint (sd_spectrum run by the tool, its temporary directory removed), the per-layer
-  eranks equal to sd_spectrum's own erank_median, --spectrum on the same JSON giving the same
+  values equal to 2 x sd_spectrum's own n90_median, --spectrum on the same JSON giving the same
   table, and the written table accepted by ./train_gpt2 with the same descriptor (exit 0, the
   prescribed heads x sizes in its start-up lines).
 """
@@ -46,8 +52,9 @@ def run(*args, tool=TOOL, env=None):
     return r.returncode, r.stdout, r.stderr
 
 
-def spectrum_json(path, layers, C=64, model="no/such/model.bin", opts=None):
-    """A synthetic sd_spectrum -json file: layers = [(kind, head_size, [head eranks], minimal)]."""
+def spectrum_json(path, layers, C=64, model="no/such/model.bin", opts=None, n90=None, grad_n90=None):
+    """A synthetic sd_spectrum -json file: layers = [(kind, head_size, [head eranks], minimal)];
+    n90 / grad_n90: per layer the heads' values (default n90 1 and grad_n90 null for every head)."""
     out = {"model": model, "eps": 1e-6, "config": dict({"num_layers": len(layers), "channels": C,
                                                          "use_ln": 0, "sd_d_sign": -1, "sd_scalar_d": 0},
                                                         **(opts or {})),
@@ -55,7 +62,10 @@ def spectrum_json(path, layers, C=64, model="no/such/model.bin", opts=None):
     for i, (kind, d, eranks, minimal) in enumerate(layers):
         out["layers"].append({"layer": i, "n_head": len(eranks), "head_size": d, "kind": kind,
                               "family": "S" if kind.startswith("sd") else "R", "minimal": minimal,
-                              "erank_median": None, "heads": [{"head": k, "erank": e} for k, e in enumerate(eranks)]})
+                              "erank_median": None,
+                              "heads": [{"head": k, "erank": e, "n90": n90[i][k] if n90 else 1,
+                                         "grad_n90": grad_n90[i][k] if grad_n90 else None}
+                                        for k, e in enumerate(eranks)]})
     with open(path, "w") as f:
         json.dump(out, f)
     return path
@@ -129,17 +139,17 @@ def synthetic_checks():
         out = os.path.join(TMP, "syn.txt")
         if os.path.exists(out):
             os.remove(out)
-        rc, so, se = run("--spectrum", js, "--seq-len", "32", *flags, "-o", out)
+        rc, so, se = run("--spectrum", js, "--seq-len", "32", "--measure", "erank", *flags, "-o", out)
         got = entries_of(out) if os.path.exists(out) else None
         check(rc == 0 and got == [want] and f"table: {want}" in so,
               f"synthetic spectrum {' '.join(flags) or '(defaults)'}: {want} (got {got}, rc {rc}{', ' + se.strip() if se.strip() else ''})")
     out = os.path.join(TMP, "syn.txt")
-    rc, so, se = run("--spectrum", js, "--seq-len", "32", "-o", out)
+    rc, so, se = run("--spectrum", js, "--seq-len", "32", "--measure", "erank", "-o", out)
     with open(out) as f:
         lines = f.read().splitlines()
     head = [ln for ln in lines if ln.startswith("#")]
     check(lines[0].startswith("#") and "no/such/model.bin" in lines[0] and any("c = 2," in ln for ln in head)
-          and any("clamp(2^ceil(log2(c * erank_l)), 8, 64)" in ln for ln in head)
+          and any("clamp(2^ceil(log2(c * r_l)), 8, 64)" in ln and "--measure erank" in ln for ln in head)
           and len([ln for ln in lines if ln.strip() and not ln.startswith("#")]) == 1
           and not lines[-1].startswith("#"),
           "the table file: comments naming the source checkpoint, c and the rule first, then one line of entries")
@@ -152,8 +162,44 @@ def synthetic_checks():
           "the printed table: one row per layer with the median erank (4.000, 55.000) and the minimal flag")
     # a power of two exactly at the product: c = 0.5 on erank 16 gives 8
     js2 = spectrum_json(os.path.join(TMP, "exact.json"), [("sd", 16, [16.0], False)])
-    rc, so, _ = run("--spectrum", js2, "--seq-len", "8", "-c", "0.5")
+    rc, so, _ = run("--spectrum", js2, "--seq-len", "8", "-c", "0.5", "--measure", "erank")
     check(rc == 0 and "table: 1x8:sd" in so, "c = 0.5, erank 16: exactly 8")
+
+
+# ---------------------------------------------------------------------------------------------
+# The measures
+
+# 4 layers of 2 heads (C 64, d 32). Per layer: eranks (an Adam-trained S: 13 for one plane), n90,
+# grad_n90 (null for the mha layer), by hand at c = 2, [8, 64]:
+#   erank medians 13, 13.5, 20, 40   -> 26 -> 32, 27 -> 32, 40 -> 64, 80 -> 64
+#   n90 medians   1, 2.5, 4, 9        -> r 2, 5, 8, 18 -> 4 -> 8, 10 -> 16, 16, 36 -> 64
+#   grad_n90      1, 1, 8.5, (n90 9)  -> r 2, 2, 17, 18 -> 8, 8, 34 -> 64, 64
+MLAYERS = [("sd", 32, [13.0, 13.0], False), ("sd", 32, [13.0, 14.0], False), ("sdlin", 32, [20.0, 20.0], False),
+           ("mha", 32, [40.0, 40.0], False)]
+MN90 = [[1, 1], [2, 3], [4, 4], [9, 9]]
+MGRAD = [[1, 1], [1, 1], [8, 9], [None, None]]
+MEXPECTED = {"erank": "2x32:sd*2 2x64:sdlin 2x64:mha", "n90": "2x8:sd 2x16:sd 2x16:sdlin 2x64:mha",
+             "grad": "2x8:sd*2 2x64:sdlin 2x64:mha"}
+
+
+def measure_checks():
+    js = spectrum_json(os.path.join(TMP, "measures.json"), MLAYERS, n90=MN90, grad_n90=MGRAD)
+    for measure, want in MEXPECTED.items():
+        out = os.path.join(TMP, f"m_{measure}.txt")
+        flags = () if measure == "n90" else ("--measure", measure)
+        rc, so, se = run("--spectrum", js, "--seq-len", "32", *flags, "-o", out)
+        got = entries_of(out) if rc == 0 else None
+        with open(out) if rc == 0 else open(os.devnull) as f:
+            text = f.read()
+        first = so.splitlines()[0] if so else ""
+        check(rc == 0 and got == [want] and first.startswith(f"measure: {measure}:") and f"--measure {measure}" in text,
+              f"--measure {measure}{' (the default)' if measure == 'n90' else ''}: {want}, named on the first line and "
+              f"in the file (got {got}{', ' + se.strip() if se.strip() else ''})")
+    rc, so, _ = run("--spectrum", js, "--seq-len", "32", "--measure", "grad")
+    fams = [ln.split()[6] for ln in so.splitlines() if re.match(r"^ +\d+ +2 x +32 ", ln)]
+    vals = [ln.split()[5] for ln in so.splitlines() if re.match(r"^ +\d+ +2 x +32 ", ln)]
+    check(fams == ["G", "G", "G", "R"] and vals == ["2.000", "2.000", "17.000", "18.000"],
+          f"--measure grad: r_l of G for the S-D layers, of R (its n90) for the mha layer: {vals} {fams}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,7 +233,7 @@ def count_checks():
     #   with mha 4x16: 13024 + 16640 = 29664 params, 34816 + 40960 = 75776 FLOPs (the measured model too).
     # 72784 / 29664 - 1 = +145.4%; 180736 / 75776 - 1 = +138.5%.
     js = spectrum_json(os.path.join(TMP, "two.json"), [("sd", 16, [2.0] * 4, True), ("mha", 16, [20.0] * 4, False)])
-    rc, so, se = run("--spectrum", js, "--seq-len", "32")
+    rc, so, se = run("--spectrum", js, "--seq-len", "32", "--measure", "erank")
     check(rc == 0 and "attention parameters: prescribed 72,784, uniform (4 x 16) 29,664 (+145.4%), "
           "measured model 29,664 (+145.4%)" in so
           and "attention FLOPs per token at T 32: prescribed 180,736, uniform 75,776 (+138.5%), "
@@ -195,7 +241,7 @@ def count_checks():
           f"the printed parameters and FLOPs against uniform and measured equal the hand computation{'' if rc == 0 else ': ' + se}")
     # --linear-plateau 1: 4x8:sdlin; uniform sdlin 4x16 FLOPs 16384 + 2048 + 4*64*16 = 4096 + 8192 = 30720,
     # + 40960 = 71680; prescribed 13824 + 163840 = 177664 (+147.9%); measured still 75776 (+134.5%).
-    rc, so, se = run("--spectrum", js, "--seq-len", "32", "--linear-plateau", "1")
+    rc, so, se = run("--spectrum", js, "--seq-len", "32", "--linear-plateau", "1", "--measure", "erank")
     check(rc == 0 and "table: 4x8:sdlin 4x64:mha" in so
           and "prescribed 177,664, uniform 71,680 (+147.9%), measured model 75,776 (+134.5%)" in so,
           "with --linear-plateau 1: the linear FLOPs of the minimal layer, by hand")
@@ -243,8 +289,12 @@ def error_checks(ckpt):
         ("a layer without kind", [bad_json("b5.json", lambda d: d["layers"][3].pop("kind")), *T], "layers[3].kind"),
         ("a layer without minimal", [bad_json("b6.json", lambda d: d["layers"][1].pop("minimal")), *T], "layers[1].minimal"),
         ("a layer without heads", [bad_json("b7.json", lambda d: d["layers"][2].pop("heads")), *T], "layers[2].heads"),
-        ("a head with a null erank", [bad_json("b8.json", lambda d: d["layers"][4]["heads"][1].update(erank=None)), *T],
-         "layers[4].heads[1].erank': None: expected a number >= 0"),
+        ("a head with a null erank", [bad_json("b8.json", lambda d: d["layers"][4]["heads"][1].update(erank=None)), *T,
+                                      "--measure", "erank"], "layers[4].heads[1].erank': None: expected a number >= 0"),
+        ("a head without n90", [bad_json("b11.json", lambda d: d["layers"][2]["heads"][0].pop("n90")), *T],
+         "layers[2].heads[0].n90': None: expected a number >= 0"),
+        ("--measure grad without gradient fields", [good, *T, "--measure", "grad"],
+         "layers[0].heads[0].grad_n90': None: expected a number >= 0 (run ./sd_spectrum -grad_batches"),
         ("a head count other than n_head", [bad_json("b9.json", lambda d: d["layers"][0].update(n_head=3)), *T],
          "n_head = 3 heads"),
         ("a wrong layer index", [bad_json("b10.json", lambda d: d["layers"][5].update(layer=7)), *T], "layers[5].layer"),
@@ -267,6 +317,8 @@ def error_checks(ckpt):
         ("an unknown --kind", ["--spectrum", good, *T, "--kind", "lin", "-o", out], "--kind"),
         ("a bad --linear-plateau", ["--spectrum", good, *T, "--linear-plateau", "2", "-o", out], "--linear-plateau"),
         ("a missing checkpoint", ["--checkpoint", ckpt + ".missing", "-o", out], ".bin.missing: no such file"),
+        ("--measure grad with --checkpoint", ["--checkpoint", ckpt, "--measure", "grad", "-o", out],
+         "--measure grad: expected --spectrum"),
         ("a checkpoint sd_spectrum rejects", ["--checkpoint", garbage, "-o", out], "garbage.bin: ./sd_spectrum failed"),
         ("no --seq-len without a readable checkpoint", ["--spectrum", good, "-o", out], "expected --seq-len T"),
         ("varying head counts without a readable checkpoint", ["--spectrum", varying, *T, "-o", out],
@@ -314,7 +366,7 @@ def end_to_end():
     ref = os.path.join(TMP, "ref.json")
     subprocess.run([SPECTRUM, ckpt, "-json", ref], capture_output=True, env=ENV)
     with open(ref) as f:
-        medians = [lay["erank_median"] for lay in json.load(f)["layers"]]
+        medians = [2 * lay["n90_median"] for lay in json.load(f)["layers"]]
     tmpdir = os.path.join(TMP, "tmpdir")
     os.makedirs(tmpdir, exist_ok=True)
     table = os.path.join(TMP, "e2e_table.txt")
@@ -324,8 +376,8 @@ def end_to_end():
     rows = [ln.split() for ln in so.splitlines() if re.match(r"^ +[01] +4 x +16 ", ln)]
     got = [float(rw[5]) for rw in rows]
     check(len(got) == 2 and all(abs(g - m) < 5e-4 for g, m in zip(got, medians)),
-          f"the printed eranks are sd_spectrum's erank_median per layer ({got} vs {medians})")
-    want = pr.run_length(pr.prescribe([{"erank": m, "kind": k, "minimal": False} for m, k in zip(medians, ["sd", "mha"])],
+          f"the printed r_l are 2 x sd_spectrum's n90_median per layer ({got} vs {medians})")
+    want = pr.run_length(pr.prescribe([{"rank": m, "kind": k, "minimal": False} for m, k in zip(medians, ["sd", "mha"])],
                                       2.0, 8, 64, 4, "keep", 0))
     check(entries_of(table) == [want], f"the table is the rule applied to those medians ({want})")
     with open(table) as f:
@@ -362,6 +414,7 @@ def main():
     os.makedirs(TMP)
     rule_checks()
     synthetic_checks()
+    measure_checks()
     count_checks()
     if not all(os.access(p, os.X_OK) for p in (TRAIN, SPECTRUM)):
         check(False, "./train_gpt2 and ./sd_spectrum are built (make sd_spectrum train_gpt2)")

@@ -340,6 +340,99 @@ static void test_rank_stats_edges(void) {
           "layer summary: mean 4.75, median 3.5, unstable fraction 0.25, no D spread for standard heads");
 }
 
+/* n90 against erank (doc/methods.md 3.9, "erank of an Adam-trained S"): a constant one-plane
+ * gradient A = a b^T - b a^T (a, b random orthonormal) drives Adam's S towards -sign(A). sign(A)
+ * is a skew matrix of full rank whose erank is 12.904 at d = 32 and 20.524 at d = 64, whatever
+ * the orientation, while two planes hold 90% of its energy. Reference values: numpy on 200 random
+ * orientations (spread below 1e-14). Also: n90 at a plane boundary, and the packed layout. */
+static void sign_plane(int d, double *S) {
+    double *Q = (double *)xmalloc(sizeof(double) * (size_t)d * d);
+    random_orthogonal(d, Q);
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) {
+            const double a = colv(Q, d, 0, i) * colv(Q, d, 1, j) - colv(Q, d, 1, i) * colv(Q, d, 0, j);
+            S[(size_t)i * d + j] = i == j ? 0.0 : (a > 0) - (a < 0);
+        }
+    free(Q);
+}
+
+static void test_sign_of_one_plane(void) {
+    const int dims[2] = {32, 64};
+    const double want[2] = {12.904449, 20.523538};
+    for (int t = 0; t < 2; t++) {
+        const int d = dims[t];
+        double worst = 0.0;
+        int n90_ok = 1;
+        for (int draw = 0; draw < 3; draw++) {
+            double *S = (double *)xmalloc(sizeof(double) * (size_t)d * d), *sv = (double *)xmalloc(sizeof(double) * d);
+            sign_plane(d, S);
+            spec_singular_values(S, d, d, sv);
+            RankStats r = spec_rank_stats(sv, d, 0.0);
+            worst = fmax(worst, fabs(r.erank - want[t]));
+            n90_ok &= r.n90 == 2 && r.rank90 == 4 && r.rank == d;
+            free(S); free(sv);
+        }
+        CHECK(worst < 1e-5 && n90_ok, "sign of one rotation plane, d = %d: erank %.6f (|err| %.1e over 3 "
+              "orientations), full rank, n90 = 2 (rank90 4)", d, want[t], worst);
+    }
+    /* planes of energies 9, 1, 1, 1 (omega 3, 1, 1, 1): 90% of 12 = 10.8 needs three planes;
+     * 8, 1, 1 (omega sqrt 8, 1, 1): 90% of 10 = 9 is reached exactly by two planes */
+    const double a[8] = {3, 3, 1, 1, 1, 1, 1, 1}, b[6] = {sqrt(8.0), sqrt(8.0), 1, 1, 1, 1};
+    RankStats ra = spec_rank_stats(a, 8, 0.0), rb = spec_rank_stats(b, 6, 0.0);
+    CHECK(ra.n90 == 3 && rb.n90 == 2, "n90 counts planes: energies 9,1,1,1 -> %d (3); 8,1,1 -> %d "
+          "(2: exactly 90%% is enough)", ra.n90, rb.n90);
+}
+
+/* spec_head_grad: G from packed values is ranked like S; cos(S, -G) is 1 for S = -c G, 0 for
+ * orthogonal S, NaN for S = 0; a layer's gradient summary is NaN unless every head has G. */
+static void test_head_grad(void) {
+    const int d = 10;
+    const double w[2] = {2.0, 1.0};
+    double *Q = (double *)xmalloc(sizeof(double) * d * d), *G = (double *)xmalloc(sizeof(double) * d * d);
+    random_orthogonal(d, Q);
+    memset(G, 0, sizeof(double) * d * d);
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < d; j++)
+                G[i * d + j] += w[p] * (colv(Q, d, 2 * p, i) * colv(Q, d, 2 * p + 1, j) -
+                                        colv(Q, d, 2 * p + 1, i) * colv(Q, d, 2 * p, j));
+    const int np = d * (d - 1) / 2;
+    float *pg = (float *)xmalloc(sizeof(float) * np), *ps = (float *)xmalloc(sizeof(float) * np);
+    float *pz = (float *)xcalloc((size_t)np, sizeof(float));
+    for (int i = 0; i < d; i++)
+        for (int j = i + 1; j < d; j++) {
+            pg[sd_pack_index(i, j, d)] = (float)G[i * d + j];
+            ps[sd_pack_index(i, j, d)] = (float)(-0.5 * G[i * d + j]);
+        }
+    double er, pr, sr;
+    int n90;
+    analytic_planes(w, 2, &er, &pr, &sr, &n90);
+    HeadStats hs[2];
+    spec_head_init(&hs[0], 0, 0, ATTN_SD, d);
+    spec_head_grad(&hs[0], ps, pg, d);
+    CHECK(hs[0].has_grad && fabs(hs[0].grad.erank - er) < 1e-5 && fabs(hs[0].grad.pr - pr) < 1e-5 &&
+              hs[0].grad.n90 == n90 && hs[0].grad.rank == 4 && fabs(hs[0].grad_norm - sqrt(2 * 5.0)) < 1e-5 &&
+              fabs(hs[0].grad_align - 1.0) < 1e-6,
+          "gradient of two planes (2, 1): erank %.5f (%.5f), n90 %d (%d), ||G||_F %.5f (sqrt 10), "
+          "cos(S, -G) = %.6f for S = -G/2", hs[0].grad.erank, er, hs[0].grad.n90, n90, hs[0].grad_norm,
+          hs[0].grad_align);
+    spec_head_init(&hs[1], 0, 1, ATTN_SD, d);
+    spec_head_grad(&hs[1], pz, pg, d);
+    CHECK(isnan(hs[1].grad_align) && hs[1].grad.n90 == n90, "S = 0: cos(S, -G) undefined (NaN), G still ranked");
+    LayerSummary s;
+    hs[1].grad_align = 0.5;
+    spec_layer_summary(hs, 2, &s);
+    CHECK(fabs(s.grad_erank_mean - er) < 1e-5 && fabs(s.grad_n90_median - n90) < 1e-12 &&
+              fabs(s.grad_align_mean - 0.75) < 1e-6,
+          "layer summary of G: mean erank %.5f, median n90 %.1f, mean cos %.3f", s.grad_erank_mean,
+          s.grad_n90_median, s.grad_align_mean);
+    spec_head_init(&hs[1], 0, 1, ATTN_SD, d);
+    spec_layer_summary(hs, 2, &s);
+    CHECK(isnan(s.grad_erank_mean) && isnan(s.grad_n90_mean) && isnan(s.grad_erank_median),
+          "a head without G makes the layer's gradient summary NaN (null in the JSON)");
+    free(Q); free(G); free(pg); free(ps); free(pz);
+}
+
 int main(void) {
     test_one_plane_standard();
     test_core_matches_explicit();
@@ -349,5 +442,7 @@ int main(void) {
     test_sd_one_plane_and_stability();
     test_rank_stats_edges();
     test_minimal_rank();
+    test_sign_of_one_plane();
+    test_head_grad();
     return test_finish();
 }

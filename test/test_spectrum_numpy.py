@@ -188,6 +188,9 @@ def main():
         refs = [numpy_head(model, l, k) for k in range(len(lay["heads"]))]
         x_mean = sum(r["x_erank"] for r in refs) / len(refs)
         minimal = sum(r["minimal"] for r in refs) / len(refs)
+        n90s = [r["n90"] for r in refs]
+        check(close(lay["n90_mean"], float(np.mean(n90s))) and close(lay["n90_median"], float(np.median(n90s))),
+              f"layer {l}: n90_mean {lay['n90_mean']}, n90_median {lay['n90_median']} = numpy's over heads {n90s}")
         check(close(lay["x_erank_mean"], x_mean) and abs(lay["frac_minimal"] - minimal) < 1e-12,
               f"layer {l}: x-space routing erank mean {lay['x_erank_mean']} = numpy's {x_mean:.9g}, "
               f"minimal-rank fraction {lay['frac_minimal']} = {minimal}")
