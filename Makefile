@@ -5,6 +5,7 @@
 #   make test         every test; ends with "N passed, N failed"
 #   make bench_cpu    tokens/s of uniform vs Prism, measured side by side
 #   make prose        the offline prose corpus as token shards (runs larger than TinyShakespeare)
+#   make prose_bytes  the same corpus as byte-level shards (V 256) + bytes_tokenizer.bin
 #   make test SANITIZE=1   the same suite on programs and tests built with AddressSanitizer and
 #                     UndefinedBehaviorSanitizer (any report fails the test that triggered it)
 #
@@ -73,7 +74,7 @@ SRC_HEADERS = $(wildcard llmc/*.h llmc/*/*.h prism/*.h sd_attention/*.h kinds/*.
 # what every host-compiled program depends on: the headers and the flavour it is built as
 HEADERS = $(SRC_HEADERS) $(FLAVOUR_STAMP)
 TEST_HEADERS = $(wildcard test/*.h)
-C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint test_tokenizer \
+C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint test_tokenizer test_vocab \
           test_dataloader test_headers_cxx
 TEST_BINS = $(addprefix build/,$(C_TESTS))
 TOOLKIT_TEST_BINS =
@@ -139,6 +140,18 @@ $(PROSE_VAL):
 prose: $(PROSE_VAL)
 .PHONY: prose
 
+# The same corpus as byte-level shards (token = byte, V 256, EOT 0; doc/formats.md 3.1):
+# dev/data/prose_bytes/prose_bytes_{val,train}_*.bin (82.3M train + 4.5M val tokens) and the
+# tokenizer file for -tok, bytes_tokenizer.bin (dev/data/prose_bytes.py; 4-15 s)
+PROSE_BYTES_VAL = dev/data/prose_bytes/prose_bytes_val_000000.bin
+BYTES_TOKENIZER = bytes_tokenizer.bin
+$(PROSE_BYTES_VAL):
+	$(PYTHON) dev/data/prose_bytes.py
+$(BYTES_TOKENIZER):
+	$(PYTHON) dev/data/bytes_tokenizer.py
+prose_bytes: $(PROSE_BYTES_VAL) $(BYTES_TOKENIZER)
+.PHONY: prose_bytes
+
 # The main job: a small Prism GPT (8 layers, C 256, heads 1-1-2-2-4-4-4-4, i.e. head sizes
 # 256/128/64) on TinyShakespeare, 300 steps of 512 tokens, val loss every 50 steps, a sample every
 # 100, a checkpoint at the end in out/shakespeare_prism.
@@ -151,7 +164,9 @@ train: train_gpt2 data
 # Without the CUDA toolkit (no nvcc, or NVCC=/nonexistent/nvcc) the tests that build GPU code are
 # skipped with one line saying so; under CI=true that is an error, so CI builds every GPU variant.
 # SANITIZE=1 runs the suites of the C and C++ programs and skips, in one line: the Python suites
-# (data, reference, layout, spectrum_numpy, import_hf, import_heads, prescribe, plots: no sanitized code of their own),
+# (data, bytes_data, reference, layout, spectrum_numpy, import_hf, import_heads, prescribe, plots, floors,
+# routing_null: no sanitized code of their own; spectrum_grad: sd_spectrum's gradient mode, the
+# CPU model's forward and backward that gpt2_vs_pytorch runs sanitized),
 # gpu_build (nvcc's binaries, not sanitized), fuzz (built with the sanitizers already), and the
 # suites whose C code others run sanitized, at 10-60 times their plain cost under ASan:
 # gpu_check_host (the host GPU binaries of gpt2cu_host in 21 more configurations), flash_mma_emul
@@ -160,10 +175,14 @@ train: train_gpt2 data
 # (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals), scripts (shell
 # around the trainer, plus upstream llm.c's CPU loop), ab and sd_claims (the experiment drivers:
 # short trainings and the analysis tools, which their own suites run sanitized), fresh_clone (the
-# drivers' own make builds plain programs in a copy of the tree) and blas (the model code
-# gpt2_vs_pytorch runs, with OpenBLAS's matmuls).
-SAN_SKIP_TESTS = data reference layout spectrum_numpy import_hf import_heads prescribe plots gpu_build fuzz gpu_check_host \
-                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas fresh_clone
+# drivers' own make builds plain programs in a copy of the tree), blas (the model code
+# gpt2_vs_pytorch runs, with OpenBLAS's matmuls) and gpu_science_host (dev/gpu_science.sh on the
+# CPU: shell around short runs of train_gpt2, sd_spectrum, sd_surgery and attn_distance, which
+# their own suites run sanitized; under ASan its runs would pass the suite's 60 s).
+SAN_SKIP_TESTS = data bytes_data reference layout spectrum_numpy import_hf import_heads prescribe plots floors routing_null \
+                 spectrum_grad gpu_build fuzz gpu_check_host \
+                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas fresh_clone \
+                 gpu_science_host
 # Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
 # stderr), and test/run_all.sh fails the test during which one appeared.
 SAN_REPORTS = $(CURDIR)/build/logs/sanitizer

@@ -41,6 +41,7 @@ typedef struct {
     GPT2 model;
     TrainLoop loop; /* loaders, LR schedule, outlier detectors, step counts (llmc/train_setup.h) */
     Tokenizer tokenizer;
+    int sample_start;   /* the token samples start from: -tok's end-of-text (llmc/tokenizer.h) */
     Logger logger;
     TrainEvals evals;   /* -h 1: the zero-shot evals run at every val step (-ht) */
     GPT2Eval eval;      /* their forward (llmc/cpu/cpu_eval.h) */
@@ -111,12 +112,12 @@ static void setup(Run *r) {
     if (a->T < c->max_seq_len) printf("note: -t %d is shorter than the model's maxT %d\n", a->T, c->max_seq_len);
     TrainLoop *t = &r->loop;
     train_loop_setup(t, a, 0, 1, c->vocab_size, resume_step); /* one process: rank 0 of 1 */
-    tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     if (a->hellaswag) {
         /* llm.c's -h 1 (doc/formats.md 6), scored with the training B and T, plus the -ht tasks */
-        train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, c->vocab_size, 1);
+        train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, a->init, c->vocab_size, 1);
         gpt2_eval_init(&r->eval, &r->model, a->B, a->T);
     }
+    r->sample_start = tokenizer_init_for_model(&r->tokenizer, a->tokenizer, c->vocab_size);
     r->sample_rng = SAMPLE_RNG_SEED;
     if (resume_step >= 0) resume_state(r, resume_step);
     logger_init(&r->logger, a->out_dir, 0, resume_step >= 0);
@@ -148,13 +149,14 @@ static void run_evals(Run *r, int step) {
     }
 }
 
-/* A sample as llm.c's train_gpt2.c draws it: -g is its genT, so genT - 1 tokens follow
- * <|endoftext|>, at temperature 1, with one sampling RNG (seed 1337) carried from sample to sample. */
+/* A sample as llm.c's train_gpt2.c draws it: -g is its genT, so genT - 1 tokens follow the
+ * end-of-text token (-tok's; GPT-2's <|endoftext|> by default), at temperature 1, with one sampling
+ * RNG (seed 1337) carried from sample to sample. */
 static void generate(Run *r) {
     const GPT2Config *c = &r->model.config;
     const int genT = r->args.gen_tokens, window = r->args.T, V = c->vocab_size;
     int *tokens = (int *)xmalloc((size_t)genT * sizeof(int));
-    tokens[0] = GPT2_EOT;
+    tokens[0] = r->sample_start;
     printf("generating:\n---\n");
     for (int t = 1; t < genT; t++) {
         const int len = LLMC_MIN(t, window);
@@ -210,6 +212,15 @@ static StepResult train_step(Run *r, int step) {
 
 /* ----------------------------------------------------------------------------------------------
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
+/* The residual stream's size per layer at a val step, printed for LayerNorm-free blocks, whose
+ * stream nothing bounds (main.log's "rms:" record has it for every model). */
+static void print_stream_rms(const Run *r, const float *rms) {
+    if (r->model.config.use_ln) return;
+    printf("stream rms (block inputs, then ln_f's):");
+    for (int l = 0; l <= r->model.config.num_layers; l++) printf(" %.3g", rms[l]);
+    printf("\n");
+}
+
 static void train(Run *r) {
     const TrainArgs *a = &r->args;
     TrainLoop *t = &r->loop;
@@ -223,9 +234,12 @@ static void train(Run *r) {
     for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
         if (train_due_val(a, step, last)) {
-            const float val = gpt2_val_loss(&r->model, &t->val_loader, t->val_batches);
+            float rms[LLMC_MAX_LAYERS + 1];
+            const float val = gpt2_val_loss(&r->model, &t->val_loader, t->val_batches, rms);
             printf("val loss %f\n", val);
+            print_stream_rms(r, rms);
             logger_log_val(&r->logger, step, val);
+            logger_log_stream(&r->logger, step, rms, r->model.config.num_layers + 1);
             run_record_val(&rec, step, val);
         }
         if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);

@@ -50,6 +50,7 @@ typedef struct {
     AttPath path[LLMC_MAX_LAYERS];
     TrainLoop loop; /* loaders, LR schedule, outlier detectors, step counts (llmc/train_setup.h) */
     Tokenizer tokenizer;
+    int sample_start;   /* the token samples start from: -tok's end-of-text (llmc/tokenizer.h) */
     Logger logger;
     TrainEvals evals;  /* -h 1: the zero-shot evals at every val step (-ht) */
     double flops_per_token, peak_tflops;
@@ -165,7 +166,7 @@ static void check_ranks_agree(Run *r, int resume_step, const GPT2Config *c) {
 static void evals_setup(Run *r) {
     const TrainArgs *a = &r->args;
     if (!a->hellaswag) return;
-    train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, r->model.config.vocab_size,
+    train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, a->init, r->model.config.vocab_size,
                       is_rank0(r));
     /* an eval file missing on some node only would leave the ranks issuing different numbers of
      * all-reduces (a hang) */
@@ -250,8 +251,8 @@ static void setup(Run *r, int *argc, char ***argv) {
     TrainLoop *t = &r->loop;
     train_loop_setup(t, a, r->mg.rank, r->mg.nproc, c.vocab_size, resume_step);
     check_ranks_agree(r, resume_step, &c);
-    tokenizer_init(&r->tokenizer, "gpt2_tokenizer.bin");
     evals_setup(r);
+    r->sample_start = tokenizer_init_for_model(&r->tokenizer, a->tokenizer, c.vocab_size);
     if (resume_step >= 0) resume_state(r, resume_step);
     logger_init(&r->logger, a->out_dir, r->mg.rank, resume_step >= 0);
     r->flops_per_token = train_flops_per_token(&c, r->model.layout.total, a->T);
@@ -305,21 +306,22 @@ static void run_evals(Run *r, int step) {
     }
 }
 
-/* A sample as llm.c's train_gpt2.cu draws it: -g is its genT, so genT - 1 tokens follow
- * <|endoftext|>, at temperature 1, with the sampling RNG reset to 1337 for every sample (so two
- * samples of the same weights are equal). One (1, T) forward per token: the window sits at
- * positions 0..len-1 and causal attention ignores the filler after it (rank 0 only). */
+/* A sample as llm.c's train_gpt2.cu draws it: -g is its genT, so genT - 1 tokens follow the
+ * end-of-text token (-tok's; GPT-2's <|endoftext|> by default), at temperature 1, with the sampling
+ * RNG reset to 1337 for every sample (so two samples of the same weights are equal). One (1, T)
+ * forward per token: the window sits at positions 0..len-1 and causal attention ignores the filler
+ * (the end-of-text token) after it (rank 0 only). */
 static void generate(Run *r) {
     const int genT = r->args.gen_tokens, window = r->args.T, V = r->model.config.vocab_size;
     int *tokens = (int *)xmalloc((size_t)genT * sizeof(int));
     int *batch = (int *)xmalloc((size_t)window * sizeof(int));
     float *logits = (float *)xmalloc((size_t)V * sizeof(float));
     uint64_t rng = SAMPLE_RNG_SEED;
-    tokens[0] = GPT2_EOT;
+    tokens[0] = r->sample_start;
     printf("generating:\n---\n");
     for (int t = 1; t < genT; t++) {
         const int len = LLMC_MIN(t, window);
-        for (int i = 0; i < window; i++) batch[i] = i < len ? tokens[t - len + i] : GPT2_EOT;
+        for (int i = 0; i < window; i++) batch[i] = i < len ? tokens[t - len + i] : r->sample_start;
         gpt2gpu_forward(&r->model, batch, NULL, 1, window, FWD_LOGITS, 0.0f);
         gpt2gpu_logits_row(&r->model, 0, len - 1, logits);
         tokens[t] = sample_softmax(logits, V, &rng);

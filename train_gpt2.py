@@ -5,7 +5,7 @@ Defines
     have their own head count h_l, head size d_l and kind (the layer table, doc/formats.md):
     mha softmax attention, sd S-D attention (doc/methods.md 3.4), lin ELU+1 linear attention and
     sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11);
-  - parse_descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]);
+  - parse_descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]);
   - parse_schedule: Prism schedule files (`--prism`, doc/methods.md 2.2);
   - init_weights: the init of doc/formats.md 2.3, drawn in the C trainer's order;
   - write_model / load_model: checkpoints, versions 3/5 (llm.c) and 103/105 (with a layer table);
@@ -38,6 +38,7 @@ STATE_MAGIC = 20240327          # debug state
 SHARD_MAGIC = 20240520
 DEBUG_STATE_VERSION = 2         # v2 = gradients with the padded vocabulary
 GPT2_VOCAB = 50257
+MAX_VOCAB = 16777216            # LLMC_MAX_VOCAB of llmc/config.h: V and Vp
 
 
 def padded_vocab(v):
@@ -194,17 +195,23 @@ def parse_descriptor(desc):
         return GPTConfig(n_layer=L, n_embd=C, n_head=C // hs, block_size=2048)
     if desc == "tiny":
         return GPTConfig(n_layer=4, n_embd=64, n_head=4, block_size=64)
-    m = re.fullmatch(r"L(\d+)C(\d+)H(\d+)(?:T(\d+))?", desc)
+    m = re.fullmatch(r"L(\d+)C(\d+)H(\d+)(?:T(\d+))?(?:V(\d*))?", desc)
     if m:
         L, C, h = int(m.group(1)), int(m.group(2)), int(m.group(3))
         T = int(m.group(4)) if m.group(4) else 1024
+        V = GPT2_VOCAB
+        if m.group(5) is not None:
+            V = int(m.group(5)) if m.group(5) else 0
+            if not 2 <= V <= MAX_VOCAB:
+                raise ValueError(f"descriptor '{desc}': V<vocab> expects an integer in [2, {MAX_VOCAB}], "
+                                 f"e.g. L2C64H2T64V256")
         if min(L, C, h, T) < 1:
             raise ValueError(f"descriptor '{desc}': L, C, H and T must be >= 1")
         if C % h:
             raise ValueError(f"descriptor '{desc}': {h} heads do not divide C={C}")
-        return GPTConfig(n_layer=L, n_embd=C, n_head=h, block_size=T)
+        return GPTConfig(n_layer=L, n_embd=C, n_head=h, block_size=T, vocab_size=V)
     raise ValueError(f"unknown model descriptor '{desc}' (expected dN, gpt2:dN, gpt3:cC, tiny, "
-                     f"L<l>C<c>H<h>[T<t>] or a .bin checkpoint)")
+                     f"L<l>C<c>H<h>[T<t>][V<v>] or a .bin checkpoint)")
 
 
 _ENTRY = re.compile(r"(\d+)(?:x(\d+))?(?::([A-Za-z]+))?(?:\*(\d+))?")
@@ -754,7 +761,7 @@ def scale_qk(model, factor):
 def _args(argv):
     p = argparse.ArgumentParser(description="PyTorch reference for the C/CUDA GPT-2 trainer.")
     p.add_argument("--model", required=True,
-                   help="descriptor (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]) or .bin")
+                   help="descriptor (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; V256: bytes) or .bin")
     p.add_argument("--prism", default=None, help="schedule file replacing the uniform heads")
     p.add_argument("--prism_unchecked", action="store_true",
                    help="allow decreasing head counts in --prism")

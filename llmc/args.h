@@ -75,6 +75,7 @@ typedef struct {
     int hellaswag;   /* -h */
     int hellaswag_max; /* -hn */
     char eval_tasks[256]; /* -ht */
+    char tokenizer[ARG_STR_CAP]; /* -tok: the tokenizer file samples are decoded with */
     int overfit;     /* -a */
     /* GPU trainer only */
     int log_gpu_every;  /* -lg */
@@ -104,7 +105,8 @@ static const ArgSpec ARG_TABLE[] = {
     A_STR("-i", train_pattern, NULL, SCOPE_ALL, "train token shards (glob pattern)"),
     A_STR("-j", val_pattern, NULL, SCOPE_ALL, "val token shards (glob pattern)"),
     A_STR("-e", init, NULL, SCOPE_ALL,
-          "init: a .bin checkpoint, or a descriptor dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>]"),
+          "init: a .bin checkpoint, or a descriptor dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>] "
+          "(V256: the byte vocabulary)"),
     A_STR("-o", out_dir, NULL, SCOPE_ALL, "output directory for main.log and checkpoints (empty: none)"),
     A_STR("-prism", prism, NULL, SCOPE_ALL,
           "layer table file: heads, head size and kind per layer, checked by Prism's rules "
@@ -142,10 +144,13 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-v", val_every, 0, INT_MAX, SCOPE_ALL, "val loss every N steps and at the last step (0: last only)"),
     A_INT("-m", val_batches, -1, INT_MAX, SCOPE_ALL, "val batches per evaluation (-1: the whole val data)"),
     A_INT("-s", sample_every, 0, INT_MAX, SCOPE_ALL, "generate a sample every N steps and at the end (0: off)"),
-    A_INT("-g", gen_tokens, 1, INT_MAX, SCOPE_ALL, "genT, as llm.c: a sample is genT - 1 tokens after <|endoftext|>"),
+    A_INT("-g", gen_tokens, 1, INT_MAX, SCOPE_ALL, "genT, as llm.c: a sample is genT - 1 tokens after the end-of-text token"),
     A_INT("-h", hellaswag, 0, 1, SCOPE_ALL, "1: HellaSwag eval at each val step (llm.c's -h; help is --help)"),
     A_INT("-hn", hellaswag_max, 0, 65535, SCOPE_ALL, "-h 1 scores only the first N examples of each task (0: all)"),
     A_STR("-ht", eval_tasks, NULL, SCOPE_ALL, "-h 1 tasks: a comma list of hellaswag, piqa, arc_easy, winogrande, lambada (dev/data/<task>/)"),
+    A_STR("-tok", tokenizer, NULL, SCOPE_ALL,
+          "tokenizer file (llm.c's format) that decodes samples, which start from its end-of-text token; "
+          "bytes_tokenizer.bin for V256 models (make prose_bytes)"),
     A_INT("-a", overfit, 0, 1, SCOPE_ALL, "1: overfit a single val batch (debugging)"),
     A_INT("-lg", log_gpu_every, -1, INT_MAX, SCOPE_GPU, "log GPU state every N steps (-1: off)"),
     A_INT("-f", tf32, 0, 1, SCOPE_GPU, "llm.c's TF32 switch for FP32 builds; accepted, no effect in this bf16 build"),
@@ -197,6 +202,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->gpus_per_node = 8;
     strcpy(a->init_method, "mpi");
     strcpy(a->eval_tasks, "hellaswag");
+    strcpy(a->tokenizer, "gpt2_tokenizer.bin");
     strcpy(a->attn, "auto");
 }
 

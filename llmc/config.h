@@ -6,7 +6,9 @@
  *                 Attention width A = h*d.
  *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, the options of the S-D
  *                 and linear kinds (stored in checkpoints), layer table
- *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256"
+ *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256",
+ *                            "L4C128H4T256V256" (V: the vocabulary, 50257 unless given)
+ *   config_set_vocab         V and the padded Vp
  *   config_set_uniform       every layer h heads of size C/h (llm.c's model)
  * What needs the kinds (validation, printing, llm.c compatibility) is in llmc/layer_kind.h.
  *
@@ -44,7 +46,7 @@ typedef struct LayerSpec {
 
 typedef struct GPT2Config {
     int max_seq_len;       /* maxT: rows of wpe */
-    int vocab_size;        /* V = 50257 */
+    int vocab_size;        /* V: 50257 (GPT-2), 256 (bytes), or a descriptor's V<vocab> */
     int padded_vocab_size; /* Vp = ceil(V/128)*128 */
     int num_layers;        /* L */
     int channels;          /* C */
@@ -75,14 +77,19 @@ static inline void config_set_uniform(GPT2Config *c, int heads) {
     }
 }
 
+/* V and the padded Vp = ceil(V/128)*128 (doc/formats.md 2.1); V in [2, LLMC_MAX_VOCAB]. */
+static inline void config_set_vocab(GPT2Config *c, int V) {
+    c->vocab_size = V;
+    c->padded_vocab_size = (int)(((long long)V + 127) / 128 * 128);
+}
+
 /* ----------------------------------------------------------------------------------------------
- * Descriptors (doc/formats.md 2.2 for dN and gpt3:cC). Returns 1 on success; on failure
+ * Descriptors (doc/formats.md 2.2 for dN and gpt3:cC, 2.2 and 3.1 for V<vocab>). Returns 1 on success; on failure
  * writes the reason to msg. */
 static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     memset(c, 0, sizeof(*c));
     c->max_seq_len = maxT;
-    c->vocab_size = GPT2_VOCAB;
-    c->padded_vocab_size = ((GPT2_VOCAB + 127) / 128) * 128;
+    config_set_vocab(c, GPT2_VOCAB);
     c->num_layers = L;
     c->channels = C;
     c->use_ln = 1;
@@ -153,11 +160,20 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
         return 0;
     }
     if (desc[0] == 'L') {
-        int L = 0, C = 0, H = 0, T = 1024;
+        int L = 0, C = 0, H = 0, T = 1024, V = GPT2_VOCAB;
         p = desc + 1;
-        if (parse_positive_int(p, &end, &L) && *end == 'C' && parse_positive_int(end + 1, &end, &C) &&
-            *end == 'H' && parse_positive_int(end + 1, &end, &H) &&
-            (*end == '\0' || (*end == 'T' && parse_positive_int(end + 1, &end, &T) && *end == '\0'))) {
+        int ok = parse_positive_int(p, &end, &L) && *end == 'C' && parse_positive_int(end + 1, &end, &C) &&
+                 *end == 'H' && parse_positive_int(end + 1, &end, &H);
+        if (ok && *end == 'T') ok = parse_positive_int(end + 1, &end, &T);
+        if (ok && *end == 'V') {
+            /* the vocabulary: V = 256 is the byte vocabulary (doc/formats.md 3.1) */
+            if (!parse_positive_int(end + 1, &end, &V) || *end != '\0' || V < 2 || V > LLMC_MAX_VOCAB) {
+                snprintf(msg, cap, "descriptor '%s': V<vocab> expects an integer in [2, %d] at the end, e.g. L2C64H2T64V256", desc,
+                         LLMC_MAX_VOCAB);
+                return 0;
+            }
+        }
+        if (ok && *end == '\0') {
             if (L > LLMC_MAX_LAYERS) {
                 snprintf(msg, cap, "descriptor '%s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
                 return 0;
@@ -167,14 +183,15 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 return 0;
             }
             config_shape(c, T, L, C, H);
+            config_set_vocab(c, V);
             return 1;
         }
-        snprintf(msg, cap, "descriptor '%s': expected L<layers>C<channels>H<heads>[T<maxT>], "
-                 "e.g. L6C128H2T256", desc);
+        snprintf(msg, cap, "descriptor '%s': expected L<layers>C<channels>H<heads>[T<maxT>][V<vocab>], "
+                 "e.g. L6C128H2T256 or L4C128H4T256V256", desc);
         return 0;
     }
     snprintf(msg, cap, "descriptor '%s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
-             "or L<l>C<c>H<h>[T<t>]", desc);
+             "or L<l>C<c>H<h>[T<t>][V<v>]", desc);
     return 0;
 }
 

@@ -47,7 +47,8 @@ typedef struct {
 } EvalArgs;
 
 static const CliOpt EVAL_FLAGS[] = {
-    CLI_STR(EvalArgs, "-e", model, NULL, 0, "model: a .bin checkpoint, or a descriptor (random init, seed 42)"),
+    CLI_STR(EvalArgs, "-e", model, NULL, 0,
+            "model: a .bin checkpoint, or a descriptor (random init, seed 42); GPT-2 vocabulary (V 50257) only"),
     CLI_STR(EvalArgs, "-tasks", tasks, NULL, 0,
             "'all' or a comma list of hellaswag,piqa,arc_easy,winogrande,lambada or eval-file paths"),
     CLI_INT(EvalArgs, "-n", n, 0, INT32_MAX, 0, "score only the first N examples of each task (0: all)"),
@@ -199,6 +200,22 @@ static inline float *eval_host_params(const char *spec, GPT2Config *c) {
     return model_init_params_host(c, 42u);
 }
 
+/* -e must have GPT-2's vocabulary (the eval files are GPT-2-tokenized): read from the checkpoint's
+ * header or the descriptor, and refused with one line naming -e. A checkpoint or descriptor that
+ * cannot be read is left to the back end's open, which names the problem. */
+static inline void eval_require_gpt2_vocab(const char *spec) {
+    GPT2Config c;
+    char msg[EVAL_PATH_CAP + 512];
+    if (config_is_descriptor_like(spec)) {
+        if (!config_from_descriptor(spec, &c, msg, sizeof(msg))) return;
+    } else {
+        if (!file_exists(spec)) return;
+        int is_bf16 = 0;
+        checkpoint_read_header(spec, &c, &is_bf16);
+    }
+    if (!eval_model_vocab_ok(spec, c.vocab_size, msg, sizeof(msg))) llmc_die("-e %s", msg);
+}
+
 /* ----------------------------------------------------------------------------------------------
  * One task: score, time, report */
 typedef struct {
@@ -297,6 +314,7 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     static EvalArgs a;
     stdout_line_buffered();
     eval_args_parse(&a, argc, argv);
+    eval_require_gpt2_vocab(a.model); /* before any file is read or the model is built */
     if (a.json[0]) require_output_path("-json", a.json); /* before minutes of scoring */
     if (a.scores[0]) require_output_path("-scores", a.scores);
     static EvalJob tasks[EVAL_MAX_TASKS];

@@ -7,6 +7,7 @@
  *                             "<file>: <field>: <what was expected>" on any problem
  *   evalfile_load / _free     the same, dying on error
  *   evalfile_check_vocab      every token id of a read file below the model's vocabulary size
+ *   eval_model_vocab_ok       the eval files are GPT-2-tokenized: a model must have V = 50257
  *   EvalExample, eval_row     one item; its option r is the row context[r or 0] + completion[r or 0]
  *   evalfile_check_shape      the first of n examples that needs more than B rows or T positions
  *   EvalBatch, eval_batch_pack  consecutive whole examples packed into the rows of a (B, T) batch;
@@ -46,6 +47,7 @@
 #define EVAL_NAME_SLOT 8         /* version 2: header[8..15] = task name, 32 ASCII bytes */
 #define EVAL_NAME_BYTES 32
 #define EVAL_PAD_TOKEN 50256     /* <|endoftext|>: fills unused positions and rows */
+#define EVAL_VOCAB 50257         /* every eval file holds GPT-2 token ids */
 
 typedef enum { EVAL_SCORE_CHOICE = 0, EVAL_SCORE_GREEDY = 1 } EvalScoring;
 
@@ -225,6 +227,16 @@ static inline int eval_check_seq_(const uint16_t *toks, int len, const char *pat
 
 /* Every token id of a parsed file below vocab_size: the model's vocabulary is known only once it
  * is built, after the files are read (eval_main), so this check stands on its own. */
+/* The eval files hold GPT-2 BPE token ids (the dev/data writers): a model of another vocabulary (a byte
+ * model, V 256) would read them as different tokens, so it is refused, not scored. Returns 1 for
+ * V = 50257; else writes one line naming `model` (the checkpoint or descriptor) to err. */
+static inline int eval_model_vocab_ok(const char *model, int V, char *err, size_t err_cap) {
+    if (V == EVAL_VOCAB) return 1;
+    snprintf(err, err_cap, "%s: the model's vocabulary V is %d, but the eval files are GPT-2-tokenized "
+             "(V = %d): only a GPT-2-vocabulary model can be scored", model, V, EVAL_VOCAB);
+    return 0;
+}
+
 static inline int evalfile_check_vocab(const EvalFile *ef, int vocab_size, char *err, size_t err_cap) {
     for (int i = 0; i < ef->num_examples; i++) {
         const EvalExample *e = &ef->ex[i];

@@ -51,6 +51,17 @@ static inline void logger_log_eval(Logger *lg, int step, float acc) {
     logger_line_(lg);
 }
 
+/* The residual stream's root mean square entering each block and ln_f, at a val step:
+ * "s:%d rms0:%.4g rms1:%.4g ... rmsL:%.4g" (L + 1 fields; llm.c's dev/vislog reads the first
+ * field of a line as one more stream, as it reads trl of the train line). */
+static inline void logger_log_stream(Logger *lg, int step, const float *rms, int n) {
+    if (lg->f == NULL) return;
+    fprintf(lg->f, "s:%d", step);
+    for (int i = 0; i < n; i++) fprintf(lg->f, " rms%d:%.4g", i, rms[i]);
+    fprintf(lg->f, "\n");
+    logger_line_(lg);
+}
+
 /* Other in-training evals: "s:%d eval_<task>:%.4f" (the HellaSwag line stays llm.c's "eval:"). */
 static inline void logger_log_eval_task(Logger *lg, int step, const char *task, float acc) {
     if (lg->f == NULL) return;

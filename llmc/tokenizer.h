@@ -1,5 +1,6 @@
 /*
- * llmc/tokenizer.h: GPT-2 token decoding from llm.c's `gpt2_tokenizer.bin` (doc/formats.md 5).
+ * llmc/tokenizer.h: token decoding from llm.c's tokenizer files (doc/formats.md 5): GPT-2's
+ * `gpt2_tokenizer.bin`, or the byte vocabulary's `bytes_tokenizer.bin` (V 256, EOT 0).
  *
  * Defines:
  *   Tokenizer                    the byte string of every token id
@@ -7,8 +8,11 @@
  *                                a malformed one is an error naming the file and field
  *   tokenizer_decode             bytes of one id (NULL when out of range)
  *   tokenizer_print              print one token, skipping lone unprintable bytes as llm.c does
+ *   tokenizer_init_for_model     the trainers' -tok: the file for a model of vocabulary V and the
+ *                                token samples start from
  *
- * Produce the file offline with `python dev/data/gpt2_tokenizer.py`.
+ * Produce the files offline with `python dev/data/gpt2_tokenizer.py` and
+ * `python dev/data/bytes_tokenizer.py` (or `make prose_bytes`).
  */
 #ifndef LLMC_TOKENIZER_H
 #define LLMC_TOKENIZER_H
@@ -18,9 +22,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config.h"
 #include "utils.h"
 
 #define TOKENIZER_MAGIC 20240328
+#define BYTE_VOCAB 256 /* the byte vocabulary: token = byte value */
+#define BYTE_EOT 0     /* its end-of-text token, NUL (dev/data/bytes_tokenizer.py) */
 
 typedef struct {
     int init_ok;
@@ -32,8 +39,8 @@ typedef struct {
 static inline void tokenizer_init(Tokenizer *t, const char *path) {
     memset(t, 0, sizeof(*t));
     if (!file_exists(path)) {
-        llmc_warn("%s not found: samples print as token ids (make it with python "
-                  "dev/data/gpt2_tokenizer.py)", path);
+        llmc_warn("%s not found: samples print as token ids (make gpt2_tokenizer.bin with python "
+                  "dev/data/gpt2_tokenizer.py, bytes_tokenizer.bin with make prose_bytes)", path);
         return;
     }
     FILE *f = xfopen(path, "rb");
@@ -53,7 +60,7 @@ static inline void tokenizer_init(Tokenizer *t, const char *path) {
                  (long long)size, h[2], 1024 + 2 * (long long)h[2]);
     }
     t->vocab_size = h[2];
-    t->eot_token = h[1] == 2 ? h[3] : 50256u;
+    t->eot_token = h[1] == 2 ? h[3] : (uint32_t)GPT2_EOT; /* v1: GPT-2's */
     if (h[1] == 2 && t->eot_token >= t->vocab_size) {
         llmc_die("%s: header[3] end-of-text token %u: expected a token id below the vocab size %u", path,
                  t->eot_token, t->vocab_size);
@@ -95,6 +102,23 @@ static inline void tokenizer_free(Tokenizer *t) {
         free(t->token);
     }
     memset(t, 0, sizeof(*t));
+}
+
+/* The trainers' samples (-tok FILE): loads path for a model of vocabulary V and returns the token
+ * a sample starts from, the file's end-of-text token. A file whose vocab size is not V is one
+ * warning naming both sizes and is dropped, so samples print as token ids, as with a missing file.
+ * Without a usable file a sample starts from GPT-2's <|endoftext|> (50256) when V is GPT-2's
+ * 50257, else from token 0, the byte vocabulary's end-of-text. */
+static inline int tokenizer_init_for_model(Tokenizer *t, const char *path, int V) {
+    tokenizer_init(t, path);
+    if (t->init_ok && t->vocab_size != (uint32_t)V) {
+        llmc_warn("-tok %s: the tokenizer has %u tokens but the model's vocabulary V is %d: samples print as "
+                  "token ids (-tok %s for this model)", path, t->vocab_size, V,
+                  V == BYTE_VOCAB ? "bytes_tokenizer.bin" : V == GPT2_VOCAB ? "gpt2_tokenizer.bin" : "FILE");
+        tokenizer_free(t);
+    }
+    if (t->init_ok) return (int)t->eot_token;
+    return V == GPT2_VOCAB ? GPT2_EOT : BYTE_EOT;
 }
 
 #endif /* LLMC_TOKENIZER_H */

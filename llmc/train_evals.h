@@ -6,6 +6,8 @@
  * Defines:
  *   TrainEval / TrainEvals   the loaded eval files and how many examples each scores
  *   train_evals_setup        -ht "hellaswag,piqa,..." (names of llmc/evalloader.h EVAL_TASKS);
+ *                            a model whose V is not GPT-2's 50257 is an error (the files are
+ *                            GPT-2-tokenized);
  *                            a missing file is one message and the run goes on without it (as
  *                            llm.c does for HellaSwag); a file the batch shape cannot hold is
  *                            an error. Greedy (last-word) files are scored too: both trainers'
@@ -51,10 +53,13 @@ static inline const char *train_eval_display_name(const EvalTask *task) {
     return strcmp(task->name, "hellaswag") == 0 ? "HellaSwag" : task->name;
 }
 
-/* tasks: comma list; max_n: -hn (0: all examples); verbose: print (rank 0). */
-static inline void train_evals_setup(TrainEvals *te, const char *tasks, int max_n, int B, int T, int V,
-                                     int verbose) {
+/* tasks: comma list; max_n: -hn (0: all examples); model: -e, named in errors; V: the model's
+ * vocabulary; verbose: print (rank 0). */
+static inline void train_evals_setup(TrainEvals *te, const char *tasks, int max_n, int B, int T, const char *model,
+                                     int V, int verbose) {
     memset(te, 0, sizeof(*te));
+    char vocab_err[1400];
+    if (!eval_model_vocab_ok(model, V, vocab_err, sizeof(vocab_err))) llmc_die("-h 1: -e %s", vocab_err);
     char list[512];
     if (strlen(tasks) >= sizeof(list)) llmc_die("-ht: list longer than %zu characters", sizeof(list) - 1);
     strcpy(list, tasks);

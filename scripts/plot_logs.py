@@ -29,8 +29,8 @@ from common import pyplot, save_png  # noqa: E402
 
 TRAIN_KEYS = ("trl", "lr", "norm")
 RECORD = re.compile(r"s:(-?\d+)((?: +[A-Za-z_][A-Za-z0-9_]*:\S+)+)")
-EXPECTED = ("expected 's:<step> trl:<loss> lr:<lr> norm:<norm>', 's:<step> tel:<loss>' or "
-            "'s:<step> eval[_<task>]:<acc>'")
+EXPECTED = ("expected 's:<step> trl:<loss> lr:<lr> norm:<norm>', 's:<step> tel:<loss>', "
+            "'s:<step> eval[_<task>]:<acc>' or 's:<step> rms0:<r0> rms1:<r1> ...'")
 
 
 class LogError(ValueError):
@@ -66,7 +66,7 @@ def _append(series, name, step, value):
 
 def parse_main_log(path, allow_nan=False):
     """main.log -> {series name: [(step, value), ...]}: 'train' (trl), 'lr', 'norm', 'val' (tel),
-    'eval' and 'eval_<task>'. A NaN value (a diverged run: the trainer logs nan and goes on) is an
+    'eval' and 'eval_<task>', and 'rms' (the stream's RMS per layer: value is a list). A NaN value (a diverged run: the trainer logs nan and goes on) is an
     error unless allow_nan."""
     series = {}
     with open(path, "r", errors="replace") as f:
@@ -87,6 +87,10 @@ def parse_main_log(path, allow_nan=False):
                     if key in fields:
                         name = "train" if key == "trl" else key
                         _append(series, name, step, _number(fields[key], where, key, allow_nan))
+            elif keys and keys == {f"rms{i}" for i in range(len(keys))}:
+                # the residual stream's RMS entering each block and ln_f: rms0 ... rmsL
+                _append(series, "rms", step, [_number(fields[f"rms{i}"], where, f"rms{i}", allow_nan)
+                                               for i in range(len(keys))])
             elif len(keys) == 1 and (keys == {"tel"} or keys == {"eval"} or
                                      next(iter(keys)).startswith("eval_")):
                 key = next(iter(keys))

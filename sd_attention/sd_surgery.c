@@ -169,7 +169,7 @@ static double evaluate(const GPT2Config *c, const float *params, DataLoader *dl,
     gpt2_alloc(&m, c, "surgery model");
     memcpy(m.params, params, m.layout.total * sizeof(float));
     dataloader_reset(dl);
-    const double loss = gpt2_val_loss(&m, dl, batches);
+    const double loss = gpt2_val_loss(&m, dl, batches, NULL);
     gpt2_free(&m);
     return loss;
 }

@@ -15,11 +15,12 @@ RUN=(./train_gpt2 -e tiny "${DATA[@]}" -b 1 -t 16 -x 1 -s 0 -v 0 -m 1)
 help=$(./train_gpt2 --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 missing=""
-for f in -i -j -e -o -prism -prism_unchecked -seed -n -nk -nm -y -b -t -d -x -k -l -u -q -c -sl -sg -v -m -s -g -h -a -lg -f -w -ge -z -r -pn -pr -pg -pi -ps -pf; do
+for f in -i -j -e -o -prism -prism_unchecked -seed -n -nk -nm -y -b -t -d -x -k -l -u -q -c -sl -sg -v -m -s -g -h -tok -a -lg -f -w -ge -z -r -pn -pr -pg -pi -ps -pf; do
   printf '%s\n' "$help" | grep -Eq "^  $f +.*\(default " || missing="$missing $f"
 done
 check "--help lists every flag with its default (missing:$missing)" test -z "$missing"
 check "--help shows the CPU default init gpt2_124M.bin" grep -q "default gpt2_124M.bin" <<<"$help"
+check "--help shows -tok's default gpt2_tokenizer.bin" grep -Eq "^  -tok +.*\(default gpt2_tokenizer.bin\)" <<<"$help"
 
 # flags and values
 expect_error "unknown flag" "^error: -zz: unknown flag \(see .*--help\)" "${RUN[@]}" -zz 1

@@ -7,7 +7,8 @@
 #   every attention kind (sd, sdlin, lin, mha; doc/methods.md 3.4, 3.12), default options (S = 0);
 #   S-D without LayerNorm (-ln 0), linear prescale, S init 0.5, U init 0.3, decay on S,
 #   TinyShakespeare, T 64;
-#   S-D with explicit sizes, scalar D, the +D sign, S init 0.1, theta 0.5.
+#   S-D with explicit sizes, scalar D, the +D sign, S init 0.1, theta 0.5;
+#   the byte vocabulary: L2C64H2T64V256 (V 256, Vp 256), random tokens, T 64.
 # build/test_gpt2 checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
 # prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2 in its own
@@ -26,10 +27,10 @@ printf '4:sd*2 4:sdlin 4:lin\n' > "$dir/sd_noln.txt"
 printf '2x24:sd 2x24:sd 4x8:sdlin 4x16\n' > "$dir/sd_explicit.txt"
 val=dev/data/tinyshakespeare/tiny_shakespeare_val.bin
 
-run_case() {  # name, extra python args, extra test args
-  local name=$1 pyargs=$2 targs=$3
+run_case() {  # name, extra python args, extra test args[, model descriptor (default tiny)]
+  local name=$1 pyargs=$2 targs=$3 model=${4:-tiny}
   echo "== $name"
-  if ! $PYTHON train_gpt2.py --model tiny $pyargs --write_model "$dir/$name.bin" \
+  if ! $PYTHON train_gpt2.py --model $model $pyargs --write_model "$dir/$name.bin" \
        --debug_state "$dir/${name}_state.bin" > "$dir/$name.py.log" 2>&1; then
     fail "train_gpt2.py could not write the $name debug state: $(tail -1 "$dir/$name.py.log")"
     return
@@ -44,4 +45,5 @@ run_case sd_noln "--prism $dir/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0
   "-init tiny -prism $dir/sd_noln.txt -sd_init_s 0.5 -sd_init_u 0.3"
 run_case sd_explicit "--prism $dir/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_s 0.1 --sd_init_theta 0.5 --B 4 --T 32" \
   "-init tiny -prism $dir/sd_explicit.txt -sd_init_s 0.1 -sd_init_theta 0.5"
+run_case bytes "--B 4 --T 64" "-init L2C64H2T64V256" L2C64H2T64V256
 finish

@@ -6,7 +6,8 @@
 #   1. train_gpt2cu_host against the CPU trainer train_gpt2 on the same flags (step losses within
 #      5e-3 nats: bf16 vs fp32, measured 3e-4; also with -attn mma), and its checkpoint resume: a run resumed from the
 #      step-5 checkpoint repeats steps 6-10 and writes byte-identical model and state files; -z 1
-#      with one process equals -z 0;
+#      with one process equals -z 0; a byte model (V 256): samples through -tok, the tokenizer-size
+#      warning, -h 1 refused;
 #   2. two processes (NCCL variant, host NCCL): -z 0 over a shared-directory rendezvous, -z 1 over
 #      TCP on loopback, agreeing within 1e-3 nats; a 2-process -z 1 resume repeats the run bit for bit
 #      (model and rank 1's state file); mpirun -np 2 with the MPI build repeats the TCP run.
@@ -61,6 +62,40 @@ mapfile -t S < <(samples_of "$dir/sample.log")
 counts=$(for x in "${S[@]}"; do grep -o '<[0-9]*>' <<<"$x" | wc -l; done | tr '\n' ' ')
 check "-g 5: two samples of 4 tokens each (counts: ${counts})" test "${#S[@]}" = 2 -a "$counts" = "4 4 "
 check "the sampling RNG restarts at 1337: both samples equal (${S[0]:-} / ${S[1]:-})" test -n "${S[0]:-}" -a "${S[0]:-}" = "${S[1]:-}"
+# A byte model (V 256): -tok bytes_tokenizer.bin prints the sampled bytes; a 300-token tokenizer is
+# one warning naming both sizes and prints the same draw as ids; -h 1 is refused (GPT-2 eval files)
+$PYTHON - "$dir" <<'EOF2' > "$dir/bytes_data.log" 2>&1
+import os, sys
+sys.path.insert(0, "dev/data")
+import numpy as np
+import bytes_tokenizer, data_common
+d = sys.argv[1]
+text = open(os.path.join(data_common.shared_data_dir(), "tinyshakespeare", "input.txt"), "rb").read()[:8000]
+data_common.write_datafile(os.path.join(d, "bytes.bin"), bytes_tokenizer.encode_documents(text.split(b"\n\n"), "text"))
+bytes_tokenizer.write_tokenizer(os.path.join(d, "bytes_tokenizer.bin"))
+h = np.zeros(256, dtype="<u4"); h[:4] = (20240328, 2, 300, 0)
+open(os.path.join(d, "t300.bin"), "wb").write(h.tobytes() + bytes(b for i in range(300) for b in (1, i % 256)))
+EOF2
+BYTES=(./build/train_gpt2cu_host -e L2C64H2T64V256 -i "$dir/bytes.bin" -j "$dir/bytes.bin" -b 1 -t 64 -x 1 -v 0 -m 1 -s 1 -g 32)
+"${BYTES[@]}" -tok "$dir/bytes_tokenizer.bin" > "$dir/bytes_tok.log" 2> "$dir/bytes_tok.err"
+"${BYTES[@]}" -tok "$dir/t300.bin" > "$dir/bytes_ids.log" 2> "$dir/bytes_ids.err"
+check "V 256, -tok of 300 tokens: one warning naming both sizes ($(cat "$dir/bytes_ids.err"))" \
+  bash -c "[ \$(grep -c . '$dir/bytes_ids.err') = 1 ] && grep -q 'the tokenizer has 300 tokens but the model.s vocabulary V is 256' '$dir/bytes_ids.err'"
+same=$($PYTHON - "$dir/bytes_ids.log" "$dir/bytes_tok.log" <<'EOF2'
+import re, sys
+def sample(p):
+    t = open(p, "rb").read(); a = t.index(b"generating:\n---\n") + 16
+    return t[a:t.index(b"\n---\n", a)]
+ids = [int(x) for x in re.findall(r"<(\d+)>", sample(sys.argv[1]).decode())]
+want = bytes(i for i in ids if 0x20 <= i < 0x7F or i in (9, 10, 11, 12, 13))
+print("ok" if len(ids) == 31 and sample(sys.argv[2]) == want else f"ids {ids} -> {want!r} vs {sample(sys.argv[2])!r}")
+EOF2
+)
+check "V 256, -tok bytes_tokenizer.bin: no warning, the sample is the ids run's draw as bytes ($same)" \
+  bash -c "[ '$same' = ok ] && [ ! -s '$dir/bytes_tok.err' ]"
+expect_error "V 256 with -h 1: refused, the eval files are GPT-2-tokenized" \
+  "^error: -h 1: -e L2C64H2T64V256: the model's vocabulary V is 256, but the eval files are GPT-2-tokenized" \
+  "${BYTES[@]}" -s 0 -b 4 -h 1
 # -z 2 and -z 3 run stage 0 after one note, as llm.c's trainer does (its scripts keep working)
 for z in 2 3; do
   ./build/train_gpt2cu_host "${COMMON[@]}" -x 2 -v 2 -n 0 -z $z > "$dir/Z$z.log" 2>&1

@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     dataloader_init(&train, UP_TRAIN, UP_B, UP_T, 0, 1, 1, model.config.vocab_size);
     dataloader_init(&val, UP_VAL, UP_B, UP_T, 0, 1, 0, model.config.vocab_size);
     for (int step = 0; step <= o.last_step; step++) {
-        if (step % UP_VAL_EVERY == 0) printf("val loss %f\n", gpt2_val_loss(&model, &val, UP_VAL_BATCHES));
+        if (step % UP_VAL_EVERY == 0) printf("val loss %f\n", gpt2_val_loss(&model, &val, UP_VAL_BATCHES, NULL));
         const double t0 = wall_seconds();
         dataloader_next_batch(&train);
         gpt2_forward(&model, train.inputs, train.targets, UP_B, UP_T);

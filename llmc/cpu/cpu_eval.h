@@ -1,7 +1,8 @@
 /*
  * llmc/cpu/cpu_eval.h: the CPU model's two evaluations, shared by ./train_gpt2, ./eval_gpt2 and
  * sd_attention/sd_surgery:
- *   gpt2_val_loss        the val loss as ./train_gpt2 reports it ("val loss" in the log) and
+ *   gpt2_val_loss        the val loss as ./train_gpt2 reports it ("val loss" in the log, and the
+ *                        residual stream's size per layer, "stream rms") and
  *                        sd_surgery reports it before and after an operation: the mean of the
  *                        per-batch mean losses over the first N batches of the val data, read in
  *                        order from the start (no shuffle), so every call sees the same tokens
@@ -20,14 +21,21 @@
 #include "gpt2_cpu.h"
 #include "../utils.h"
 
-/* batches: how many (dataloader_val_batches gives -m's count); the loader is rewound first. */
-static inline float gpt2_val_loss(GPT2 *model, DataLoader *val, int batches) {
+/* batches: how many (dataloader_val_batches gives -m's count); the loader is rewound first.
+ * stream_rms: NULL, or L + 1 floats that receive the root mean square of the residual stream
+ * entering each block and ln_f over the same windows (gpt2_stream_sq_accumulate). */
+static inline float gpt2_val_loss(GPT2 *model, DataLoader *val, int batches, float *stream_rms) {
     dataloader_reset(val);
     double sum = 0.0;
+    double sq[LLMC_MAX_LAYERS + 1] = {0};
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(val);
         gpt2_forward(model, val->inputs, val->targets, val->B, val->T);
         sum += model->mean_loss;
+        if (stream_rms) gpt2_stream_sq_accumulate(model, val->B, val->T, sq);
+    }
+    if (stream_rms) {
+        for (int l = 0; l <= model->config.num_layers; l++) stream_rms[l] = (float)sqrt(sq[l] / batches);
     }
     return (float)(sum / batches);
 }

@@ -8,6 +8,7 @@
  *   gpt2_init_weights     GPT-2 init drawn exactly like train_gpt2.py (llmc/param_init.h)
  *   gpt2_build_from_config / gpt2_build_from_checkpoint / gpt2_free
  *   gpt2_forward          logits and (with targets) the mean loss
+ *   gpt2_stream_sq_accumulate   the residual stream's mean square per layer (-ln 0 diagnostics)
  *   gpt2_zero_grad / gpt2_backward   accumulating gradients (gradient accumulation)
  *   gpt2_grad_norm        global L2 norm, summed in a fixed order (bit-reproducible)
  *   gpt2_update           AdamW with clipping and decay on 2-D tensors only (doc/formats.md 11)
@@ -330,6 +331,21 @@ static inline void gpt2_forward(GPT2 *model, const int *inputs, const int *targe
         model->mean_loss = (float)(sum / N);
     } else {
         model->mean_loss = -1.0f;
+    }
+}
+
+/* The mean square of the residual stream entering each block (sq[l], l < L) and entering ln_f
+ * (sq[L]), over the (B, T) positions of the last forward, accumulated into sq (L + 1 values).
+ * Without LayerNorm in the blocks nothing bounds the stream, and an S-D layer's logits grow with
+ * its square (doc/sd_attention.md "The residual stream"). */
+static inline void gpt2_stream_sq_accumulate(const GPT2 *model, int B, int T, double *sq) {
+    const int C = model->config.channels, L = model->config.num_layers;
+    const size_t n = (size_t)B * T * C;
+    for (int l = 0; l <= L; l++) {
+        const float *x = l == 0 ? model->acts.encoded : model->acts.residual3[l - 1];
+        double s = 0.0;
+        for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+        sq[l] += s / (double)n;
     }
 }
 
