@@ -308,6 +308,13 @@ class Plan:
                 "-b", str(self.attn_batch), "-t", "0", "-n", str(self.attn_windows),
                 "-csv", base + ".csv", "-json", base + ".json"]
 
+    def floors_cmd(self):
+        """scripts/floors.py on the windows the trainer's val loss covers (B x GPUs per batch)."""
+        cmd = [report_python(), "scripts/floors.py", "--train", self.train_glob, "--val", self.val_glob,
+               "-b", str(self.B * self.a.gpus), "-t", str(self.T), "-m", str(self.val_batches),
+               "--json", os.path.join(self.a.out, "floors.json")]
+        return cmd + ["--tokenizer", "gpt2_tokenizer.bin"]
+
     def report_cmd(self):
         cmd = [report_python(), "scripts/ab_report.py", self.a.out, "--arms", ",".join(x["name"] for x in self.arms)]
         if self.a.target_loss is not None:
@@ -338,6 +345,8 @@ class Plan:
             out.append((f"{self.train_glob}: no train shard matches (prepare it: {self.prepare})", prep))
         if not glob.glob(self.val_glob):
             out.append((f"{self.val_glob}: no val shard matches (prepare it: {self.prepare})", prep))
+        if self.direct and not os.path.isfile("gpt2_tokenizer.bin"):  # the floors' bits per byte
+            out.append(("gpt2_tokenizer.bin: not written (make gpt2_tokenizer.bin)", "gpt2_tokenizer.bin"))
         for arm in self.arms:
             if arm["table"] is not None and not os.path.isfile(arm["table"]):
                 out.append((f"{arm['table']}: layer table of arm {arm['name']} not found", None))
@@ -450,6 +459,8 @@ def dry_run(plan):
             for arm in plan.arms[1:]:
                 print(f"OMP_NUM_THREADS={a.threads} {quoted(plan.attn_cmd(arm, seed))} > "
                       f"{os.path.join(a.out, 'attn_' + arm['name'] + '_seed' + str(seed) + '.txt')}")
+    if plan.direct:
+        print(quoted(plan.floors_cmd()))
     print(quoted(plan.report_cmd()))
 
 
@@ -513,6 +524,10 @@ def run(plan):
                         "attn_distance")
                 print(f"attention distance {arm['name']} vs {plan.arms[0]['name']}, seed {seed}: {base}.json", flush=True)
     print(f"all runs: {time.time() - start:.0f} s", flush=True)
+    if plan.direct:  # the unigram and bigram floors of the val windows the trainer scored
+        cmd = plan.floors_cmd()
+        if subprocess.run(cmd).returncode != 0:
+            raise AbError(f"{quoted(cmd)} failed (its error is above)")
     rc = subprocess.run(plan.report_cmd()).returncode
     if rc != 0:
         raise AbError("scripts/ab_report.py failed (its error is above)")

@@ -44,8 +44,10 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_summary import SummaryError, describe, final_val_loss, fmt, paired, tokens_per_second  # noqa: E402
+from ab_summary import SummaryError, describe, final_val_loss, fmt, paired, t975, tokens_per_second  # noqa: E402
 from common import json_safe, pyplot, save_png, write_atomic  # noqa: E402
+from floors import bits_per_byte  # noqa: E402
+from floors import describe as describe_floors  # noqa: E402
 from plot_logs import LogError, parse_main_log  # noqa: E402
 
 RUN_DIR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*?)_seed(\d+)")
@@ -71,11 +73,12 @@ def median_mfu(run_dir):
 
 
 def task_accuracy(evals_path):
-    """{task: accuracy} from eval_gpt2's JSON: acc_norm where present, else acc."""
+    """{task: accuracy}, {task: examples} from eval_gpt2's JSON: acc_norm where present, else acc."""
     try:
         with open(evals_path) as f:
             tasks = json.load(f)["tasks"]
-        return {t: float(v["acc_norm"] if "acc_norm" in v else v["acc"]) for t, v in tasks.items()}
+        return ({t: float(v["acc_norm"] if "acc_norm" in v else v["acc"]) for t, v in tasks.items()},
+                {t: int(v["examples"]) for t, v in tasks.items()})
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
         raise SummaryError(f"{evals_path}: not eval_gpt2 -json output (expected tasks.<task>.acc): {e}")
 
@@ -108,14 +111,25 @@ def collect(directory, arms):
             raise SummaryError(f"{path}: no main.log (the run did not start?)")
         val, steps = final_val_loss(log)
         ev = os.path.join(path, "evals.json")
+        acc, n = task_accuracy(ev) if os.path.isfile(ev) else (None, None)
         runs.setdefault(m.group(1), {})[int(m.group(2))] = {
             "val": val, "steps": steps, "series": parse_main_log(log, allow_nan=True),
-            "tok_s": tokens_per_second(path), "mfu": median_mfu(path),
-            "evals": task_accuracy(ev) if os.path.isfile(ev) else None}
+            "tok_s": tokens_per_second(path), "mfu": median_mfu(path), "evals": acc, "eval_n": n}
     if not runs:
         raise SummaryError(f"{directory}: no <arm>_seed<S>/main.log runs"
                            + (f" of the arms {', '.join(arms)}" if arms else ""))
     return runs
+
+
+def optional_json(path, what):
+    """The parsed JSON at path, or None when there is no such file."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SummaryError(f"{path}: not JSON ({e}); expected {what}") from None
 
 
 def arm_order(directory, runs, arms):
@@ -133,12 +147,13 @@ def arm_order(directory, runs, arms):
     return arms
 
 
-def summarize(directory, runs, arms, target):
+def summarize(directory, runs, arms, target, floors=None):
     ref = arms[0]
     finals = [r["val"] for a in arms for r in runs[a].values() if not math.isnan(r["val"])]
     if target is None:
         target = max(finals) if finals else math.nan
-    out = {"reference": ref, "arms": arms, "target_loss": target, "per_arm": {}, "vs_reference": {}}
+    out = {"reference": ref, "arms": arms, "target_loss": target, "per_arm": {}, "vs_reference": {},
+           "floors": floors}
     for a in arms:
         rs = runs[a]
         tps = [r["tok_s"] for r in rs.values() if r["tok_s"]]
@@ -147,6 +162,8 @@ def summarize(directory, runs, arms, target):
         accs = {t: [r["evals"][t] for r in rs.values() if r["evals"] and t in r["evals"]] for t in TASKS}
         out["per_arm"][a] = {
             "seeds": sorted(rs), "val": describe([rs[s]["val"] for s in sorted(rs)]),
+            "bpb": describe([bits_per_byte(rs[s]["val"], floors) for s in sorted(rs)])
+            if floors and floors.get("bytes") else None,
             "tok_s": statistics.median(tps) if tps else None,
             "mfu": statistics.median(mfu) if mfu else None,
             "steps_to_target": reach,
@@ -167,7 +184,9 @@ def summarize(directory, runs, arms, target):
             both = [s for s in seeds if runs[a][s]["evals"] and runs[ref][s]["evals"]
                     and t in runs[a][s]["evals"] and t in runs[ref][s]["evals"]]
             if both:
-                d["acc"][t] = paired([runs[a][s]["evals"][t] - runs[ref][s]["evals"][t] for s in both])
+                d["acc"][t] = paired_accuracy([(runs[a][s]["evals"][t], runs[ref][s]["evals"][t],
+                                                min(runs[a][s]["eval_n"][t], runs[ref][s]["eval_n"][t]))
+                                               for s in both])
         per_layer = {}
         for s in seeds:
             p = os.path.join(directory, f"attn_{a}_seed{s}.json")
@@ -178,9 +197,43 @@ def summarize(directory, runs, arms, target):
                         per_layer[layer].append(v)
         d["delta_D"] = {layer: paired(v) for layer, v in sorted(per_layer.items()) if v}
         d["delta_D_skipped"] = sorted(layer for layer, v in per_layer.items() if not v)
-        d["statement"] = statement(a, ref, d["val"])
+        d["testable"], why = gate(runs, [ref, a], floors)
+        d["statement"] = statement(a, ref, d["val"]) if d["testable"] else f"{a} vs {ref}: {why}."
         out["vs_reference"][a] = d
     return out
+
+
+def paired_accuracy(pairs):
+    """The paired accuracy difference over seeds, [(acc arm, acc reference, examples)], with an
+    interval that counts the examples as well as the seeds: every seed scores the same examples,
+    so their sampling error is shared by all seeds and the seeds' spread does not contain it. Its
+    variance per seed is bounded by (p1 (1 - p1) + p2 (1 - p2)) / n (the two models' errors
+    taken as independent; correlated errors make it smaller, so the interval is conservative),
+    and is added to the seeds' se^2: half-width t(0.975, seeds - 1) (1.96 for one seed) x
+    sqrt(se_seeds^2 + mean binomial variance / seeds)."""
+    p = paired([x - y for x, y, _ in pairs])
+    k = len(pairs)
+    ex = statistics.fmean([(x * (1 - x) + y * (1 - y)) / max(1, n) for x, y, n in pairs]) / k
+    seed_var = p["se"] ** 2 if k > 1 else 0.0
+    se = math.sqrt(seed_var + ex)
+    half = (t975(k - 1) if k > 1 else 1.96) * se
+    p.update(se=se, se_examples=math.sqrt(ex), examples=[n for _, _, n in pairs],
+             ci95=[p["mean"] - half, p["mean"] + half])
+    return p
+
+
+def gate(runs, arms, floors):
+    """(testable, why): a verdict on these arms needs every seed of each to end below the bigram
+    floor of the val windows (scripts/floors.py; doc/reproducing.md "Floors and the gate")."""
+    if floors is None:
+        return False, "no floors.json (scripts/floors.py): whether the runs learned is unknown, so no verdict"
+    vals = {a: [r["val"] for r in runs[a].values()] for a in arms}
+    if all(v < floors["bigram"] for a in arms for v in vals[a]):
+        return True, ""
+    got = ", ".join(f"{a} {statistics.fmean(v):.4f}" for a, v in vals.items())
+    return False, (f"not testable at this budget: mean val {got} vs bigram floor {floors['bigram']:.4f} "
+                   f"(unigram {floors['unigram']:.4f}) nats; a run above the bigram floor has learned at most "
+                   f"what adjacent token pairs tell")
 
 
 def statement(arm, ref, p):
@@ -209,10 +262,37 @@ def interval(p, spec="+.4f"):
     return f"{fmt(p['mean'], spec)} [{fmt(p['ci95'][0], spec)}, {fmt(p['ci95'][1], spec)}] (n {p['n']})"
 
 
-def markdown(directory, runs, s):
+def header(directory, runs, s, settings):
+    """What the summary summarizes: the model, each arm's layer table, the data, tokens and steps,
+    the val windows and their floors, the examples per task."""
     arms, ref = s["arms"], s["reference"]
+    st = (settings or {}).get("settings", {})
+    tables = {x["name"]: x.get("table") for x in (settings or {}).get("arms", [])}
     L = [f"A/B in `{directory}`: arms {', '.join(f'`{a}`' for a in arms)}; reference `{ref}`. "
-         f"Intervals are 95% (Student t over paired seeds).", "",
+         f"Intervals are 95% (Student t over paired seeds).", ""]
+    if st:
+        B, T, steps = st.get("B"), st.get("T"), st.get("steps")
+        tok = f"{B * T * steps * st.get('gpus', 1):,} tokens per run ({steps} steps of B {B} x T {T})" \
+            if B and T and steps else f"{steps} steps"
+        L.append(f"- model `{st.get('model')}` ({st.get('size')}); data {st.get('data')} "
+                 f"(order: {st.get('data_order')}); {tok}")
+    L.append("- layer table per arm: " + "; ".join(
+        f"`{a}` {('`' + tables[a] + '`') if tables.get(a) else 'the descriptor uniform heads'}" for a in arms))
+    f = s.get("floors")
+    if f:
+        L.append(f"- val windows: {f['batches']} batches of B {f['B']} x T {f['T']} ({f['targets']:,} targets); "
+                 f"floors {describe_floors(f)}")
+    else:
+        L.append("- floors: none (no floors.json in the directory; scripts/floors.py writes it), so no verdict")
+    n = sorted({(t, r["eval_n"][t]) for a in arms for r in runs[a].values() if r.get("eval_n") for t in r["eval_n"]})
+    if n:
+        L.append("- zero-shot examples per task: " + ", ".join(f"{t} {k}" for t, k in n))
+    return L + [""]
+
+
+def markdown(directory, runs, s, settings=None):
+    arms, ref = s["arms"], s["reference"]
+    L = header(directory, runs, s, settings) + [
          "## Runs", "", "| run | final val loss | steps | tokens/s | MFU | " +
          " | ".join(TASKS) + " |", "|---" * (5 + len(TASKS)) + "|"]
     for a in arms:
@@ -221,11 +301,15 @@ def markdown(directory, runs, s):
             L.append(f"| {a}_seed{seed} | {fmt(r['val'], '.4f')} | {r['steps']} | "
                      f"{fmt(r['tok_s'], '.0f')} | {fmt(r['mfu'], '.1f')} | " +
                      " | ".join(fmt(ev.get(t), '.4f') for t in TASKS) + " |")
-    L += ["", "## Val loss", "", "| arm | n | mean | std | tokens/s | MFU % |", "|---|---|---|---|---|---|"]
+    L += ["", "## Val loss", "", "| arm | n | mean | std | bits per byte | below bigram floor | tokens/s | MFU % |",
+          "|---|---|---|---|---|---|---|---|"]
     for a in arms:
         p = s["per_arm"][a]
+        below = (f"{sum(1 for r in runs[a].values() if r['val'] < s['floors']['bigram'])} of {len(runs[a])}"
+                 if s.get("floors") else "n/a")
         L.append(f"| {a} | {p['val']['n']} | {fmt(p['val']['mean'], '.4f')} | "
-                 f"{fmt(p['val']['std'], '.4f')} | {fmt(p['tok_s'], '.0f')} | {fmt(p['mfu'], '.1f')} |")
+                 f"{fmt(p['val']['std'], '.4f')} | {fmt(p['bpb']['mean'], '.4f') if p.get('bpb') else 'n/a'} | "
+                 f"{below} | {fmt(p['tok_s'], '.0f')} | {fmt(p['mfu'], '.1f')} |")
     L += ["", f"| arm - {ref} | paired Δ val loss | tokens/s ratio | steps to {fmt(s['target_loss'], '.4f')} (ratio) |",
           "|---|---|---|---|"]
     for a in arms[1:]:
@@ -241,6 +325,7 @@ def markdown(directory, runs, s):
         L.append(f"- {a}: " + ", ".join(f"seed {k}: {v if v is not None else '-'}" for k, v in sorted(st.items())))
     if any(s["vs_reference"][a]["acc"] for a in arms[1:]):
         L += ["", "## Zero-shot accuracy (acc_norm where the task has it, else acc)", "",
+              "The intervals count the examples as well as the seeds (paired_accuracy).", "",
               "| task | " + " | ".join(f"{a} mean" for a in arms) + " | " +
               " | ".join(f"{a} - {ref}" for a in arms[1:]) + " |",
               "|---" * (1 + 2 * len(arms) - 1) + "|"]
@@ -272,19 +357,24 @@ def plot_loss(runs, arms, out, beta):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    # Arms whose curves coincide must stay visible: each arm has its own dash pattern and the
+    # later arms are drawn thinner on top, so an arm under another shows at its edges and gaps
+    dashes = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (5, 2, 1, 2)), (0, (8, 3)), (0, (2, 3))]
     for i, a in enumerate(arms):
         c = colours[i % len(colours)]
+        ls, lw = dashes[i % len(dashes)], max(0.8, 2.6 - 0.6 * i)
         for j, (seed, r) in enumerate(sorted(runs[a].items())):
             tr = [(st, v) for st, v, *_ in r["series"].get("train", []) if math.isfinite(v)]
             if tr:
                 xs, ys = zip(*tr)
                 ax.plot(xs, ys, color=c, alpha=0.15, linewidth=0.7)
-                ax.plot(xs, ema(ys, beta), color=c, linewidth=1.4,
+                ax.plot(xs, ema(ys, beta), color=c, linewidth=lw, linestyle=ls, zorder=2 + i,
                         label=f"{a} (train, EMA {beta})" if j == 0 else None)
             va = [(st, v) for st, v in r["series"].get("val", []) if math.isfinite(v)]
             if va:
                 xs, ys = zip(*va)
-                ax.plot(xs, ys, color=c, marker="o", markersize=3, linestyle="--", linewidth=0.8,
+                ax.plot(xs, ys, color=c, marker="osD^v*"[i % 6], markersize=max(3, 7 - 1.5 * i),
+                        fillstyle="none" if i % 2 else "full", linestyle="none", zorder=2 + i,
                         label=f"{a} (val)" if j == 0 else None)
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats)")
@@ -330,11 +420,13 @@ def main(argv=None):
         wanted = [x for x in a.arms.split(",") if x] if a.arms else None
         runs = collect(a.dir, wanted)
         arms = arm_order(a.dir, runs, wanted)
-        s = summarize(a.dir, runs, arms, a.target_loss)
+        floors = optional_json(os.path.join(a.dir, "floors.json"), "scripts/floors.py --json output")
+        settings = optional_json(os.path.join(a.dir, "ab.json"), "the settings scripts/ab.py writes")
+        s = summarize(a.dir, runs, arms, a.target_loss, floors)
     except (SummaryError, LogError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    md = markdown(a.dir, runs, s)
+    md = markdown(a.dir, runs, s, settings)
     print(md, end="")
     write_atomic(os.path.join(a.dir, "summary.md"), md)
     slim = {arm: {seed: {k: v for k, v in r.items() if k != "series"} for seed, r in rs.items()}

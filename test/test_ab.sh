@@ -57,8 +57,8 @@ for arm, vals in final.items():
             f.write(f"total average iteration time: {ms} ms\n")
         acc = {"hellaswag": 0.30, "piqa": 0.60, "arc_easy": 0.40, "winogrande": 0.50, "lambada": 0.10}
         bump = {"uniform": 0.0, "prism": 0.01 * seed, "wide": -0.02}[arm]
-        tasks = {t: ({"acc": a + bump, "acc_norm": a + bump} if t in ("hellaswag", "piqa", "arc_easy")
-                     else {"acc": a + bump}) for t, a in acc.items()}
+        tasks = {t: ({"acc": a + bump, "acc_norm": a + bump, "examples": 100} if t in ("hellaswag", "piqa", "arc_easy")
+                     else {"acc": a + bump, "examples": 100}) for t, a in acc.items()}
         json.dump({"tasks": tasks}, open(os.path.join(d, "evals.json"), "w"))
     if arm != "uniform":
         for seed in (1, 2, 3):
@@ -68,6 +68,10 @@ for arm, vals in final.items():
             skipped = [{"layer": 2, "skipped": "no attention matrix"}] if arm == "wide" else []
             json.dump({"delta": [{"layer": 0, "delta": {"D": d0}}, {"layer": 1, "delta": {"D": 0.5}}] + skipped},
                       open(os.path.join(out, f"attn_{arm}_seed{seed}.json"), "w"))
+# the floors of the val windows (scripts/floors.py --json): every run is below the bigram floor 4.0
+json.dump({"unigram": 6.0, "bigram": 4.0, "bigram_lambda": 0.6, "targets": 1000, "train_tokens": 100000,
+           "B": 4, "T": 64, "batches": 4, "bytes": 4000, "bytes_per_token": 4.0, "unigram_bpb": 2.16,
+           "bigram_bpb": 1.44}, open(os.path.join(out, "floors.json"), "w"))
 EOF
 "$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism,wide --target-loss 3.40 > "$s/out" 2>&1; rc=$?
 check "ab_report: exit 0 and summary.md, summary.json, loss.png, attn_delta.png written (exit $rc)" \
@@ -90,6 +94,23 @@ check "ab_report: steps to 3.40: uniform at 20, prism at 10 on every seed (ratio
   bash -c "[ \"$(j "sorted(set(s['per_arm']['uniform']['steps_to_target'].values()))")\" = '[20]' ] && [ \"$(j "sorted(set(s['per_arm']['prism']['steps_to_target'].values()))")\" = '[10]' ] && near $(j "s['vs_reference']['prism']['steps_ratio']['mean']") 0.5 1e-9"
 check "ab_report: tokens/s ratio prism/uniform = 100/95 = 1.0526; median MFU after warm-up 40.0, 42.0" \
   bash -c "near $(j "s['vs_reference']['prism']['tok_s_ratio']") 1.052632 1e-5 && near $(j "s['per_arm']['uniform']['mfu']") 40.0 1e-9 && near $(j "s['per_arm']['prism']['mfu']") 42.0 1e-9"
+check "ab_report: an accuracy interval counts the examples: wide is -0.02 on every seed (sd 0), yet its hellaswag interval is -0.02 +- t(2) sqrt((0.28 x 0.72 + 0.3 x 0.7) / 100 / 3) = +- 0.1594" \
+  bash -c "near $(j "s['vs_reference']['wide']['acc']['hellaswag']['ci95'][1]") 0.139384 1e-4 && near $(j "s['vs_reference']['wide']['acc']['hellaswag']['ci95'][0]") -0.179384 1e-4"
+check "ab_report: the header names the tables, the floors and the examples per task" \
+  bash -c "grep -q '^- val windows: 4 batches of B 4 x T 64 (1,000 targets); floors unigram 6.0000 (2.160 bpb), bigram 4.0000' $s/summary.md && grep -q '^- zero-shot examples per task: arc_easy 100, hellaswag 100' $s/summary.md && grep -q '^- layer table per arm: .uniform. the descriptor uniform heads' $s/summary.md"
+check "ab_report: bits per byte per arm: uniform 3.05 nats x 1000 / (4000 ln 2) = 1.1000" \
+  bash -c "near $(j "s['per_arm']['uniform']['bpb']['mean']") 1.100054 1e-5"
+# the gate: with the bigram floor at 3.05, uniform's seed 2 (3.10) and seed 3 (3.05) are not below it
+cp "$s/floors.json" "$s/floors.keep"
+"$PYTHON" -c "import json,sys; f=json.load(open(sys.argv[1])); f['bigram']=3.05; json.dump(f, open(sys.argv[1], 'w'))" "$s/floors.json"
+"$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism,wide --plots 0 > "$s/out_gate" 2>&1
+check "ab_report: a run at or above the bigram floor gets no verdict: 'not testable at this budget' with the numbers" \
+  bash -c "grep -q '^prism vs uniform: not testable at this budget: mean val uniform 3.0500, prism 3.0300 vs bigram floor 3.0500 (unigram 6.0000) nats' $s/out_gate && ! grep -q 'within the noise\|excludes 0' $s/out_gate"
+rm "$s/floors.json"
+"$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism,wide --plots 0 > "$s/out_gate" 2>&1
+check "ab_report: without floors.json no verdict either" \
+  bash -c "grep -q '^prism vs uniform: no floors.json (scripts/floors.py): whether the runs learned is unknown, so no verdict' $s/out_gate"
+mv "$s/floors.keep" "$s/floors.json"
 "$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism --plots 0 > "$s/out2" 2>&1
 check "ab_report: the default target is the largest final val loss (3.10 of uniform seed 2)" \
   bash -c "near $(j "s['target_loss']") 3.10 1e-9"

@@ -24,23 +24,31 @@ count() { grep -c -- "$1" <<< "$2"; }
 # ------------------------------------------------------------------------------------------------
 # --dry-run
 dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1,2 --out "$d/dry" --dry-run 2>/dev/null)
-check "dry-run: 8 trainings of L4C128H4T128 for 7 steps, one per arm and seed" \
-  test "$(count '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 .* -n 7 ' "$dry")" -eq 8
+check "dry-run: 8 trainings of L4C128H4T128 for 7 steps, one per arm and seed, lr 3e-4 after a warmup of 7 / 5 steps" \
+  test "$(count '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 -l 0.0003 -u 1 .* -n 1 ' "$dry")" -eq 8
+check "dry-run: ten checkpoints over training (7 steps: every step, -v 1 -n 1)" \
+  test "$(count ' -v 1 -m 16 -s 0 -n 1 ' "$dry")" -eq 8
 check "dry-run: seed 2 inits with -seed 2 and reads the data order -data_seed 2, in seed2/" \
   test "$(count "-seed 2 -data_seed 2 .* -o $d/dry/tiny/seed2/" "$dry")" -eq 4
-check "dry-run: the arms' flags (mha_noln -ln 0; sd_noln -ln 0 -sd_init_u 1; sd_scalar adds -sd_scalar_d 1)" \
-  test "$(count 'mha_noln.table.txt -ln 0 -seed' "$dry")$(count 'sd_noln.table.txt -ln 0 -sd_init_u 1 -seed' "$dry")$(count 'sd_scalar.table.txt -ln 0 -sd_init_u 1 -sd_scalar_d 1 -seed' "$dry")" = 222
+check "dry-run: the arms' flags (mha_noln and sd_noln -ln 0, U at the default 0.02; sd_scalar adds -sd_scalar_d 1)" \
+  test "$(count 'mha_noln.table.txt -ln 0 -seed' "$dry")$(count 'sd_noln.table.txt -ln 0 -seed' "$dry")$(count 'sd_scalar.table.txt -ln 0 -sd_scalar_d 1 -seed' "$dry")$(count 'sd_init_u' "$dry")" = 2220
 check "dry-run: the tables (4 heads x 4 layers; :sd for the S-D arms)" \
   test "$(count "^printf '4\*4.n' > $d/dry/tiny/seed1/mha.table.txt" "$dry")$(count "^printf '4:sd\*4.n' > $d/dry/tiny/seed1/sd_scalar.table.txt" "$dry")" = 11
 check "dry-run: linearize K = 1, 2, 3 for each of the 4 arms x 2 seeds" \
   test "$(count '-op linearize -k [123] ' "$dry")" -eq 24
 check "dry-run: shrink for the S-D arms only (2 arms x 2 seeds)" \
   test "$(count '-op shrink -rank90 1 -round8 1' "$dry")/$(count 'mha.shrink' "$dry")" = 4/0
-check "dry-run: a spectrum per arm and seed" test "$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" -eq 8
+check "dry-run: a spectrum per arm and seed, and of the S-D arms' 6 earlier checkpoints (8 + 2 x 2 x 6)" \
+  test "$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")/$(count 'sd_noln/model_00000003.bin -json .*sd_noln.spectrum_3.json' "$dry")" = 32/2
+dry=$("$PYTHON" scripts/sd_claims.py --sizes bytes --seeds 1 --out "$d/dry" --dry-run 2>/dev/null)
+check "dry-run --sizes bytes: L4C128H4T256V256 on the prose bytes, 1920 steps of 16 x 256, checkpoints every 192" \
+  test "$(count "^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T256V256 .* -i 'dev/data/prose_bytes/prose_bytes_train_\*.bin' .* -tok bytes_tokenizer.bin -b 16 -t 256 -x 1920 -l 0.0003 -u 100 .* -v 192 -m 16 -s 0 -n 192 " "$dry")" -eq 4
+expect_error "--sizes bytes with --data shakespeare" "^error: --sizes bytes with --data shakespeare: the bytes size reads prose as bytes" \
+  "$PYTHON" scripts/sd_claims.py --sizes bytes --data shakespeare --out "$d/dry" --dry-run
 check "dry-run: nothing written" test ! -e "$d/dry"
 dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1 --bin build/blas/train_gpt2 --out "$d/dry" --dry-run 2>/dev/null)
 check "dry-run --bin build/blas/train_gpt2: the 4 trainings run that trainer, the analyses the default builds" \
-  test "$(count '^OMP_NUM_THREADS=2 build/blas/train_gpt2 -e L4C128H4T128 ' "$dry")/$(count ' ./train_gpt2 ' "$dry")/$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" = 4/0/4
+  test "$(count '^OMP_NUM_THREADS=2 build/blas/train_gpt2 -e L4C128H4T128 ' "$dry")/$(count ' ./train_gpt2 ' "$dry")/$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" = 4/0/16
 
 # ------------------------------------------------------------------------------------------------
 # end to end: tiny, 2 steps, seeds 1 and 2
@@ -106,13 +114,16 @@ for arm in ("mha", "sd_noln"):
     eq(f"{arm} mean val in claims.md", float(row.group(1)), statistics.fmean(v), 6e-5)
     eq(f"{arm} sd of val in claims.md", float(row.group(2)), statistics.stdev(v), 6e-5)
 agrees = {x["claim"]: x["agrees"] for x in c["claims"]}
+nulls = json.load(open(os.path.join(o, "tiny", "nulls.json")))
 for seed in ("1", "2"):
     m = t["runs"][seed]
-    sd, mha = m["sd_noln"], m["mha"]
+    sd, mha = m["sd_noln"], m["mha_noln"]
+    for k, x in enumerate(json.load(open(os.path.join(o, "tiny", "seed" + seed, "sd_noln.spectrum.json")))["layers"]):
+        eq(f"seed {seed} sd_noln n90 layer {k}", sd["n90"][k], x["n90_mean"])
     def stable(x):  # a finite val loss, blow-ups on at most 1 % of the steps
         return math.isfinite(x["val"]) and x["blowup_steps"] <= 0.01 * x["steps"]
     want = {"S2": stable(sd) and sd["frac_unstable"] == 0,
-            "S3/S9": sd["erank"][0] < 3.0 and sd["erank"][-1] > 1.5 * sd["erank"][0],
+            "S3/S9": sd["n90"][0] <= nulls["k2"][1] < sd["n90"][-1],
             "S4": sd["linearizable"] > mha["linearizable"],
             "S11": stable(m["mha_noln"])}
     for k, v in want.items():
@@ -121,10 +132,32 @@ for seed in ("1", "2"):
 for k in ("S6", "S8"):
     if agrees[k] is not None:
         bad.append(f"{k}: agrees {agrees[k]}, expected null (no yes/no rule)")
+# the gate: 2 steps leave every arm above the bigram floor, so no claim is testable and no cell
+# of the agrees column is a verdict; the floors are scripts/floors.py's on the same windows
+sys.path.insert(0, "scripts")
+import floors as fl
+f = fl.floors("dev/data/tinyshakespeare/tiny_shakespeare_train.bin", "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
+              4, 64, 16, "gpt2_tokenizer.bin")
+for k in ("unigram", "bigram", "targets", "bytes"):
+    eq(f"floors {k}", t["floors"][k], f[k])
+for x in c["claims"]:
+    if x["testable"] != {"tiny": False}:
+        bad.append(f"{x['claim']}: testable {x['testable']}, expected not (every run above the bigram floor)")
+cells = [l.split(" | ")[-1] for l in md.splitlines() if re.match(r"^\| S[0-9]", l)]
+if len(cells) != 6 or not all(cl.startswith("not testable at this budget (val ") for cl in cells):
+    bad.append(f"claims.md agrees cells: {cells}")
+for arm in ("mha", "sd_noln"):
+    v = t["runs"]["1"][arm]
+    eq(f"{arm} bits per byte", v["bpb"], fl.bits_per_byte(v["val"], f))
+if len(nulls["k1"]) != 2 or not nulls["k1"][0] <= nulls["k1"][1] or nulls["d"] != 32:
+    bad.append(f"nulls.json: {nulls}")
+ot = t["runs"]["1"]["sd_noln"]["over_training"]
+if sorted(ot) != ["1", "2"] or len(ot["1"]["n90"]) != 4:
+    bad.append(f"sd_noln over_training: {sorted(ot)}")
 print("\n".join(bad) if bad else "consistent")
 EOF
 "$PYTHON" "$d/check.py" "$o" > "$d/check" 2>&1
-check "claims.json: val, erank, perplexities, linearizable layers, shrink cut of each seed equal its files; claims.md's mean and sd; every 'agrees' follows" \
+check "claims.json: val, erank, n90, perplexities, linearizable layers, shrink cut of each seed equal its files; claims.md's mean and sd; every 'agrees' follows (S4 against mha_noln, S3/S9 from n90 and the two-plane null); the floors are floors.py's; no cell is a verdict" \
   grep -qx consistent "$d/check"
 [ "$(cat "$d/check")" = consistent ] || head -n 5 "$d/check"
 # the blow-up count on a synthetic main.log: -nan and 1e5 are blow-ups, 2.0 and 100.0 are not
@@ -139,9 +172,9 @@ check "claims.md: the S8 row gives the scalar-D cost in nats, perplexity and per
   grep -qE '^\| S8 \| .* tiny: val loss [+-][0-9.]+ ± [0-9.]+ nats \(ppl [+-][0-9.]+ ± [0-9.]+, [+-][0-9.]+ ± [0-9.]+%\) vs full D' "$o/claims.md"
 "${RUN[@]}" > "$d/run2.out" 2>&1; rc=$?
 check "a second start runs nothing and writes the claims again (exit $rc)" \
-  test "$rc/$(grep -c '\.log [0-9]* s$\|spectrum.txt [0-9]* s$' "$d/run2.out")/$(grep -c "^wrote $o/claims.md" "$d/run2.out")" = 0/0/1
-check "... where the first start ran 44 steps (4 arms x 2 seeds x (train, spectrum, 3 linearizations), 4 shrinks)" \
-  test "$(grep -c '\.log [0-9]* s$\|spectrum.txt [0-9]* s$' "$d/run.out")" -eq 44
+  test "$rc/$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run2.out")/$(grep -c "^wrote $o/claims.md" "$d/run2.out")" = 0/0/1
+check "... where the first start ran 48 steps (4 arms x 2 seeds x (train, spectrum, 3 linearizations), 4 shrinks, 4 step-1 spectra)" \
+  test "$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run.out")" -eq 48
 "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2,3 --out "$o" --report-only > "$d/ro.out" 2>&1; rc=$?
 check "--report-only with seeds 1,2,3: reports the finished seeds 1, 2 and runs nothing (exit $rc)" \
   test "$rc/$(grep -c 'seeds 1, 2$' "$d/ro.out")/$(ls -d "$o"/tiny/seed3 2>/dev/null | wc -l)" = 0/1/0
