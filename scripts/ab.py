@@ -12,9 +12,12 @@ and one summary is written (scripts/ab_report.py: Markdown, JSON, PNGs).
 Sizes (presets):
   tiny   L4C128H2T128, 4 layers x C 128, B 4 x T 64, 100 steps, the prose corpus: minutes on a CPU
   small  L8C256H4T256 (make train's model), B 4 x T 128, 300 steps, the prose corpus
+  bytes  L4C128H2T256V256, the prose corpus as bytes (make prose_bytes), B 16 x T 256, 1,920 steps:
+         10 tokens per parameter outside the embeddings, runs that end below the bigram floor
+         (doc/reproducing.md "Floors and the gate"); no zero-shot tasks (GPT-2-tokenized files)
   124M, 354M, 757M  llm.c's recipes through scripts/run_gpt2.sh (doc/baselines.md 1.1; FineWeb),
          with --budget to run a fraction of the tokens
-tiny and small run the trainer directly: ./train_gpt2 on the CPU, or --bin ./train_gpt2cu for a
+tiny, small and bytes run the trainer directly: ./train_gpt2 on the CPU, or --bin ./train_gpt2cu for a
 short GPU run (--gpus N > 1: mpirun -np N); --seq-len, --val-every and --val-batches change their
 T, -v and -m (doc/reproducing.md "CPU A/B" runs the small preset on TinyShakespeare this way).
 
@@ -75,7 +78,13 @@ DIRECT = {
                  val_every=25, val_batches=16, eval_n=100, attn_windows=16),
     "small": dict(model="L8C256H4T256", schedules="L8C256", B=4, T=128, steps=300, warmup=20,
                   val_every=50, val_batches=32, eval_n=300, attn_windows=16),
+    # the CPU research preset: the prose corpus as bytes (V 256, make prose_bytes), 0.79M
+    # parameters outside the embeddings, 7.9M bytes (10 per parameter); no zero-shot tasks (their
+    # files are GPT-2-tokenized); the tiny model's Prism preset and controls (2 base heads)
+    "bytes": dict(model="L4C128H2T256V256", schedules="L4C128", B=16, T=256, steps=1920, warmup=100,
+                  val_every=192, val_batches=16, eval_n=0, attn_windows=16, vocab="bytes"),
 }
+TOKENIZERS = {"gpt2": "gpt2_tokenizer.bin", "bytes": "bytes_tokenizer.bin"}
 # The launcher presets: scripts/run_gpt2.sh --size; their schedules' prefix and default data.
 LAUNCHER = {"124M": dict(schedules="d12", fineweb="fineweb10B"),
             "354M": dict(schedules="d24", fineweb="fineweb100B"),
@@ -97,6 +106,11 @@ class Parser(argparse.ArgumentParser):
 
 def data_globs(name, size):
     """--data -> (train glob, val glob, how to prepare it)."""
+    if DIRECT.get(size, {}).get("vocab") == "bytes":
+        if name != "prose":
+            raise AbError(f"--data {name}: the {size} size reads the prose corpus as bytes (--data prose)")
+        d = "dev/data/prose_bytes"
+        return f"{d}/prose_bytes_train_*.bin", f"{d}/prose_bytes_val_*.bin", "make prose_bytes"
     if name == "shakespeare":
         d = "dev/data/tinyshakespeare"
         return f"{d}/tiny_shakespeare_train.bin", f"{d}/tiny_shakespeare_val.bin", "make data"
@@ -147,12 +161,12 @@ def schedule_head_sizes(path, channels):
 
 def model_max_T(desc):
     """The maxT of a direct preset's descriptor (L..C..H..T..)."""
-    m = re.search(r"T(\d+)$", desc)
+    m = re.search(r"T(\d+)(?:V\d+)?$", desc)
     return int(m.group(1)) if m else 1024
 
 
 def model_channels(desc):
-    m = re.fullmatch(r"L(\d+)C(\d+)(?:H\d+)?(?:T\d+)?", desc)
+    m = re.fullmatch(r"L(\d+)C(\d+)(?:H\d+)?(?:T\d+)?(?:V\d+)?", desc)
     if m:
         return int(m.group(2))
     return {"d12": 768, "d24": 1024, "L24C1536H24": 1536}[desc]
@@ -201,6 +215,7 @@ class Plan:
         self.arms = parse_arms(a.arms, a.size)
         self.seeds = parse_seeds(a.seeds)
         self.train_glob, self.val_glob, self.prepare = data_globs(a.data, a.size)
+        self.tokenizer = TOKENIZERS[DIRECT.get(a.size, {}).get("vocab", "gpt2")]
         self.bin = a.bin or ("./train_gpt2" if self.direct else "./train_gpt2cu")
         self.gpu = "cu" in os.path.basename(self.bin) or not self.direct
         self.eval_bin = a.eval_bin or ("./eval_gpt2cu" if self.gpu else "./eval_gpt2")
@@ -287,6 +302,8 @@ class Plan:
                "-b", str(self.B), "-t", str(self.T), "-x", str(self.steps), "-l", "1e-3",
                "-u", str(self.warmup), "-q", "0.1", "-c", "0.1", "-v", str(self.val_every),
                "-m", str(self.val_batches), "-s", "0", "-n", str(self.steps), "-o", self.run_dir(arm, seed)]
+        if self.tokenizer != "gpt2_tokenizer.bin":
+            cmd += ["-tok", self.tokenizer]
         if self.a.data_order == "seed":
             cmd += ["-data_seed", str(seed)]
         if arm["table"] is not None:
@@ -313,7 +330,7 @@ class Plan:
         cmd = [report_python(), "scripts/floors.py", "--train", self.train_glob, "--val", self.val_glob,
                "-b", str(self.B * self.a.gpus), "-t", str(self.T), "-m", str(self.val_batches),
                "--json", os.path.join(self.a.out, "floors.json")]
-        return cmd + ["--tokenizer", "gpt2_tokenizer.bin"]
+        return cmd + ["--tokenizer", self.tokenizer]
 
     def report_cmd(self):
         cmd = [report_python(), "scripts/ab_report.py", self.a.out, "--arms", ",".join(x["name"] for x in self.arms)]
@@ -345,8 +362,8 @@ class Plan:
             out.append((f"{self.train_glob}: no train shard matches (prepare it: {self.prepare})", prep))
         if not glob.glob(self.val_glob):
             out.append((f"{self.val_glob}: no val shard matches (prepare it: {self.prepare})", prep))
-        if self.direct and not os.path.isfile("gpt2_tokenizer.bin"):  # the floors' bits per byte
-            out.append(("gpt2_tokenizer.bin: not written (make gpt2_tokenizer.bin)", "gpt2_tokenizer.bin"))
+        if self.direct and not os.path.isfile(self.tokenizer):  # the floors' bits per byte, -tok
+            out.append((f"{self.tokenizer}: not written (make {self.tokenizer})", self.tokenizer))
         for arm in self.arms:
             if arm["table"] is not None and not os.path.isfile(arm["table"]):
                 out.append((f"{arm['table']}: layer table of arm {arm['name']} not found", None))
@@ -548,14 +565,16 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: the preset's)")
     p.add_argument("--budget", choices=list(BUDGETS), default="full", help="a fraction of the preset's steps")
     p.add_argument("--micro-batch", type=int, default=None, help="B per process (default: the preset's)")
-    p.add_argument("--seq-len", type=int, default=None, help="T, tiny and small only (default: the preset's)")
-    p.add_argument("--val-every", type=int, default=None, help="-v, tiny and small only (default: the preset's)")
+    p.add_argument("--seq-len", type=int, default=None, help="T, the direct sizes only (default: the preset's)")
+    p.add_argument("--val-every", type=int, default=None, help="-v, the direct sizes only (default: the preset's)")
     p.add_argument("--val-batches", type=int, default=None,
-                   help="-m, tiny and small only (-1: the whole val split; default: the preset's)")
+                   help="-m, the direct sizes only (-1: the whole val split; default: the preset's)")
     p.add_argument("--gpus", type=int, default=1, help="processes per run (mpirun -np N when N > 1)")
     p.add_argument("--gpu-arch", default=None, help="compute capability for the SM 8.x check (default: nvidia-smi's)")
     p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of the CPU programs (default 2)")
-    p.add_argument("--evals", type=int, choices=(0, 1), default=1, help="the five zero-shot tasks on each final checkpoint")
+    p.add_argument("--evals", type=int, choices=(0, 1), default=None,
+                   help="the five zero-shot tasks on each final checkpoint (default 1; 0 for the bytes size, "
+                        "whose vocabulary the GPT-2-tokenized task files do not fit)")
     p.add_argument("--eval-n", type=int, default=None, help="examples per task (0: all; default: the preset's)")
     p.add_argument("--attn", type=int, choices=(0, 1), default=1, help="attention distance per seed, each arm vs the reference")
     p.add_argument("--attn-windows", type=int, default=None,
@@ -582,7 +601,7 @@ def main(argv=None):
             raise AbError(f"--val-batches {a.val_batches}: expected a positive integer or -1 (the whole val split)")
         for name in ("seq_len", "val_every", "val_batches"):
             if getattr(a, name) is not None and a.size not in DIRECT:
-                raise AbError(f"--{name.replace('_', '-')}: tiny and small only; {a.size} runs llm.c's "
+                raise AbError(f"--{name.replace('_', '-')}: tiny, small and bytes only; {a.size} runs llm.c's "
                               "recipe (scripts/run_gpt2.sh)")
         if a.gpus < 1 or a.threads < 1:
             raise AbError("--gpus and --threads: expected positive integers")
@@ -591,6 +610,11 @@ def main(argv=None):
         if a.gpu_arch and not re.fullmatch(r"\d+\.\d", a.gpu_arch):
             raise AbError(f"--gpu-arch '{a.gpu_arch}': expected a compute capability such as 8.0 or 9.0")
         a.data = a.data or ("prose" if a.size in DIRECT else "fineweb")
+        bytes_size = DIRECT.get(a.size, {}).get("vocab") == "bytes"
+        if a.evals == 1 and bytes_size:
+            raise AbError(f"--evals 1: the zero-shot task files are GPT-2-tokenized; the {a.size} size's "
+                          f"byte vocabulary cannot score them (--evals 0)")
+        a.evals = (0 if bytes_size else 1) if a.evals is None else a.evals
         a.out = (a.out or f"out/ab_{a.size}").rstrip("/")
         plan = Plan(a)
         if a.size in DIRECT and a.gpus > 1 and not plan.gpu:

@@ -24,6 +24,16 @@ d=build/tmp_ab
 rm -rf "$d"; mkdir -p "$d"
 
 # ------------------------------------------------------------------------------------------------
+# the bytes preset: the prose bytes, -tok, no zero-shot tasks, the floors with the byte tokenizer
+dry=$("$PYTHON" scripts/ab.py --size bytes --seeds 1 --out "$d/bytes_dry" --dry-run 2>/dev/null)
+check "ab.py --size bytes: L4C128H2T256V256 on the prose bytes, 1920 steps of 16 x 256, -tok bytes_tokenizer.bin, no evals" \
+  test "$(grep -c "^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H2T256V256 .* -i 'dev/data/prose_bytes/prose_bytes_train_\*.bin' .* -b 16 -t 256 -x 1920 .* -tok bytes_tokenizer.bin" <<< "$dry")/$(grep -c 'eval_gpt2' <<< "$dry")/$(grep -c 'floors.py .* -b 16 -t 256 -m 16 .*--tokenizer bytes_tokenizer.bin' <<< "$dry")" = 2/0/1
+expect_error "ab.py --size bytes --evals 1: the task files are GPT-2-tokenized" \
+  "^error: --evals 1: the zero-shot task files are GPT-2-tokenized" \
+  "$PYTHON" scripts/ab.py --size bytes --evals 1 --out "$d/bytes_dry" --dry-run
+expect_error "ab.py --size bytes --data shakespeare" "^error: --data shakespeare: the bytes size reads the prose corpus as bytes" \
+  "$PYTHON" scripts/ab.py --size bytes --data shakespeare --out "$d/bytes_dry" --dry-run
+
 # ab_report.py on synthetic runs
 s=$d/synth
 "$PYTHON" - "$s" <<'EOF'
@@ -218,7 +228,7 @@ check "ab.py --seq-len 256 --attn-batch 8: -t 256 on the trainer; 15 attn window
   bash -c "grep -q -- ' -b 8 -t 256 -x 300 ' <<< \"\$1\" && grep -q -- ' -b 8 -t 0 -n 15 ' <<< \"\$1\"" _ "$dryl"
 expect_error "ab.py: --seq-len beyond the preset's maxT" "^error: --seq-len 512: longer than the maxT 256 of L8C256H4T256$" \
   "$PYTHON" scripts/ab.py --size small --seq-len 512 --dry-run --out "$d/g"
-expect_error "ab.py: --val-every on a launcher size" "^error: --val-every: tiny and small only; 124M runs llm.c's recipe" \
+expect_error "ab.py: --val-every on a launcher size" "^error: --val-every: tiny, small and bytes only; 124M runs llm.c.s recipe" \
   "$PYTHON" scripts/ab.py --size 124M --val-every 10 --dry-run --out "$d/g"
 expect_error "ab.py: --val-batches 0" "^error: --val-batches 0: expected a positive integer or -1" \
   "$PYTHON" scripts/ab.py --size tiny --val-batches 0 --dry-run --out "$d/g"
