@@ -99,6 +99,7 @@ static void setup(Run *r) {
     train_args_check(a, TRAINER_CPU);
     if (a->out_dir[0] != '\0') {
         make_dir(a->out_dir);
+        run_folder_lock(a->out_dir); /* before anything in the folder is written */
         train_flags_save(a);
     }
     if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */

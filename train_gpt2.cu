@@ -220,6 +220,7 @@ static void setup(Run *r, int *argc, char ***argv) {
     print_device(r);
     if (a->out_dir[0] != '\0' && is_rank0(r)) {
         make_dir(a->out_dir);
+        run_folder_lock(a->out_dir); /* before anything in the folder is written */
         train_flags_save(a);
     }
     multi_gpu_barrier(&r->mg);

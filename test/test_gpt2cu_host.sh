@@ -33,6 +33,13 @@ steps() { grep -E '^step ' "$1" | sed -E 's/\| [0-9.]+ ms .*$//'; }
 check "train_gpt2cu_host: 10 steps with checkpoints at 5 and 10" test -f "$dir/A/DONE_00000010" -a -f "$dir/A/DONE_00000005"
 ./train_gpt2 "${COMMON[@]}" -o "$dir/CPU" > "$dir/CPU.log" 2>&1
 check "train_gpt2 (CPU fp32) on the same flags" test -f "$dir/CPU/DONE_00000010"
+# one writer per run folder: the GPU trainer (rank 0) takes the same lock as the CPU one
+exec 9>"$dir/A/.lock"
+flock -n 9 && echo "$$" > "$dir/A/.lock"
+expect_error "train_gpt2cu_host on a run folder another process holds is refused, naming its PID" \
+  "^error: $dir/A: another trainer \(PID $$\) is writing this run folder" \
+  ./build/train_gpt2cu_host "${COMMON[@]}" -x 2 -o "$dir/A"
+exec 9>&-
 worst=$(join <(losses "$dir/A.log") <(losses "$dir/CPU.log") | awk 'BEGIN{w=-1} {d=$2-$3; if (d<0) d=-d; if (d>w) w=d; n++} END{if (n==10) print w}')
 check "step losses of train_gpt2cu_host = train_gpt2 within 5e-3 nats (bf16 vs fp32; worst ${worst:-missing})" near "${worst:-}" 0 5e-3
 # control: the CPU losses one step later differ by more than the tolerance somewhere

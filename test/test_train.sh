@@ -6,7 +6,10 @@
 #   - the loss falls when overfitting one batch;
 #   - the lr column follows -k/-u/-q (t = u is the first decay step, r = 0: still the peak);
 #     main.log lines have llm.c's format;
-#   - -h 1 -ht: the zero-shot evals at the val steps (needs `make evals`).
+#   - -h 1 -ht: the zero-shot evals at the val steps (needs `make evals`);
+#   - one writer per run folder: a second trainer on a folder in use stops with one line naming
+#     the first one's PID and writes nothing there; once the first has ended (killed), the folder
+#     is free again.
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -75,4 +78,18 @@ counts=$(for x in "${S[@]}"; do grep -o '<[0-9]*>' <<<"$x" | wc -l; done | tr '\
 check "-g 5: two samples of 4 tokens each (counts: ${counts})" test "${#S[@]}" = 2 -a "$counts" = "4 4 "
 check "the CPU trainer's sampling RNG carries over: the second sample differs (${S[0]:-} / ${S[1]:-})" \
   test -n "${S[0]:-}" -a "${S[0]:-}" != "${S[1]:-}"
+# one writer per run folder
+LOCKRUN=(-e tiny -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 2 -t 32 -v 0 -m 1 -s 0 -n 0)
+./train_gpt2 "${LOCKRUN[@]}" -x 100000 -o "$d/locked" > "$d/locked.log" 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do grep -q '^s:' "$d/locked/main.log" 2>/dev/null && break; sleep 0.1; done
+cp "$d/locked/flags.txt" "$d/locked.flags"
+expect_error "a second trainer on a run folder in use is refused, naming the holder's PID" \
+  "^error: $d/locked: another trainer \(PID $holder\) is writing this run folder" \
+  ./train_gpt2 "${LOCKRUN[@]}" -x 2 -o "$d/locked"
+check "... and wrote nothing there: flags.txt is the first run's (-x 100000)" \
+  bash -c "cmp -s $d/locked/flags.txt $d/locked.flags && grep -q '^-x 100000$' $d/locked/flags.txt"
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+./train_gpt2 "${LOCKRUN[@]}" -x 2 -o "$d/locked" > "$d/locked2.log" 2>&1; rc=$?
+check "once the holder is killed the folder is free: a new run there starts (exit $rc)" test "$rc" -eq 0
 finish
