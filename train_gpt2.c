@@ -214,7 +214,7 @@ static StepResult train_step(Run *r, int step) {
 /* ----------------------------------------------------------------------------------------------
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
 /* The residual stream's size per layer at a val step, printed for LayerNorm-free blocks, whose
- * stream nothing bounds (main.log's "rms:" record has it for every model). */
+ * stream nothing bounds (main.log's "rms0: ... rmsL:" record has it for every model). */
 static void print_stream_rms(const Run *r, const float *rms) {
     if (r->model.config.use_ln) return;
     printf("stream rms (block inputs, then ln_f's):");

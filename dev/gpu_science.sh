@@ -39,11 +39,31 @@
 # part ran and wrote its lines, the plan came before the runs. About 35 s on 2 busy cores. Its
 # numbers say nothing about a GPU or about the papers.
 # GPU_SCIENCE_DATA=shakespeare trains on TinyShakespeare (make data) instead of the prose corpus.
+# A setting out of range (a budget that is not a positive integer, an unknown data set, ...) is one
+# error line and exit 2, before anything is built or written.
 # GPU_SCIENCE_PLAN_ONLY=1 prints the GPU plan from assumed rates and exits, building and running
 # nothing: GPU_SCIENCE_ASSUME="TOK/S_PART3 TOK/S_PART4A TOK/S_PART4B STARTUP_S BUILD_S"
 # (default "4000000 2000000 1000000 4 120").
 set -u
 cd "$(dirname "$0")/.." || exit 1
+
+# the settings from the environment, checked before anything is built or written (one line each)
+bad_setting() { echo "error: $1" >&2; exit 2; }
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+for v in GPU_SCIENCE_HOST GPU_SCIENCE_PLAN_ONLY; do
+  case "${!v:-0}" in 0|1) ;; *) bad_setting "$v=${!v}: expected 0 or 1" ;; esac
+done
+for v in GPU_SCIENCE_BUDGET GPU_SCIENCE_THREADS; do
+  if [ -n "${!v:-}" ] && { ! is_uint "${!v}" || [ "${!v}" -lt 1 ]; }; then
+    bad_setting "$v=${!v}: expected a positive integer"
+  fi
+done
+case "${GPU_SCIENCE_DATA:-prose}" in prose|shakespeare) ;; *)
+  bad_setting "GPU_SCIENCE_DATA=$GPU_SCIENCE_DATA: expected prose or shakespeare" ;; esac
+if [ -n "${GPU_SCIENCE_ASSUME:-}" ] &&
+   ! [[ "$GPU_SCIENCE_ASSUME" =~ ^\ *[0-9]+(\ +[0-9]+){4}\ *$ ]]; then
+  bad_setting "GPU_SCIENCE_ASSUME='$GPU_SCIENCE_ASSUME': expected five integers: tokens/s of parts 3, 4a and 4b, start-up seconds, build seconds"
+fi
 
 # --- the recipe: every arm of parts 3, 4a and 4b trains with LR_FLAGS (learning rate, warmup) --
 LR_FLAGS=${GPU_SCIENCE_LR_FLAGS:-"-l 3e-4 -u 100"}

@@ -225,8 +225,6 @@ static inline int eval_check_seq_(const uint16_t *toks, int len, const char *pat
     return 1;
 }
 
-/* Every token id of a parsed file below vocab_size: the model's vocabulary is known only once it
- * is built, after the files are read (eval_main), so this check stands on its own. */
 /* The eval files hold GPT-2 BPE token ids (the dev/data writers): a model of another vocabulary (a byte
  * model, V 256) would read them as different tokens, so it is refused, not scored. Returns 1 for
  * V = 50257; else writes one line naming `model` (the checkpoint or descriptor) to err. */
@@ -237,6 +235,8 @@ static inline int eval_model_vocab_ok(const char *model, int V, char *err, size_
     return 0;
 }
 
+/* Every token id of a parsed file below vocab_size: the model's vocabulary is known only once it
+ * is built, after the files are read (eval_main), so this check stands on its own. */
 static inline int evalfile_check_vocab(const EvalFile *ef, int vocab_size, char *err, size_t err_cap) {
     for (int i = 0; i < ef->num_examples; i++) {
         const EvalExample *e = &ef->ex[i];

@@ -206,8 +206,6 @@ static inline void run_folder_lock(const char *dir) {
         if (got > 0) {
             pid[got] = '\0';
             pid[strcspn(pid, "\n")] = '\0';
-        } else {
-            snprintf(pid, sizeof(pid), "unknown");
         }
         if (e == EWOULDBLOCK) {
             llmc_die("%s: another trainer (PID %s) is writing this run folder; wait for it to end or give "

@@ -189,8 +189,7 @@ def main(argv=None):
         return 1
     print(describe(f))
     if a.json:
-        sys.path.insert(0, os.path.join(ROOT, "scripts"))
-        from common import write_atomic
+        from common import write_atomic  # scripts/, this file's folder
         write_atomic(a.json, json.dumps(f, indent=1) + "\n")
     return 0
 

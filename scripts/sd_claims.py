@@ -1,27 +1,28 @@
 #!/usr/bin/env python3
 """scripts/sd_claims.py: the S-D paper's small-scale claims (arXiv 2605.18826; doc/methods.md 3,
-claims S2-S11 of doc/methods.md 4) from one command, at two or more model sizes on the CPU.
+claims S2-S11 of doc/methods.md 4) from one command, at one or more model sizes on the CPU.
 
   python3 scripts/sd_claims.py                         # tiny and small on the prose corpus, seed 1
+  python3 scripts/sd_claims.py --sizes bytes --bin build/blas/train_gpt2   # the byte preset
   python3 scripts/sd_claims.py --sizes tiny --seeds 1,2,3 --steps 600
   python3 scripts/sd_claims.py --sizes tiny,small --seeds 1,2,3 --report-only
   python3 scripts/sd_claims.py --sizes tiny --steps 150 --dry-run
-  python3 scripts/sd_claims.py --sizes small --seeds 1,2,3 --steps 600 --bin build/blas/train_gpt2
   python3 scripts/sd_claims.py --help
 
-For every size and seed S, four models of the same shape are trained from the same init
-(-seed S) and data order (-data_seed S) (make train's recipe: lr 1e-3, cosine to 0.1 of it,
-weight decay 0.1):
-  mha        standard softmax attention with per-block LayerNorm (the baseline)
-  mha_noln   standard attention without LayerNorm (-ln 0)                       S11
-  sd_noln    S-D attention L = S - D without LayerNorm (-ln 0 -sd_init_u 1)     S2, S3, S9
-  sd_scalar  the same with one filtering scalar per head (-sd_scalar_d 1)       S8
-(S-D without LayerNorm needs U at std 1 so that the initial logits are O(1): doc/sd_attention.md.)
-Then, per model:
+For every size and seed S, the models of one shape are trained from the same init (-seed S) and
+data order (-data_seed S), all with one recipe (LR, Steps.warmup: U at GPT-2's 0.02, peak lr
+3e-4 after a warmup of min(100, steps / 5), cosine to 0.1 of it, weight decay 0.1), in this order
+(--arms runs a subset):
+  sd_noln    S-D attention L = S - D without LayerNorm (-ln 0)                  S2, S3, S9
+  mha_noln   standard attention without LayerNorm (-ln 0)                       S4, S11
+  mha        standard softmax attention with per-block LayerNorm (shown beside)
+  sd_scalar  sd_noln with one filtering scalar per head (-sd_scalar_d 1)        S8
+Each writes ten checkpoints over training (Steps.checkpoints). Then, per model:
   - main.log: the largest gradient norm and the blow-up steps (a norm above NORM_BLOWUP or not
     finite); a run is stable with blow-ups on at most 1 % of its steps     S2, S11
-  - ./sd_spectrum -json: the routing effective rank per layer (S for S-D heads, the skew part of
-    W_Q W_K^T for standard heads; doc/methods.md 3.9, 3.10) and the minimal-rank layers;
+  - ./sd_spectrum -json: the routing n90 and effective rank per layer (S for S-D heads, the skew
+    part of W_Q W_K^T for standard heads; doc/methods.md 3.9, 3.10) and the minimal-rank layers,
+    for S-D models at every checkpoint;
   - ./sd_surgery -op linearize -k K for K = 1 .. L-1: the val perplexity after replacing the first
     K layers by linear attention without retraining (doc/methods.md 3.13 (a));    S4
   - S-D models: ./sd_surgery -op shrink -rank90 1 -round8 1: every head cut to the rank that holds
@@ -30,7 +31,10 @@ Files: --out/<size>/seed<S>/<arm>/ (the run), <arm>.{train.log, spectrum.json, l
 shrink.report.json} beside it. The summary (--out/claims.md and claims.json) is one table per size
 (mean over the seeds, +- the sample standard deviation where there are several) and the claim
 rows: what the paper states, the number measured here, and whether the small-scale run agrees,
-per seed ("yes", "no" or "2 of 3 seeds"). --report-only writes the summary from the seeds that
+per seed ("yes", "no" or "2 of 3 seeds") -- only where every seed of every arm the claim reads
+ends below the bigram floor of its val windows (scripts/floors.py), else "not testable at this
+budget"; the cascade is read from n90 against the one- and two-plane nulls of the same optimizer
+run (sd_attention/routing_null.py), which the summary prints. --report-only writes the summary from the seeds that
 are finished, running nothing, so that sizes with different seed counts can be reported together.
 Finished steps are skipped when started again (--out/settings.json records the data, the step
 counts and the trainer; seeds may be added; a directory holding a run with other settings is
@@ -128,10 +132,14 @@ class Steps:
                               f"{' or '.join(d for d, v in DATA if v == vocab)} as {vocab}")
         return DATA[(self.a.data, vocab)]
 
+    def checkpoint_every(self, size):
+        """-n and -v of the trainings: about ten checkpoints and val losses over training."""
+        return max(1, self.steps(size) // 10)
+
     def checkpoints(self, size):
-        """The steps with a checkpoint: ten over training (the routing measures over training)."""
-        n = self.steps(size)
-        return sorted({max(1, round(n * k / 10)) for k in range(1, 11)})
+        """The steps the trainer writes a checkpoint at (llmc/train_setup.h: every -n, and the last)."""
+        n, e = self.steps(size), self.checkpoint_every(size)
+        return sorted(set(range(e, n + 1, e)) | {n})
 
     def base(self, size, seed, arm):
         return os.path.join(self.a.out, size, f"seed{seed}", arm)
@@ -153,8 +161,7 @@ class Steps:
         table = b + ".table.txt"
         ck = self.ckpt(size, seed, arm)
         train, val, _, tok = self.data(size)
-        cks = self.checkpoints(size)
-        every = cks[0] if all(c % cks[0] == 0 for c in cks) and cks[-1] == n else n
+        every = self.checkpoint_every(size)
         out = [([self.a.bin, "-e", p["model"], "-prism", table] + extra +
                 ["-seed", str(seed), "-data_seed", str(seed), "-i", train, "-j", val, "-tok", tok,
                  "-b", str(p["B"]), "-t", str(p["T"]), "-x", str(n), "-l", str(LR),
@@ -162,7 +169,7 @@ class Steps:
                  "-m", str(p["val_batches"]), "-s", "0", "-n", str(every), "-o", b], b + ".train.log", ck),
                (["./sd_spectrum", ck, "-json", b + ".spectrum.json"], b + ".spectrum.txt", b + ".spectrum.json")]
         if kind == ":sd":  # the routing over training: a spectrum of every checkpoint
-            for c in self.checkpoints(size)[:-1] if every != n else []:
+            for c in self.checkpoints(size)[:-1]:
                 ckc = os.path.join(b, "model_%08d.bin" % c)
                 out.append((["./sd_spectrum", ckc, "-json", f"{b}.spectrum_{c}.json"], f"{b}.spectrum_{c}.txt",
                              f"{b}.spectrum_{c}.json"))

@@ -60,7 +60,6 @@ def from_checkpoint(ckpt, val, B, T, batches):
 
 
 def from_log(run):
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
     from plot_logs import log_path, parse_main_log
     series = parse_main_log(log_path(run), allow_nan=True).get("rms", [])
     if not series:

@@ -10,6 +10,7 @@
 #   - the Slurm (fs, tcp) and multi-node mpirun launchers print each rank's -pn -pr -pg -pi flags;
 #   - ab_compare.py on synthetic stdout logs (agree, diverge at a known step, tokens/s ratio,
 #     a malformed line), and ab_upstream.sh end to end with fake upstream/our trainers;
+#   - dev/gpu_science.sh: its environment settings out of range are one error line each;
 #   - ab_summary.py on synthetic runs with known mean, std, paired difference and 95% interval
 #     (one "within the noise" case, one "excludes 0" case), and its errors;
 #   - run_gpt2.sh --data-seed; sd_init_sweep.py --dry-run prints its arms' trainer commands;
@@ -337,4 +338,15 @@ check "sample.py: exit 0, a header line and the prompt first (rc $rc: $(tail -n 
 check "sample.py: the same seed gives the same text, another seed another" test -n "$s1" -a "$s1" = "$s2" -a "$s1" != "$s3"
 expect_error "sample.py: -n 0" "^error: -n 0: expected at least 1 token" "$PYTHON" scripts/sample.py -e "$ck" -n 0
 expect_error "sample.py: a missing checkpoint" "^error: -e $d/none.bin: no such checkpoint" "$PYTHON" scripts/sample.py -e "$d/none.bin"
+# dev/gpu_science.sh: each environment setting out of range is one line, before anything runs
+rm -rf "$d/gs_bad"
+for setting in "GPU_SCIENCE_BUDGET=abc|GPU_SCIENCE_BUDGET=abc: expected a positive integer" \
+               "GPU_SCIENCE_THREADS=0|GPU_SCIENCE_THREADS=0: expected a positive integer" \
+               "GPU_SCIENCE_DATA=fineweb|GPU_SCIENCE_DATA=fineweb: expected prose or shakespeare" \
+               "GPU_SCIENCE_HOST=2|GPU_SCIENCE_HOST=2: expected 0 or 1" \
+               "GPU_SCIENCE_ASSUME=1 2 3|GPU_SCIENCE_ASSUME='1 2 3': expected five integers"; do
+  expect_error "gpu_science.sh: ${setting%%|*}" "^error: ${setting#*|}" \
+    env "${setting%%|*}" GPU_SCIENCE_OUT="$d/gs_bad" bash dev/gpu_science.sh
+done
+check "gpu_science.sh: the refused settings wrote nothing" test ! -e "$d/gs_bad"
 finish

@@ -199,6 +199,10 @@ expect_error "a seed that is not a number" "^error: --seeds '1,x': expected dist
   "$PYTHON" scripts/sd_claims.py --seeds 1,x --steps 1 --out "$d/e"
 expect_error "an unknown data set is one line" "^error: argument --data: invalid choice: 'nowhere'" \
   "$PYTHON" scripts/sd_claims.py --data nowhere --steps 1 --out "$d/e"
+expect_error "--arms with an unknown arm" "^error: --arms sd_noln,gpt: expected a comma list of distinct arms of sd_noln, mha_noln, mha, sd_scalar" \
+  "$PYTHON" scripts/sd_claims.py --arms sd_noln,gpt --steps 1 --out "$d/e"
+expect_error "--arms with an arm twice" "^error: --arms mha,mha: expected a comma list of distinct arms" \
+  "$PYTHON" scripts/sd_claims.py --arms mha,mha --steps 1 --out "$d/e"
 expect_error "an unknown flag is one line" "^error: unrecognized arguments: --seed 2" \
   "$PYTHON" scripts/sd_claims.py --seed 2 --steps 1 --out "$d/e"
 expect_error "a --bin that is not a program: one line" \

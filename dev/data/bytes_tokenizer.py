@@ -23,7 +23,7 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import repo_root  # noqa: E402
+from data_common import repo_root, write_file_if_changed  # noqa: E402
 
 BYTE_VOCAB = 256
 BYTE_EOT = 0
@@ -58,18 +58,7 @@ def encode_documents(docs, where):
 
 def write_tokenizer(path, force=False):
     """Write the file to path (through path.tmp); returns False when an identical file was there."""
-    data = tokenizer_bytes()
-    if not force and os.path.isfile(path):
-        with open(path, "rb") as f:
-            if f.read() == data:
-                return False
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-    return True
+    return write_file_if_changed(path, tokenizer_bytes(), force)
 
 
 def main(argv=None):

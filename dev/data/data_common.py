@@ -104,6 +104,24 @@ def read_jsonl(path, lines=None):
             raise parse_error(path, lineno, f"not JSON ({e.msg})") from e
 
 
+def write_file_if_changed(path, data, force=False):
+    """Write the bytes data to path unless a byte-identical file is there (force: always): to
+    path.tmp, fsync, rename, so a file under its final name is always complete. Returns whether it
+    wrote. The tokenizer writers use it (dev/data/gpt2_tokenizer.py, bytes_tokenizer.py)."""
+    if not force and os.path.isfile(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return False
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return True
+
+
 def write_datafile(path, tokens):
     """Write tokens as an llm.c shard. Written to path.tmp, synced and renamed, so a file under
     its final name is always complete."""

@@ -19,7 +19,7 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import repo_root  # noqa: E402
+from data_common import repo_root, write_file_if_changed  # noqa: E402
 from gpt2_bpe import get_encoder  # noqa: E402
 
 TOKENIZER_MAGIC = 20240328
@@ -56,17 +56,9 @@ def main(argv=None):
         enc = get_encoder(args.bpe_dir)
         data = tokenizer_bytes(enc)
         # valid = byte-identical to what we would write (building it takes well under a second)
-        if not args.force and os.path.isfile(args.out):
-            with open(args.out, "rb") as f:
-                if f.read() == data:
-                    print(f"{args.out} already exists and is valid; skipping (--force to redo)")
-                    return 0
-        parent = os.path.dirname(os.path.abspath(args.out))
-        os.makedirs(parent, exist_ok=True)
-        tmp = args.out + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, args.out)
+        if not write_file_if_changed(args.out, data, args.force):
+            print(f"{args.out} already exists and is valid; skipping (--force to redo)")
+            return 0
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
