@@ -45,7 +45,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab_summary import SummaryError, describe, final_val_loss, fmt, paired, t975, tokens_per_second  # noqa: E402
-from common import json_safe, pyplot, save_png, write_atomic  # noqa: E402
+from common import json_safe, pyplot, read_json, save_png, write_atomic  # noqa: E402
 from floors import bits_per_byte  # noqa: E402
 from floors import describe as describe_floors  # noqa: E402
 from plot_logs import LogError, parse_main_log  # noqa: E402
@@ -122,14 +122,8 @@ def collect(directory, arms):
 
 
 def optional_json(path, what):
-    """The parsed JSON at path, or None when there is no such file."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SummaryError(f"{path}: not JSON ({e}); expected {what}") from None
+    """The parsed JSON at path (common.read_json's errors), or None when there is no such file."""
+    return read_json(path, what, SummaryError) if os.path.isfile(path) else None
 
 
 def arm_order(directory, runs, arms):

@@ -120,6 +120,9 @@ rm "$s/floors.json"
 "$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism,wide --plots 0 > "$s/out_gate" 2>&1
 check "ab_report: without floors.json no verdict either" \
   bash -c "grep -q '^prism vs uniform: no floors.json (scripts/floors.py): whether the runs learned is unknown, so no verdict' $s/out_gate"
+echo '{not json' > "$s/floors.json"
+expect_error "ab_report: a malformed floors.json is one line naming it" "^error: $s/floors.json: not JSON .*expected scripts/floors.py --json output" \
+  "$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism,wide --plots 0
 mv "$s/floors.keep" "$s/floors.json"
 "$PYTHON" scripts/ab_report.py "$s" --arms uniform,prism --plots 0 > "$s/out2" 2>&1
 check "ab_report: the default target is the largest final val loss (3.10 of uniform seed 2)" \
