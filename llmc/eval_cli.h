@@ -16,11 +16,13 @@
 #ifndef LLMC_EVAL_CLI_H
 #define LLMC_EVAL_CLI_H
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "config.h"
@@ -30,6 +32,7 @@
 #include "utils.h"
 
 #define EVAL_PATH_CAP 4096
+#define EVAL_DEFAULT_DIR "dev/data" /* -dir, relative to the working directory */
 
 /* -tasks knows the tasks of llmc/evalloader.h (EVAL_TASKS) by name; any other entry is taken as
  * the path of an eval file. */
@@ -64,7 +67,7 @@ static const CliOpt EVAL_FLAGS[] = {
 static inline void eval_args_defaults(EvalArgs *a) {
     memset(a, 0, sizeof(*a));
     strcpy(a->tasks, "all");
-    strcpy(a->dir, "dev/data");
+    strcpy(a->dir, EVAL_DEFAULT_DIR);
     a->B = 8; /* two HellaSwag examples per forward; the scores do not depend on B */
 }
 
@@ -132,18 +135,42 @@ static inline int eval_resolve_tasks(const EvalArgs *a, EvalJob *tasks) {
     return n;
 }
 
+/* The working directory, which relative paths (the default -dir among them) are read from. */
+static inline void eval_working_dir(char *out, size_t cap) {
+    if (getcwd(out, cap) == NULL) snprintf(out, cap, "(unknown: %s)", strerror(errno));
+}
+
+/* Where a missing task file was looked for, for its message: "-dir D, working directory W", D
+ * marked "(the default)" when -dir was not changed. A relative -dir (the default dev/data is one)
+ * is taken from the working directory, so a program started from another folder looks in that
+ * folder's dev/data; naming both says where the file was expected. */
+static inline void eval_where_looked(const EvalArgs *a, char *out, size_t cap) {
+    char cwd[EVAL_PATH_CAP];
+    eval_working_dir(cwd, sizeof(cwd));
+    snprintf(out, cap, "-dir %s%s, working directory %s", a->dir,
+             strcmp(a->dir, EVAL_DEFAULT_DIR) == 0 ? " (the default)" : "", cwd);
+}
+
 /* Loads and checks a task's file (its token ids are checked once the model's vocabulary is known:
- * evalfile_check_vocab); a missing file names the writer that makes it. */
-static inline void eval_load_task(const EvalJob *t, EvalFile *ef) {
+ * evalfile_check_vocab); a missing file names the path tried, where it was looked for (-dir and the
+ * working directory) and the writer that makes it. */
+static inline void eval_load_task(const EvalArgs *a, const EvalJob *t, EvalFile *ef) {
     if (!file_exists(t->path)) {
-        if (t->writer) llmc_die("%s: eval file not found (make evals writes the five; or: python %s)", t->path, t->writer);
-        llmc_die("%s: eval file not found", t->path);
+        char where[2 * EVAL_PATH_CAP + 64];
+        if (t->writer) {
+            eval_where_looked(a, where, sizeof(where));
+            llmc_die("%s: eval file not found (%s; make evals writes the five; or: python %s)", t->path, where,
+                     t->writer);
+        }
+        eval_working_dir(where, sizeof(where)); /* a file given by path: -dir plays no part */
+        llmc_die("%s: eval file not found (working directory %s)", t->path, where);
     }
     evalfile_load(ef, t->path, 0);
 }
 
-/* Every missing task file in one line, before any is read (make evals writes them all). */
-static inline void eval_check_files(const EvalJob *tasks, int n) {
+/* Every missing task file in one line, with where they were looked for, before any is read (make
+ * evals writes them all). */
+static inline void eval_check_files(const EvalArgs *a, const EvalJob *tasks, int n) {
     char missing[2048] = "";
     int count = 0;
     size_t used = 0;
@@ -153,7 +180,11 @@ static inline void eval_check_files(const EvalJob *tasks, int n) {
         const int w = snprintf(missing + used, sizeof(missing) - used, "%s%s", used ? ", " : "", tasks[i].path);
         if (w > 0) used = LLMC_MIN(used + (size_t)w, sizeof(missing) - 1);
     }
-    if (count > 1) llmc_die("%d eval files not found: %s (make evals writes them)", count, missing);
+    if (count > 1) {
+        char where[2 * EVAL_PATH_CAP + 64];
+        eval_where_looked(a, where, sizeof(where));
+        llmc_die("%d eval files not found (%s): %s (make evals writes them)", count, where, missing);
+    }
 }
 
 /* ----------------------------------------------------------------------------------------------
@@ -273,10 +304,29 @@ static inline void eval_score_task(EvalModel *em, const EvalArgs *a, const EvalJ
     eval_results_free(&res);
 }
 
+/* The perplexity as the table prints it, within its EVAL_PPL_WIDTH-character column: "%.6g" while
+ * that is a plain number (below 1e6: "12.3457"); then the whole number up to 9,999,999 (a random
+ * model's LAMBADA perplexity is about 3e6, which "%.6g" made the 11-character "3.06432e+06"); above
+ * that 4 significant digits and a power of ten ("1.235e+07", "1.798e+308" at most). The JSON keeps
+ * every digit ("%.6f", eval_write_json). Returns out (cap: at least 16 bytes). */
+#define EVAL_PPL_WIDTH 10
+
+static inline const char *eval_format_ppl(double ppl, char *out, size_t cap) {
+    snprintf(out, cap, "%.6g", ppl);
+    if (strlen(out) <= EVAL_PPL_WIDTH && strchr(out, 'e') == NULL) return out; /* also inf, nan */
+    if (ppl >= 1 && ppl < 1e7) { /* 999999.5 and up: "%.6g" wrote "1e+06" */
+        snprintf(out, cap, "%.0f", ppl);
+        if (strlen(out) <= 7) return out; /* else it rounded up to 10000000 */
+    }
+    snprintf(out, cap, "%.3e", ppl);
+    if (strlen(out) > EVAL_PPL_WIDTH) snprintf(out, cap, "%.2e", ppl); /* a negative ppl with a 3-digit power */
+    return out;
+}
+
 static inline void eval_print_report(const EvalReport *r) {
     char norm[32] = "-", ppl[32] = "-";
     if (r->uses_norm) snprintf(norm, sizeof(norm), "%.4f", r->acc_norm);
-    if (r->scoring == EVAL_SCORE_GREEDY) snprintf(ppl, sizeof(ppl), "%.6g", r->ppl);
+    if (r->scoring == EVAL_SCORE_GREEDY) eval_format_ppl(r->ppl, ppl, sizeof(ppl));
     printf("| %-12s | %8d | %6.4f | %8s | %10s | %10.1f |\n", r->task.name, r->n, r->acc, norm, ppl,
            r->n / (r->seconds > 0 ? r->seconds : 1e-9));
     fflush(stdout);
@@ -319,11 +369,11 @@ static inline int eval_main(int argc, char **argv, const char *prog, EvalOpenFn 
     if (a.scores[0]) require_output_path("-scores", a.scores);
     static EvalJob tasks[EVAL_MAX_TASKS];
     const int ntasks = eval_resolve_tasks(&a, tasks);
-    eval_check_files(tasks, ntasks);
+    eval_check_files(&a, tasks, ntasks);
     EvalFile *files = (EvalFile *)xcalloc((size_t)ntasks, sizeof(EvalFile)); /* all read up front */
     int needed = 1;
     for (int i = 0; i < ntasks; i++) {
-        eval_load_task(&tasks[i], &files[i]);
+        eval_load_task(&a, &tasks[i], &files[i]);
         const int n = a.n > 0 ? LLMC_MIN(a.n, files[i].num_examples) : files[i].num_examples;
         for (int k = 0; k < n; k++) needed = LLMC_MAX(needed, eval_example_positions(&files[i].ex[k]));
     }

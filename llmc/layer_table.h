@@ -21,7 +21,8 @@
  * H heads of size D (default C/H) of the layer kind KIND (default mha; the registry's names,
  * llmc/layer_kind.h), repeated for N consecutive layers (default 1), listed from the first layer
  * up. Errors: bad syntax, an unknown kind, H not dividing C without an explicit D, a layer count
- * other than L. Every message starts "file:line: ".
+ * other than L (which, when the table has HxD entries, says how each was read: '4x4' is one layer
+ * of 4 heads of size 4, not 4*4). Every message starts "file:line: ".
  */
 #ifndef LLMC_LAYER_TABLE_H
 #define LLMC_LAYER_TABLE_H
@@ -137,6 +138,12 @@ static inline int layer_table_parse(const char *text, const char *path, const GP
     memset(s, 0, sizeof(*s));
     const int C = model->channels, L = model->num_layers;
     int line = 1, last_entry_line = 1;
+    /* How each HxD entry was read ("'4x4' is 1 layer of 4 heads of size 4"), for a layer count
+     * that misses L: such an entry is one layer (H*N is N layers), and '4x4' written for '4*4'
+     * otherwise shows up only as a count short by 3. */
+    char readings[200] = "";
+    size_t readings_len = 0;
+    int readings_cut = 0;
     const char *p = text;
     while (*p) {
         if (*p == '\n') { line++; p++; continue; }
@@ -151,6 +158,7 @@ static inline int layer_table_parse(const char *text, const char *path, const GP
         tok[n] = '\0';
         int h = 0, d = 0, kind = 0, repeat = 0;
         if (!layer_table_entry_(tok, path, line, s, &h, &d, &kind, &repeat)) return 0;
+        const int explicit_size = d != 0; /* an HxD entry */
         if (d == 0) {
             if (C % h != 0) {
                 return layer_table_fail(s, path, line, "%d heads do not divide C = %d (head size %.2f);"
@@ -166,6 +174,19 @@ static inline int layer_table_parse(const char *text, const char *path, const GP
             return layer_table_fail(s, path, line, "entry '%s' brings the table to %lld layers; the "
                                "model has %d", tok, (long long)s->n_layers + repeat, L);
         }
+        if (explicit_size && !readings_cut) {
+            char one[200];
+            snprintf(one, sizeof(one), "%s'%s' is %d layer%s of %d heads of size %d", readings_len ? ", " : "",
+                     tok, repeat, repeat == 1 ? "" : "s", h, d);
+            /* at most 200 bytes of readings: with the path prefix (at most 215) and the rest of
+             * the message, the whole line stays within LAYER_TABLE_MAX_MSG */
+            if (readings_len + strlen(one) < 200) {
+                memcpy(readings + readings_len, one, strlen(one) + 1);
+                readings_len += strlen(one);
+            } else {
+                readings_cut = 1;
+            }
+        }
         for (int r = 0; r < repeat; r++) {
             LayerSpec *ls = &s->layer[s->n_layers];
             ls->n_head = h;
@@ -175,6 +196,10 @@ static inline int layer_table_parse(const char *text, const char *path, const GP
             s->n_layers++;
         }
         last_entry_line = line;
+    }
+    if (s->n_layers != L && readings_len > 0) {
+        return layer_table_fail(s, path, last_entry_line, "the table covers %d layers; the model has %d (%s%s; "
+                                "H*N is N layers of H heads)", s->n_layers, L, readings, readings_cut ? ", ..." : "");
     }
     if (s->n_layers != L) {
         return layer_table_fail(s, path, last_entry_line, "the table covers %d layers; the model has %d",

@@ -8,7 +8,8 @@
  *   train_evals_setup        -ht "hellaswag,piqa,..." (names of llmc/evalloader.h EVAL_TASKS);
  *                            a model whose V is not GPT-2's 50257 is an error (the files are
  *                            GPT-2-tokenized);
- *                            a missing file is one message and the run goes on without it (as
+ *                            a missing file is one message naming the working directory
+ *                            dev/data/ was looked for from, and the run goes on without it (as
  *                            llm.c does for HellaSwag); a file the batch shape cannot hold is
  *                            an error. Greedy (last-word) files are scored too: both trainers'
  *                            forwards return the argmax at the scored positions
@@ -20,8 +21,10 @@
 #ifndef LLMC_TRAIN_EVALS_H
 #define LLMC_TRAIN_EVALS_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "evalloader.h"
 #include "logger.h"
@@ -76,9 +79,11 @@ static inline void train_evals_setup(TrainEvals *te, const char *tasks, int max_
         char path[512];
         snprintf(path, sizeof(path), "dev/data/%s", task->file);
         if (!file_exists(path)) {
-            if (verbose) {
-                printf("%s: %s not found, skipping it (write it with: python %s)\n", train_eval_display_name(task), path,
-                       task->writer);
+            if (verbose) { /* the path is relative: name the folder it was looked for from */
+                char cwd[4096];
+                if (getcwd(cwd, sizeof(cwd)) == NULL) snprintf(cwd, sizeof(cwd), "(unknown: %s)", strerror(errno));
+                printf("%s: %s not found in the working directory %s, skipping it (write it with: python %s)\n",
+                       train_eval_display_name(task), path, cwd, task->writer);
             }
             continue;
         }

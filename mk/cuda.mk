@@ -19,7 +19,8 @@
 #                        nvidia-cudnn-frontend, ~/cudnn-frontend/include, ./cudnn-frontend/include,
 #                        then the pip package of python3 and of PYTHON)
 #   CUDNN_HOME           dir with include/cudnn.h and lib*/libcudnn*; default: the CUDA toolkit,
-#                        else /usr (apt), else the nvidia/cudnn wheel of the active Python
+#                        else /usr (apt), else the nvidia/cudnn wheel of the active Python; a cuDNN
+#                        build without libcudnn.so* there stops with one line naming the folders
 #   NO_MULTI_GPU=1       no NCCL (one process); NO_USE_MPI=1: NCCL with tcp/fs rendezvous only
 #   NCCL_HOME, OPENMPI_DIR   where nccl.h / mpi.h live when not in the standard places
 #   PRECISION            BF16 only (the GPU trainer is bf16 with fp32 master weights)
@@ -86,8 +87,14 @@ CUDNN_HOME ?= $(if $(wildcard $(CUDA_HOME)/include/cudnn.h),$(CUDA_HOME),$(if $(
 CUDNN_INC = $(if $(filter /usr /usr/,$(CUDNN_HOME)),,-isystem $(CUDNN_HOME)/include)
 CUDNN_LIBDIR = $(firstword $(wildcard $(CUDNN_HOME)/lib64/libcudnn.so* $(CUDNN_HOME)/lib/libcudnn.so* /usr/lib/$(MULTIARCH)/libcudnn.so*))
 CUDNN_LIB = $(if $(wildcard $(dir $(CUDNN_LIBDIR))libcudnn.so),-lcudnn,-l:libcudnn.so.9)
+# Without a libcudnn.so* the link line would get an empty -L and -rpath, and nvcc would stop with
+# "Unknown option '-rpath'" after every object is compiled: a cuDNN link stops with this line
+# instead, and a cuDNN build asked for by name stops before anything is compiled (below).
+# CUDNN_LDFLAGS must be expanded only in the recipes that link cuDNN ($$ inside a define), so that
+# a machine without cuDNN still builds everything else.
+CUDNN_NO_LIB = CUDNN_HOME=$(CUDNN_HOME): no libcudnn.so* in $(CUDNN_HOME)/lib64, $(CUDNN_HOME)/lib or /usr/lib/$(MULTIARCH) (a cuDNN build links it: set CUDNN_HOME to the folder whose lib64/ or lib/ holds libcudnn.so*, or build without USE_CUDNN=1)
 # the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md 15.3)
-CUDNN_LDFLAGS = -L$(dir $(CUDNN_LIBDIR)) -Xlinker -rpath -Xlinker $(dir $(CUDNN_LIBDIR)) $(CUDNN_LIB) -lnvrtc
+CUDNN_LDFLAGS = $(if $(CUDNN_LIBDIR),-L$(dir $(CUDNN_LIBDIR)) -Xlinker -rpath -Xlinker $(dir $(CUDNN_LIBDIR)) $(CUDNN_LIB) -lnvrtc,$(error $(CUDNN_NO_LIB)))
 # searched once, when first used (mk/cudnn_frontend.sh: the order is in its header)
 ifeq ($(origin CUDNN_FRONTEND_PATH),undefined)
 CUDNN_FRONTEND_PATH = $(eval CUDNN_FRONTEND_PATH := $(shell bash mk/cudnn_frontend.sh find $(shell command -v python3 2>/dev/null) $(PYTHON)))$(CUDNN_FRONTEND_PATH)
@@ -109,6 +116,16 @@ HAVE_NCCL := $(if $(wildcard $(NCCL_HOME)/include/nccl.h),1,)
 HAVE_MPI := $(if $(wildcard $(OPENMPI_DIR)/include/mpi.h),1,)
 MG_VARIANT := $(if $(NO_MULTI_GPU)$(if $(HAVE_NCCL),,x),single,$(if $(NO_USE_MPI)$(if $(HAVE_MPI),,x),nccl,mpi))
 CUDNN_VARIANT := $(if $(filter 1,$(USE_CUDNN)),cudnn,stub)
+# USE_CUDNN=1 and a goal that links it (the GPU trainer, its test, the evaluator): no libcudnn is
+# an error now, not after minutes of compiling. Other goals (the CPU programs, `make -n` of them,
+# gpu_config) read this file too and are left alone.
+ifeq ($(CUDNN_VARIANT),cudnn)
+ifneq ($(filter train_gpt2cu test_gpt2cu eval_gpt2cu,$(MAKECMDGOALS)),)
+ifeq ($(CUDNN_LIBDIR),)
+$(error $(CUDNN_NO_LIB))
+endif
+endif
+endif
 # why the multi-GPU variant is what it is; printed when train_gpt2cu links, so that a machine
 # without mpi.h (or nccl.h) does not get a build without MPI (or NCCL) unannounced
 MG_REASON = $(if $(NO_MULTI_GPU),NO_MULTI_GPU=1: one process,$(if $(HAVE_NCCL),$(if $(NO_USE_MPI),NO_USE_MPI=1: NCCL with -pi tcp/fs,$(if $(HAVE_MPI),NCCL + MPI,note: no mpi.h under OPENMPI_DIR=$(OPENMPI_DIR): NCCL with -pi tcp/fs only (set OPENMPI_DIR for mpirun launches; NO_USE_MPI=1 says this is intended))),note: no nccl.h under NCCL_HOME=$(NCCL_HOME): one process only (set NCCL_HOME for several GPUs; NO_MULTI_GPU=1 says this is intended)))
@@ -219,7 +236,7 @@ $(2)/attention_own: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADER
 $(2)/attention_cudnn: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) -DCHECK_CUDNN $(call gencode,$(1)) $$< $(call dev_attn_objs,$(1)) $(GPU_OBJDIR)/cudnn_att_cudnn.o \
-	  -o $$@ -lcublas -lcublasLt $(CUDNN_LDFLAGS)
+	  -o $$@ -lcublas -lcublasLt $$(CUDNN_LDFLAGS)
 $(2)/attention_flash: dev/cuda/attention_check.cu $(DEV_CUDA_HEADERS) $(GPU_HEADERS) $(call dev_flash_objs,$(1))
 	@mkdir -p $(2)
 	$(NVCC) $(NVCC_FLAGS) -DCHECK_FLASH $(call gencode,$(1)) $$< $(call dev_flash_objs,$(1)) -o $$@ -lcublas -lcublasLt

@@ -27,14 +27,18 @@ EOT = 50256
 
 
 def parse_args(argv):
+    # every option's help names its default ("%(default)s" is argparse's value), so --help alone
+    # says what a bare run does
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-e", "--model", required=True, help="checkpoint (.bin) written by a trainer")
-    p.add_argument("--prompt", default="", help="text to continue (default: start from <|endoftext|>)")
-    p.add_argument("-n", "--tokens", type=int, default=64, help="new tokens per sample")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top_k", type=int, default=0, help="sample among the k largest logits (0: all)")
-    p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--samples", type=int, default=1)
+    p.add_argument("-e", "--model", required=True, help="checkpoint (.bin) written by a trainer (required)")
+    p.add_argument("--prompt", default="", help="text to continue (default: empty, start from <|endoftext|>)")
+    p.add_argument("-n", "--tokens", type=int, default=64, help="new tokens per sample (default: %(default)s)")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="divide the logits by this before the softmax (default: %(default)s)")
+    p.add_argument("--top_k", type=int, default=0,
+                   help="sample among the k largest logits, 0: all (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1337, help="seed of torch's generator (default: %(default)s)")
+    p.add_argument("--samples", type=int, default=1, help="samples drawn, one after another (default: %(default)s)")
     a = p.parse_args(argv)
     if a.tokens < 1:
         sys.exit(f"error: -n {a.tokens}: expected at least 1 token")

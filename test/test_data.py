@@ -242,6 +242,37 @@ def test_download(tmp):
     check(one_line_error(lambda: data_common.download(url, dest_bad, sha256="0" * 64), url, "sha256"),
           "download() rejects a sha256 mismatch with a one-line error")
     check(sorted(os.listdir(os.path.join(tmp, "dl"))) == ["ok.txt"], "a rejected download leaves no file behind")
+    # A download happens when no offline copy was found: its error names where one was looked for
+    # first ($LLMC_SHARED_DATA, or ../shared/data next to the checkout, resolved) before the failure.
+    missing_url = "file://" + os.path.join(tmp, "no_such_file.txt")
+    sibling = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
+
+    def download_error(env_value):
+        saved = os.environ.get("LLMC_SHARED_DATA")
+        if env_value is None:
+            os.environ.pop("LLMC_SHARED_DATA", None)
+        else:
+            os.environ["LLMC_SHARED_DATA"] = env_value
+        try:
+            data_common.download(missing_url, os.path.join(tmp, "dl", "missing.txt"))
+            return ""
+        except OSError as e:
+            return str(e)
+        finally:
+            if saved is None:
+                os.environ.pop("LLMC_SHARED_DATA", None)
+            else:
+                os.environ["LLMC_SHARED_DATA"] = saved
+
+    msg = download_error(None)
+    check("\n" not in msg and f"$LLMC_SHARED_DATA is unset, so the checkout's ../shared/data: {sibling}" in msg
+          and msg.index(sibling) < msg.index("could not download") and missing_url in msg,
+          f"a failed download names the places searched first (variable unset): {msg}")
+    other = os.path.join(tmp, "elsewhere")
+    msg = download_error(other)
+    check("\n" not in msg and f"$LLMC_SHARED_DATA={other}" in msg and f"instead of ../shared/data ({sibling})" in msg
+          and msg.index(other) < msg.index("could not download"),
+          f"a failed download names $LLMC_SHARED_DATA's value and the ../shared/data it replaced: {msg}")
 
 
 def test_tokenizer_file(tmp, ref):

@@ -10,9 +10,13 @@
  * acc_norm = argmin of the mean, first option on a tie, greedy = every token the argmax) through a
  * fake forward whose losses are known. Everything is exact: no tolerance.
  */
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../llmc/eval_cli.h" /* eval_format_ppl; it includes evalloader.h */
 #include "../llmc/evalloader.h"
 #include "harness.h"
 
@@ -403,8 +407,40 @@ static void test_header_bounds(void) {
     CHECK(!ok && strstr(err, "header[2] num_examples -2147483648"), "num_examples INT32_MIN is rejected: %s", err);
 }
 
+/* The perplexity column of eval_gpt2's table is EVAL_PPL_WIDTH (10) characters: a random model's
+ * LAMBADA perplexity is in the millions, which "%.6g" printed as "3.06432e+06" (11), pushing the
+ * columns after it out of line. Each value below, and 1.23456789 * 10^k for every k a double
+ * reaches, must fit, read back within 0.05%, and values the old format printed within 10
+ * characters keep their text. */
+static void test_ppl_format(void) {
+    static const struct { double v; const char *want; } cases[] = {
+        {1.5, "1.5"}, {12.3456789, "12.3457"}, {123456.7, "123457"}, /* as "%.6g" printed them */
+        {3064320.6, "3064321"}, {999999.7, "1000000"}, {9999999.4, "9999999"}, /* whole numbers to 7 digits */
+        {9999999.6, "1.000e+07"}, {12345678.9, "1.235e+07"}, {1e300, "1.000e+300"}, /* then 4 digits and a power */
+        {DBL_MAX, "1.798e+308"}, {INFINITY, "inf"},
+    };
+    char buf[32];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        eval_format_ppl(cases[i].v, buf, sizeof(buf));
+        CHECK(strcmp(buf, cases[i].want) == 0 && strlen(buf) <= EVAL_PPL_WIDTH, "ppl %.17g prints as '%s' (got '%s')",
+              cases[i].v, cases[i].want, buf);
+    }
+    int fits = 1;
+    for (double v = 1.23456789; isfinite(v); v *= 10) {
+        eval_format_ppl(v, buf, sizeof(buf));
+        const double back = strtod(buf, NULL);
+        if (strlen(buf) > EVAL_PPL_WIDTH || !(fabs(back - v) <= 5e-4 * v)) {
+            fits = 0;
+            CHECK(0, "ppl %.17g: '%s' is %zu characters and reads back as %.17g", v, buf, strlen(buf), back);
+            break;
+        }
+    }
+    CHECK(fits, "ppl 1.23456789 * 10^k, k = 0..308: at most %d characters, each within 0.05%%", EVAL_PPL_WIDTH);
+}
+
 int main(void) {
     make_dir(DIR);
+    test_ppl_format();
     test_header_bounds();
     test_losses_from_logits();
     test_v1_valid();

@@ -16,13 +16,14 @@ Sections (all run by default; name some to run only those):
              so a check of them could never fail on its own). Negative control: the Python scores of
              a model with another seed must miss the 1e-4 tolerance. Also: -b 2 and -b 8 pack the
              same WinoGrande examples differently and must give the same scores (1e-6 relative).
-  cli        eval_gpt2's one-line errors: missing file, truncated file, wrong magic, example longer
+  cli        eval_gpt2's one-line errors: missing file (naming -dir and the working directory, also
+             when run from another folder), truncated file, wrong magic, example longer
              than -t, too few rows for the options, unknown task, no model, -t above maxT; --help
   trainer    train_gpt2 -h 1 on the tiny checkpoint: prints "HellaSwag: k/n = f" at the val steps
              and the last step, logs "s:%d eval:%.4f", and its number equals eval_gpt2's acc_norm
              on the checkpoint of the same step; likewise -ht lambada (fed greedy_own.bin, so that
              the accuracy is not 0) equals eval_gpt2's acc; with the file missing, one message and the run
-             completes; -b 2 is one error line
+             completes, the message naming the working directory; -b 2 is one error line
   fineweb    dev/data/fineweb.py on the fixture test/fixtures/fineweb (shard size 40): shard 0 is
              val, names as llm.c's, every shard but the last full, an EOT before every document,
              a document split across a boundary, the concatenation equal to a direct tokenization;
@@ -451,6 +452,16 @@ def test_cli():
     rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "piqa", "-dir", empty])
     check(one_error_line(rc, err, "piqa/piqa_val.bin", "not found", "make evals", "dev/data/piqa.py"),
           f"missing eval file names the file, make evals and its writer: {err.strip()}")
+    # the places it was looked for: -dir as given and the working directory it is relative to
+    here = os.path.realpath(os.getcwd())
+    check(one_error_line(rc, err, f"{empty}/piqa/piqa_val.bin: eval file not found", f"-dir {empty},",
+                         f"working directory {here};"),
+          f"missing eval file names the path tried, -dir and the working directory: {err.strip()}")
+    # run from another folder without -dir: the default dev/data is relative to that folder
+    rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "piqa"], cwd=empty)
+    check(one_error_line(rc, err, "dev/data/piqa/piqa_val.bin: eval file not found", "-dir dev/data (the default)",
+                         f"working directory {os.path.realpath(empty)};", "python dev/data/piqa.py"),
+          f"from another folder: the path tried, the default -dir and the working directory: {err.strip()}")
     p = subprocess.run(["make", "-s", "eval", f"CKPT={MODEL}", "EVAL_N=2"], cwd=REPO, capture_output=True, text=True)
     rows = [l for l in p.stdout.splitlines() if l.startswith("| ") and "examples/s" not in l and "task" not in l]
     check(p.returncode == 0 and len(rows) == 5 and all(r.split("|")[2].strip() == "2" for r in rows),
@@ -461,6 +472,8 @@ def test_cli():
     rc, _, err = run([EVAL_GPT2, "-e", MODEL, "-tasks", "all", "-dir", empty])
     check(one_error_line(rc, err, "5 eval files not found", "hellaswag_val.bin", "lambada_test.bin", "make evals"),
           f"-tasks all before make evals: every missing file in one line: {err.strip()}")
+    check(one_error_line(rc, err, f"5 eval files not found (-dir {empty}, working directory {here}):"),
+          f"-tasks all: the line names -dir and the working directory: {err.strip()}")
     good = open(task_path("piqa"), "rb").read()
     trunc = os.path.join(TMP, "piqa_truncated.bin")
     with open(trunc, "wb") as f:
@@ -624,6 +637,8 @@ def test_trainer():
     log = open(os.path.join(cwd, "out", "main.log")).read() if rc == 0 else ""
     check(rc == 0 and len(msgs) == 1 and "not found" in msgs[0] and "eval:" not in log and "s:1 tel:" in log,
           f"-h 1 without the file: one message ({msgs}), the run completes, no eval lines {err.strip()[-200:]}")
+    check(len(msgs) == 1 and f"dev/data/hellaswag/hellaswag_val.bin not found in the working directory "
+          f"{os.path.realpath(cwd)}," in msgs[0], f"-h 1 without the file: the message names the working directory ({msgs})")
     cwd = os.path.join(TMP, "trainer_with_file")
     rc, _, err = run(base + ["-b", "2", "-x", "1"], cwd=cwd)
     check(one_error_line(rc, err, "-h 1", "4 options", "-b 4"), f"-h 1 with -b 2: {err.strip()}")

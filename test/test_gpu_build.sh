@@ -10,7 +10,10 @@
 #   - bad flags and impossible requests are one error line and a non-zero exit, before any GPU
 #     work: an unknown -attn value, -attn cudnn in a build without cuDNN, -pn 2 with -pi mpi
 #     outside mpirun, -pn 2 in a single-GPU build, a build without MPI under an MPI launcher;
-#   - without a GPU, a training run stops with one "error:" line (a CUDA error), not a crash.
+#   - without a GPU, a training run stops with one "error:" line (a CUDA error), not a crash;
+#   - the build's own checks (mk/cuda.mk): a CUDNN_HOME without libcudnn stops a cuDNN build with
+#     one line before any compile, and leaves builds without cuDNN alone; the cuDNN frontend
+#     search; the architectures from nvidia-smi; the multiarch library folders.
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -94,7 +97,7 @@ rc=$?
   && pass "eval_gpt2cu --help without a GPU lists -tasks and -scores" || fail "eval_gpt2cu --help (exit $rc)"
 expect_error "eval_gpt2cu without -e" "^error: -e: a model is required" $e -tasks piqa
 expect_error "eval_gpt2cu: a missing eval file, before any GPU work" \
-  "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(make evals writes the five; or: python dev/data/piqa.py\)$" \
+  "^error: build/no_such_dir/piqa/piqa_val.bin: eval file not found \(-dir build/no_such_dir, working directory $PWD; make evals writes the five; or: python dev/data/piqa.py\)$" \
   $e -e tiny -tasks piqa -dir build/no_such_dir
 expect_error "dev/cuda flags: a zero batch, before any GPU work" "^error: -B '0': expected an integer 1\.\.1000000$" \
   $d/attention_flash -B 0
@@ -123,6 +126,24 @@ cmd=$(make -s -n -B build/cuda/cudnn_att_cudnn.o CUDNN_HOME=/usr 2>/dev/null | g
 check "apt's cuDNN layout: no -isystem /usr/include in the cuDNN compile" test -n "$cmd" -a -z "$(printf '%s' "$cmd" | grep -e '-isystem /usr/include\( \|$\)')"
 syntax=$(printf '%s' "$cmd" | sed -e 's/ -c / -fsyntax-only /' -e 's/ -o [^ ]*//')
 check "apt's cuDNN layout: the cuDNN code compiles with it" bash -c "$syntax"
+
+# A CUDNN_HOME with include/cudnn.h but no libcudnn.so*: a cuDNN build stops at once with one
+# line naming CUDNN_HOME and the folders searched (it used to link with an empty -L and -rpath,
+# and nvcc died with "Unknown option '-rpath'"); builds without cuDNN are not affected
+nolib=$PWD/build/tmp_gpu_build_nolib
+rm -rf "$nolib" && mkdir -p "$nolib/include" && : > "$nolib/include/cudnn.h"
+multiarch=$(make -s gpu_config | sed -n 's/^machine: \([^;]*\);.*/\1/p')
+expect_error "USE_CUDNN=1 with a CUDNN_HOME without libcudnn: one line, before any compile" \
+  "\*\*\* CUDNN_HOME=$nolib: no libcudnn\.so\* in $nolib/lib64, $nolib/lib or /usr/lib/$multiarch " \
+  make -n train_gpt2cu USE_CUDNN=1 CUDNN_HOME="$nolib"
+out=$(make -n train_gpt2cu USE_CUDNN=1 CUDNN_HOME="$nolib" 2>/dev/null)
+check "USE_CUDNN=1 without libcudnn: nothing would be compiled first" test -z "$(printf '%s' "$out" | grep nvcc)"
+expect_error "gpu_compile_check (always links cuDNN) with that CUDNN_HOME: the same line at the link" \
+  "\*\*\* CUDNN_HOME=$nolib: no libcudnn\.so\*" make -n -B build/gpu_variants/eval_gpt2cu_cudnn CUDNN_HOME="$nolib"
+check "that CUDNN_HOME without USE_CUDNN=1: make -n train_gpt2cu still works" \
+  bash -c "make -n train_gpt2cu CUDNN_HOME='$nolib' > /dev/null"
+check "that CUDNN_HOME and USE_CUDNN=1: make -n train_gpt2 (the CPU trainer) still works" \
+  bash -c "make -n train_gpt2 USE_CUDNN=1 CUDNN_HOME='$nolib' > /dev/null"
 
 # Finding the cuDNN frontend (mk/cudnn_frontend.sh): the active environment first, then llm.c's
 # ~/cudnn-frontend, then the system Pythons; a frontend older than 1.13.0 is one line

@@ -2,14 +2,16 @@
 
 Covers parameter counts, Prism layer tables, checkpoint round trips (v3/v5/v103/v105) and their
 error messages, the init draw order, attention head grouping against a naive per-head loop, the
-debug-state file with its AdamW trailer, and the schedule parser's errors. CPU only; runs in well
-under a minute on 2 cores. Run: /usr/bin/python3 test/test_reference.py
+debug-state file with its AdamW trailer, the schedule parser's errors, and the defaults that
+scripts/sample.py (which samples from this model) shows in --help. CPU only; runs in well under a
+minute on 2 cores. Run: /usr/bin/python3 test/test_reference.py
 """
 import contextlib
 import io
 import math
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -433,9 +435,32 @@ def test_qk_scale():
           f"--qk_scale on a checkpoint: exit 1, one line: {err.getvalue().strip()}")
 
 
+# ----------------------------------------------------------------------------- (i) sample.py --help
+def test_sample_help():
+    """scripts/sample.py samples from this model (its runs are checked in test/test_scripts.sh);
+    here its --help: every option shows its default (the required -e says it is required)."""
+    script = os.path.join(os.path.dirname(HERE), "scripts", "sample.py")
+    p = subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, timeout=120)
+    text = " ".join(p.stdout.split())  # argparse wraps long help lines
+    check(p.returncode == 0 and "(default: 64)" in text and "(default: 1337)" in text and "(default: 1.0)" in text,
+          f"sample.py --help shows the defaults of -n (64), --seed (1337), --temperature (1.0) ({p.stderr.strip()[-200:]})")
+    # one entry per option: a line starting "  -", with the indented lines that continue it
+    entries, section = [], None
+    for line in p.stdout.splitlines():
+        if line and not line.startswith(" "):
+            section = line
+        elif section is not None and section.startswith("option") and line.startswith("  -"):
+            entries.append(line.strip())
+        elif entries and line.startswith("    "):
+            entries[-1] += " " + line.strip()
+    bare = [e.split()[0] for e in entries if not e.startswith("-h,") and "default" not in e and "required" not in e]
+    check(len(entries) >= 8 and not bare, f"sample.py --help: each of {len(entries)} options names its default "
+          f"(without one: {bare})")
+
+
 if __name__ == "__main__":
     for fn in (test_counts, test_descriptors, test_prism_count, test_checkpoints, test_init,
-               test_attention, test_debug_state, test_schedule_errors, test_qk_scale):
+               test_attention, test_debug_state, test_schedule_errors, test_qk_scale, test_sample_help):
         try:
             fn()
         except Exception as e:  # a crash is a failure of that group, not of the run

@@ -210,6 +210,21 @@ static void test_errors(void) {
     expect_error("too few layers (one line)", "12*6", &d12, 0, 1, "the table covers 6 layers",
                  "the model has 12");
     expect_error("empty schedule", "# nothing\n", &d12, 0, 1, "the table covers 0 layers", NULL);
+    /* An HxD entry is one layer: '4x4' written for '4*4' (4 heads on 4 layers) reads as one layer
+     * of 4 heads of size 4, and the count message says how each such entry was read. */
+    const GPT2Config l8 = model_of("L8C256H4");
+    expect_error("'4x4' for '4*4': the count names how it was read", "1*2 2*2\n4x4\n", &l8, 0, 2,
+                 "the table covers 5 layers; the model has 8 ('4x4' is 1 layer of 4 heads of size 4;",
+                 "H*N is N layers of H heads)");
+    expect_error("two HxD entries: each one's reading", "1*2 2x128*2 4x4", &l8, 0, 1,
+                 "'2x128*2' is 2 layers of 2 heads of size 128, '4x4' is 1 layer of 4 heads of size 4;",
+                 "the table covers 5 layers");
+    {
+        LayerTable t;
+        prism_schedule_parse("12*6", "sched.txt", &d12, 0, &t);
+        CHECK(t.has_error && strstr(t.error, "the model has 12") != NULL && strchr(t.error, '(') == NULL,
+              "a count error without an HxD entry has no reading note: \"%s\"", t.error);
+    }
     /* too many names the entry that overflows */
     expect_error("too many layers", "3*2 6*2\n12*8\n12\n12\n", &d12, 0, 3,
                  "entry '12' brings the table to 13 layers", "the model has 12");
@@ -484,6 +499,16 @@ static void test_long_path(void) {
     ok = prism_schedule_parse("12*11\n", path, &d12, 0, s);
     CHECK(!ok && strlen(s->error) < LAYER_TABLE_MAX_MSG && strstr(s->error, "the table covers 11 layers") != NULL,
           "a 719-byte path: the error keeps its text (%zu bytes)", strlen(s->error));
+    /* twenty HxD entries: the readings stop at the first few ("...") and the line keeps its end */
+    GPT2Config d24;
+    config_from_descriptor("d24", &d24, msg, sizeof(msg));
+    char text[20 * 6 + 1] = "";
+    for (int i = 0; i < 20; i++) strcat(text, "16x64 ");
+    ok = layer_table_parse(text, path, &d24, s);
+    const size_t len = strlen(s->error);
+    CHECK(!ok && len < LAYER_TABLE_MAX_MSG - 1 && strstr(s->error, "the table covers 20 layers; the model has 24 ('16x64'") != NULL &&
+              strstr(s->error, "size 64, ...; H*N is N layers of H heads)") == s->error + len - 41,
+          "a 719-byte path and 20 HxD entries: the first readings, '...', the whole end (%zu bytes)", len);
     free(s);
 }
 

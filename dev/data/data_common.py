@@ -3,7 +3,9 @@
 Defines
 - repo_root(), shared_data_dir(), cache_dir(): where the checkout, the offline data copies
   (../shared/data, overridable with $LLMC_SHARED_DATA) and the download cache live;
-- download(url, dest, sha256=None): fetch a file to a temporary name, check it, rename it;
+  offline_data_searched(): those places in words, for errors;
+- download(url, dest, sha256=None): fetch a file to a temporary name, check it, rename it; its
+  errors name where the offline copy was looked for first;
 - sha256_of(path);
 - read_jsonl(path, lines=None): the records of a JSON-lines file (.gz too) with their line
   numbers; parse_error(path, lineno, what): the one-line error for a malformed record;
@@ -44,6 +46,22 @@ def shared_data_dir():
     return os.path.normpath(os.path.join(repo_root(), "..", "shared", "data"))
 
 
+def offline_data_searched():
+    """Where shared_data_dir() looked for the offline copies, in words, for the error of the download
+    that replaces a missing one: $LLMC_SHARED_DATA's value (which replaces ../shared/data) or that it
+    is unset, and the checkout's ../shared/data resolved; a folder that does not exist is marked."""
+    sibling = os.path.normpath(os.path.join(repo_root(), "..", "shared", "data"))
+
+    def shown(path):
+        full = os.path.abspath(path)
+        return (path if full == path else f"{path} = {full}") + ("" if os.path.isdir(full) else " (absent)")
+    env = os.environ.get("LLMC_SHARED_DATA")
+    if env:
+        return f"$LLMC_SHARED_DATA={shown(env)}, used instead of ../shared/data ({sibling})"
+    state = "unset" if env is None else "empty"
+    return f"$LLMC_SHARED_DATA is {state}, so the checkout's ../shared/data: {shown(sibling)}"
+
+
 def cache_dir(*parts):
     """Where downloads go when the offline copies are absent: ~/.cache/llmc_prism/<parts>."""
     return os.path.join(os.path.expanduser("~"), ".cache", "llmc_prism", *parts)
@@ -59,7 +77,9 @@ def sha256_of(path):
 
 def download(url, dest, sha256=None, timeout=60):
     """Download url to dest. The data goes to a temporary name first and is renamed only once
-    complete (and, when sha256 is given, verified), so dest never holds a partial file."""
+    complete (and, when sha256 is given, verified), so dest never holds a partial file. The data
+    scripts download only when the offline copy is missing, so a failure names where that copy was
+    looked for first (offline_data_searched)."""
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     tmp = f"{dest}.{os.getpid()}.tmp"
     print(f"downloading {url} -> {dest}", flush=True)
@@ -70,14 +90,16 @@ def download(url, dest, sha256=None, timeout=60):
         if sha256 is not None:
             got = sha256_of(tmp)
             if got != sha256:
-                raise ValueError(f"{url}: downloaded file has sha256 {got}, expected {sha256}")
+                raise ValueError(f"{url}: downloaded file has sha256 {got}, expected {sha256} (downloaded as no "
+                                 f"offline copy was found; looked in {offline_data_searched()})")
         os.replace(tmp, dest)
     except Exception as e:
         if os.path.exists(tmp):
             os.remove(tmp)
         if isinstance(e, ValueError):
             raise
-        raise OSError(f"could not download {url} to {dest}: {e}") from e
+        raise OSError(f"no offline copy (looked in {offline_data_searched()}), and could not download {url} "
+                      f"to {dest}: {e}") from e
     return dest
 
 
