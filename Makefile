@@ -154,12 +154,13 @@ prose_bytes: $(PROSE_BYTES_VAL) $(BYTES_TOKENIZER)
 
 # The main job: a small Prism GPT (8 layers, C 256, heads 1-1-2-2-4-4-4-4, i.e. head sizes
 # 256/128/64) on TinyShakespeare, 300 steps of 512 tokens, val loss every 50 steps, a sample every
-# 100, a checkpoint at the end in out/shakespeare_prism.
+# 100, a checkpoint every 50 steps in out/shakespeare_prism (the last two kept). -y 1: `make train`
+# again resumes the run (after Ctrl-C, which writes a checkpoint first), or ends at once if done.
 train: train_gpt2 data
 	./train_gpt2 -e L8C256H4T256 -prism prism/schedules/L8C256_prism.txt \
 	  -i '$(TS_DIR)/tiny_shakespeare_train.bin' -j '$(TS_DIR)/tiny_shakespeare_val.bin' \
 	  -b 4 -t 128 -x 300 -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 8 -s 100 -g 64 \
-	  -n 300 -o out/shakespeare_prism
+	  -n 50 -nk 2 -y 1 -o out/shakespeare_prism
 
 # Without the CUDA toolkit (no nvcc, or NVCC=/nonexistent/nvcc) the tests that build GPU code are
 # skipped with one line saying so; under CI=true that is an error, so CI builds every GPU variant.

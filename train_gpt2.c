@@ -26,7 +26,9 @@
 #include "llmc/cpu/gpt2_cpu.h"
 #include "llmc/logger.h"
 #include "llmc/model_init.h"
+#include "llmc/run_folder.h"
 #include "llmc/state.h"
+#include "llmc/stop_signal.h"
 #include "llmc/tokenizer.h"
 #include "llmc/train_evals.h"
 #include "llmc/train_setup.h"
@@ -36,6 +38,7 @@
 
 /* Everything one training run owns. */
 typedef struct {
+    const char *program; /* argv[0], for the command that resumes */
     TrainArgs args;
     int given[ARG_TABLE_LEN]; /* which flags were on the command line */
     GPT2 model;
@@ -98,8 +101,8 @@ static void setup(Run *r) {
     train_flags_restore(a, r->given, 1); /* -y 1: the run's own flags, from <-o>/flags.txt */
     train_args_check(a, TRAINER_CPU);
     if (a->out_dir[0] != '\0') {
-        make_dir(a->out_dir);
-        run_folder_lock(a->out_dir); /* before anything in the folder is written */
+        /* resume, start, start over or refuse, before anything in the folder is written */
+        run_folder_open(a->out_dir, a->resume, a->start_over, train_args_given(r->given, "-e"));
         train_flags_save(a);
     }
     if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
@@ -121,7 +124,7 @@ static void setup(Run *r) {
     r->sample_start = tokenizer_init_for_model(&r->tokenizer, a->tokenizer, c->vocab_size);
     r->sample_rng = SAMPLE_RNG_SEED;
     if (resume_step >= 0) resume_state(r, resume_step);
-    logger_init(&r->logger, a->out_dir, 0, resume_step >= 0);
+    logger_init(&r->logger, a->out_dir, 0, resume_step);
 
     train_args_print(a, TRAINER_CPU, stdout);
 #ifdef _OPENMP
@@ -222,6 +225,23 @@ static void print_stream_rms(const Run *r, const float *rms) {
     printf("\n");
 }
 
+static void teardown(Run *r);
+
+/* SIGINT/SIGTERM (llmc/stop_signal.h), seen before training step `step`: the steps done are kept in
+ * a checkpoint (unless this step has one already), the resume command is printed, and the process
+ * exits with 128 + the signal. */
+static void stop_on_signal(Run *r, int step, int have_checkpoint, int sig) {
+    const TrainArgs *a = &r->args;
+    int ckpt = -1;
+    if (a->out_dir[0] != '\0' && step > 0) {
+        if (!have_checkpoint) save_checkpoint(r, step);
+        ckpt = step;
+    }
+    train_stop_report(a, sig, step, r->loop.num_steps, ckpt, r->program, stdout);
+    teardown(r);
+    exit(128 + sig);
+}
+
 static void train(Run *r) {
     const TrainArgs *a = &r->args;
     TrainLoop *t = &r->loop;
@@ -231,6 +251,7 @@ static void train(Run *r) {
     RunRecord rec;
     run_record_init(&rec);
     EtaClock clock = {{0}, 0};
+    stop_signal_install(); /* from here on Ctrl-C keeps the steps done */
     eta_tick(&clock, rec.start_wall);
     for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
@@ -245,12 +266,15 @@ static void train(Run *r) {
         }
         if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);
         if (train_due_sample(a, step, last)) generate(r);
+        int have_checkpoint = t->resumed;
         if (train_due_checkpoint(a, t, step, last)) {
             save_checkpoint(r, step);
             rec.last_ckpt_step = step;
+            have_checkpoint = 1;
         }
         t->resumed = 0;
         if (last) break;
+        if (stop_signal_pending()) stop_on_signal(r, step, have_checkpoint, stop_signal_pending());
 
         const double t0 = wall_seconds();
         StepResult res = train_step(r, step);
@@ -284,6 +308,7 @@ static void teardown(Run *r) {
 int main(int argc, char **argv) {
     static Run run; /* large (the loader and schedule tables); static keeps it off the stack */
     stdout_line_buffered();
+    run.program = argv[0];
     train_args_parse(&run.args, argc, argv, TRAINER_CPU, run.given);
     setup(&run);
     train(&run);

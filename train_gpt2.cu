@@ -32,6 +32,8 @@
 #include "llmc/cuda/mfu.h"
 #include "llmc/model_init.h" /* model options, layer table and the torch-identical init */
 #include "llmc/logger.h"
+#include "llmc/run_folder.h"
+#include "llmc/stop_signal.h"
 #include "llmc/cuda/multi_gpu.h"
 #include "llmc/state.h"
 #include "llmc/tokenizer.h"
@@ -41,6 +43,7 @@
 
 /* Everything one training run owns. */
 typedef struct {
+    const char *program; /* argv[0], for the command that resumes */
     TrainArgs args;
     int given[ARG_TABLE_LEN];
     MultiGpu mg;
@@ -215,15 +218,17 @@ static void setup(Run *r, int *argc, char ***argv) {
     if (strcmp(a->attn, "cudnn") == 0 && !cudnn_att_built()) {
         llmc_die("-attn cudnn: this binary was built without cuDNN (make train_gpt2cu USE_CUDNN=1)");
     }
+    if (a->out_dir[0] != '\0' && is_rank0(r)) {
+        /* resume, start, start over or refuse, before anything in the folder is written; before the
+         * ranks connect, so that a refusal leaves the others at the rendezvous's time limit rather
+         * than in a barrier */
+        run_folder_open(a->out_dir, a->resume, a->start_over, train_args_given(r->given, "-e"));
+        train_flags_save(a);
+    }
     gpu_ctx_init(&r->ctx, r->mg.local_device);
     multi_gpu_connect(&r->mg, a->init_method, a->server_ip, a->fs_path);
     print_device(r);
-    if (a->out_dir[0] != '\0' && is_rank0(r)) {
-        make_dir(a->out_dir);
-        run_folder_lock(a->out_dir); /* before anything in the folder is written */
-        train_flags_save(a);
-    }
-    multi_gpu_barrier(&r->mg);
+    multi_gpu_barrier(&r->mg); /* rank 0 has prepared the folder before any rank looks for a checkpoint */
     if (a->overfit) strcpy(a->train_pattern, a->val_pattern); /* llm.c's -a: one val batch */
 
     char *init_path;
@@ -255,7 +260,7 @@ static void setup(Run *r, int *argc, char ***argv) {
     evals_setup(r);
     r->sample_start = tokenizer_init_for_model(&r->tokenizer, a->tokenizer, c.vocab_size);
     if (resume_step >= 0) resume_state(r, resume_step);
-    logger_init(&r->logger, a->out_dir, r->mg.rank, resume_step >= 0);
+    logger_init(&r->logger, a->out_dir, r->mg.rank, resume_step);
     r->flops_per_token = train_flops_per_token(&c, r->model.layout.total, a->T);
     r->peak_tflops = gpu_peak_bf16_tflops(r->ctx.name);
     CUDA_CHECK(cudaEventCreate(&r->ev_start));
@@ -398,6 +403,33 @@ static void log_gpu(const Run *r) {
 
 /* ----------------------------------------------------------------------------------------------
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
+static void teardown(Run *r);
+
+/* SIGINT/SIGTERM (llmc/stop_signal.h) on any rank: all ranks stop before the same step. One
+ * process needs no agreement; several sum their flags (one small all-reduce per step). Returns the
+ * signal to exit with, 0 to go on. */
+static int stop_agreed(Run *r) {
+    const int own = stop_signal_pending();
+    if (r->mg.nproc == 1) return own;
+    float any = own != 0 ? 1.0f : 0.0f;
+    gpt2gpu_sum_over_ranks(&r->model, &any, 1);
+    return any > 0.0f ? (own != 0 ? own : SIGTERM) : 0;
+}
+
+/* Before training step `step`: the steps done are kept in a checkpoint (unless this step has one
+ * already), rank 0 prints the resume command, and every rank exits with 128 + the signal. */
+static void stop_on_signal(Run *r, int step, int have_checkpoint, int sig) {
+    const TrainArgs *a = &r->args;
+    int ckpt = -1;
+    if (a->out_dir[0] != '\0' && step > 0) {
+        if (!have_checkpoint) save_checkpoint(r, step);
+        ckpt = step;
+    }
+    if (is_rank0(r)) train_stop_report(a, sig, step, r->loop.num_steps, ckpt, r->program, stdout);
+    teardown(r);
+    exit(128 + sig);
+}
+
 static void train(Run *r) {
     const TrainArgs *a = &r->args;
     TrainLoop *t = &r->loop;
@@ -406,6 +438,7 @@ static void train(Run *r) {
     int timed_steps = 0;
     RunRecord rec;
     run_record_init(&rec);
+    stop_signal_install(); /* from here on Ctrl-C keeps the steps done */
     for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
         if (train_due_val(a, step, last)) {
@@ -416,12 +449,16 @@ static void train(Run *r) {
         }
         if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);
         if (is_rank0(r) && train_due_sample(a, step, last)) generate(r);
+        int have_checkpoint = t->resumed;
         if (train_due_checkpoint(a, t, step, last)) {
             save_checkpoint(r, step);
             rec.last_ckpt_step = step;
+            have_checkpoint = 1;
         }
         t->resumed = 0;
         if (last) break;
+        const int sig = stop_agreed(r);
+        if (sig != 0) stop_on_signal(r, step, have_checkpoint, sig);
 
         CUDA_CHECK(cudaEventRecord(r->ev_start, r->ctx.stream));
         const StepResult res = train_step(r, step);
@@ -468,6 +505,7 @@ static void teardown(Run *r) {
 int main(int argc, char **argv) {
     static Run run; /* large (loaders, tables); static keeps it off the stack */
     stdout_line_buffered();
+    run.program = argv[0];
     train_args_parse(&run.args, argc, argv, TRAINER_GPU, run.given);
     if (train_args_given(run.given, "-f")) {
         printf("note: -f %d has no effect: this trainer is bf16 (TF32 applies to llm.c's FP32 builds)\n",

@@ -54,6 +54,7 @@ typedef struct {
     int keep_last;                   /* -nk */
     int major_every;                 /* -nm */
     int resume;                      /* -y */
+    int start_over;                  /* -start_over */
     /* batch and length */
     int B;           /* -b */
     int T;           /* -t */
@@ -128,7 +129,11 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-n", checkpoint_every, 0, INT_MAX, SCOPE_ALL, "write a checkpoint every N steps and at the end (0: off)"),
     A_INT("-nk", keep_last, 0, INT_MAX, SCOPE_ALL, "keep only the last K checkpoints (0: keep all)"),
     A_INT("-nm", major_every, 0, INT_MAX, SCOPE_ALL, "never delete checkpoints at multiples of this step (0: none)"),
-    A_INT("-y", resume, 0, 1, SCOPE_ALL, "1: resume from the latest complete checkpoint in -o"),
+    A_INT("-y", resume, 0, 1, SCOPE_ALL,
+          "1: resume the run in -o from its newest complete checkpoint, with its flags (flags.txt); without "
+          "a checkpoint, start that run over; where -o holds no run, start one only if -e is given"),
+    A_INT("-start_over", start_over, 0, 1, SCOPE_ALL,
+          "1: start this run in an -o that holds another; that run's files move into <-o>/replaced_<n>/"),
     A_INT("-b", B, 1, INT_MAX, SCOPE_ALL, "micro-batch size B per process"),
     A_INT("-t", T, 1, INT_MAX, SCOPE_ALL, "sequence length T (<= the model's maxT)"),
     A_INT("-d", total_batch, -1, INT_MAX, SCOPE_ALL,
@@ -242,6 +247,8 @@ static inline int train_args_given(const int *given, const char *flag) {
  * count (-d) are done by the trainer. */
 static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
     if (a->resume && a->out_dir[0] == '\0') llmc_die("-y 1 resumes from -o, but -o is not set");
+    if (a->start_over && a->resume) llmc_die("-start_over 1 starts the run in -o over; -y 1 resumes it: give one of them");
+    if (a->start_over && a->out_dir[0] == '\0') llmc_die("-start_over 1 starts the run in -o over, but -o is not set");
     if (a->checkpoint_every > 0 && a->out_dir[0] == '\0') {
         llmc_die("-n %d writes checkpoints to -o, but -o is not set", a->checkpoint_every);
     }

@@ -3,7 +3,8 @@
  * (doc/formats.md 9). `s` is the 0-based step.
  *
  * Defines:
- *   Logger, logger_init (truncates unless resuming), logger_log_train ("s:%d trl:%.4f lr:%.6f
+ *   Logger, logger_init (a new main.log, or on resume the old one without the records of the
+ *   resumed step and later: llmc/run_folder.h run_log_keep_before), logger_log_train ("s:%d trl:%.4f lr:%.6f
  *   norm:%.2f"), logger_log_val ("s:%d tel:%.4f"), logger_log_eval ("s:%d eval:%.4f", HellaSwag),
  *   logger_log_eval_task ("s:%d eval_<task>:%.4f", the other evals),
  *   logger_free. Without an output directory every call is a no-op. Lines are flushed at once so
@@ -14,6 +15,7 @@
 
 #include <stdio.h>
 
+#include "run_folder.h"
 #include "utils.h"
 
 typedef struct {
@@ -21,12 +23,23 @@ typedef struct {
     char path[4096];
 } Logger;
 
-static inline void logger_init(Logger *lg, const char *out_dir, int rank, int resuming) {
+/* resume_step: the step a resumed run starts at, -1 for a new run. A new run's main.log must not
+ * exist (llmc/run_folder.h moved an earlier run's aside): it is created, never truncated. */
+static inline void logger_init(Logger *lg, const char *out_dir, int rank, int resume_step) {
     lg->f = NULL;
     lg->path[0] = '\0';
     if (out_dir == NULL || out_dir[0] == '\0' || rank != 0) return;
-    path_join(lg->path, sizeof(lg->path), out_dir, "main.log");
-    lg->f = xfopen(lg->path, resuming ? "a" : "w");
+    path_join(lg->path, sizeof(lg->path), out_dir, RUN_FOLDER_LOG);
+    if (resume_step >= 0) {
+        run_log_keep_before(out_dir, resume_step);
+        lg->f = xfopen(lg->path, "a");
+        return;
+    }
+    lg->f = fopen(lg->path, "wx");
+    if (lg->f == NULL) {
+        llmc_die("%s: cannot create the run's log: %s", lg->path,
+                 errno == EEXIST ? "it exists (an earlier run's; this run does not replace it)" : strerror(errno));
+    }
 }
 
 static inline void logger_line_(Logger *lg) {

@@ -162,21 +162,52 @@ static inline int find_max_done_step(const char *dir) {
     return best;
 }
 
-/* After writing the checkpoint at `step`: with -nk K, delete the one K checkpoints back, unless
- * it is a multiple of -nm (a "major" checkpoint). Its DONE_ marker goes first. */
-static inline void ckpt_remove_old(const char *dir, int step, int every, int keep, int major, int nproc) {
-    if (keep <= 0 || every <= 0) return;
-    int old = step - keep * every;
-    if (old <= 0 || (major > 0 && old % major == 0)) return;
-    char path[4200];
-    ckpt_done_path(path, sizeof(path), dir, old);
-    remove(path);
-    ckpt_model_path(path, sizeof(path), dir, old);
-    remove(path);
-    for (int r = 0; r < nproc; r++) {
-        ckpt_state_path(path, sizeof(path), dir, old, r);
-        remove(path);
+/* After writing the checkpoint at `step`: with -nk K, only the newest K complete checkpoints stay;
+ * an older one goes unless its step is a multiple of -nm (a "major" checkpoint). The folder is
+ * scanned rather than the schedule followed, so that a checkpoint off the -n schedule (written on
+ * Ctrl-C) is pruned as any other. A DONE_ marker goes before its files, so a half-removed
+ * checkpoint is never resumed from. */
+static inline void ckpt_remove_old(const char *dir, int step, int keep, int major, int nproc) {
+    if (keep <= 0) return;
+    DIR *d = opendir(dir);
+    if (d == NULL) return;
+    int *steps = NULL, n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int s = 0;
+        char tail = 0;
+        if (strncmp(e->d_name, "DONE_", 5) != 0 || strlen(e->d_name) != 13 ||
+            sscanf(e->d_name + 5, "%8d%c", &s, &tail) != 1 || s >= step)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            steps = (int *)realloc(steps, (size_t)cap * sizeof(int));
+            if (steps == NULL) llmc_die("out of memory listing the checkpoints of %s", dir);
+        }
+        steps[n++] = s;
     }
+    closedir(d);
+    /* the older ones, newest first: keep K - 1 of them beside `step` */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && steps[j] > steps[j - 1]; j--) {
+            const int t = steps[j];
+            steps[j] = steps[j - 1];
+            steps[j - 1] = t;
+        }
+    for (int i = keep - 1; i < n; i++) {
+        const int old = steps[i];
+        if (major > 0 && old % major == 0) continue;
+        char path[4200];
+        ckpt_done_path(path, sizeof(path), dir, old);
+        remove(path);
+        ckpt_model_path(path, sizeof(path), dir, old);
+        remove(path);
+        for (int r = 0; r < nproc; r++) {
+            ckpt_state_path(path, sizeof(path), dir, old, r);
+            remove(path);
+        }
+    }
+    free(steps);
 }
 
 #endif /* LLMC_STATE_H */

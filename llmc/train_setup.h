@@ -19,6 +19,7 @@
  *                        losses, samples and checkpoints included)
  *   RunRecord, train_summary_print   what the run did, printed at its end (elapsed, best val
  *                        loss, last checkpoint, the commands that come next)
+ *   train_stop_report    a run stopped by Ctrl-C: what was saved and the command that goes on
  *
  * Plain C (static inline, explicit casts): gcc -std=c11 compiles it, and so does nvcc's host
  * compiler as C++ (test/test_headers_cxx.cpp checks that).
@@ -27,6 +28,7 @@
 #define LLMC_TRAIN_SETUP_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 
 #include "args.h"
@@ -55,13 +57,14 @@ typedef struct {
 
 /* ----------------------------------------------------------------------------------------------
  * <-o>/flags.txt: one "flag value" line per flag (the value to the end of the line), written at
- * the start of every run with -o. A resume (-y 1 with a complete checkpoint in -o) takes every flag
- * the command line does not give from it, so `./train_gpt2 -o DIR -y 1` continues the run as it
- * was started. The flags of one launch (-y, -o and the process and rendezvous flags, which differ
- * per rank) are neither saved nor restored. */
+ * the start of every run with -o. -y 1 on a folder that holds one takes every flag the command line
+ * does not give from it, so `./train_gpt2 -o DIR -y 1` continues the run as it was started (from
+ * its newest complete checkpoint, or from scratch when it has none: llmc/run_folder.h). The flags
+ * of one launch (-y, -start_over, -o and the process and rendezvous flags, which differ per rank)
+ * are neither saved nor restored. */
 
 static inline int train_flag_per_launch(const char *flag) {
-    static const char *const per_launch[] = {"-y", "-o", "-pn", "-pr", "-pg", "-pi", "-ps", "-pf"};
+    static const char *const per_launch[] = {"-y", "-start_over", "-o", "-pn", "-pr", "-pg", "-pi", "-ps", "-pf"};
     for (size_t i = 0; i < sizeof(per_launch) / sizeof(per_launch[0]); i++)
         if (strcmp(flag, per_launch[i]) == 0) return 1;
     return 0;
@@ -115,16 +118,18 @@ static inline uint64_t dataloader_hash(const DataLoader *dl, uint64_t h) {
     return h;
 }
 
-/* -y 1 with a complete checkpoint in -o: every flag not on the command line (given[]) from
- * flags.txt; one given with another value than the run's is stated (verbose: print the notes).
- * A folder without flags.txt (written by an older version) keeps the command line's flags, with
- * a note. Returns 1 if flags were restored. */
+/* -y 1 on a folder with flags.txt: every flag not on the command line (given[]) from it; one
+ * given with another value than the run's is stated (verbose: print the notes). With a complete
+ * checkpoint to resume from, -b and -t must stay the run's: the state file holds the data loader's
+ * order of B x T windows. A checkpoint without flags.txt beside it (written by an older version)
+ * keeps the command line's flags, with a note. Returns 1 if flags were restored. */
 static inline int train_flags_restore(TrainArgs *a, const int *given, int verbose) {
-    if (!a->resume || a->out_dir[0] == '\0' || find_max_done_step(a->out_dir) < 0) return 0;
+    if (!a->resume || a->out_dir[0] == '\0') return 0;
+    const int ckpt = find_max_done_step(a->out_dir);
     char path[ARG_STR_CAP + 32];
     path_join(path, sizeof(path), a->out_dir, TRAIN_FLAGS_FILE);
     if (!file_exists(path)) {
-        if (verbose) printf("note: %s not found: resuming with the flags of this command line only\n", path);
+        if (verbose && ckpt >= 0) printf("note: %s not found: resuming with the flags of this command line only\n", path);
         return 0;
     }
     FlagsFile ff;
@@ -146,6 +151,11 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
         train_flag_text(&ARG_TABLE[k], a, now, sizeof(now));
         train_flag_text(&ARG_TABLE[k], &saved, then, sizeof(then));
         if (strcmp(now, then) != 0) {
+            if (ckpt >= 0 && (strcmp(flag, "-b") == 0 || strcmp(flag, "-t") == 0)) {
+                llmc_die("%s %s: this run's checkpoints were written with %s %s (%s); its state file holds the "
+                         "data order of B x T windows, so resume with %s %s (or leave %s out)",
+                         flag, now, flag, then, path, flag, then, flag);
+            }
             changed++;
             cli_value_text(&ARG_TABLE[k], a, now, sizeof(now)); /* shown as the start-up table shows it */
             cli_value_text(&ARG_TABLE[k], &saved, then, sizeof(then));
@@ -153,13 +163,13 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
         }
     }
     flags_file_close(&ff);
-    if (verbose) printf("resuming with the flags of %s%s\n", path, changed ? " and the changes above" : "");
+    if (verbose && ckpt >= 0) printf("resuming with the flags of %s%s\n", path, changed ? " and the changes above" : "");
     return 1;
 }
 
 /* -y 1: the newest checkpoint in -o with a DONE_ marker. Returns its step, or -1 for a fresh
  * start; none found is a fresh start, as in llm.c, so that a restart loop can pass -y 1 from its
- * first launch. *init_path gets the model file to start from, that checkpoint or -e (allocated:
+ * first launch (llmc/run_folder.h decides before whether the folder allows one). *init_path gets the model file to start from, that checkpoint or -e (allocated:
  * free it). A resumed run takes its layer table from the checkpoint, so -prism is dropped. */
 static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path) {
     const size_t cap = 4200; /* -o (ARG_STR_CAP) and the checkpoint's file name */
@@ -172,7 +182,6 @@ static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path
         a->prism[0] = '\0';
         return step;
     }
-    if (a->resume && verbose) printf("-y 1: no complete checkpoint in %s, starting from scratch\n", a->out_dir);
     snprintf(path, cap, "%s", a->init);
     return -1;
 }
@@ -312,7 +321,7 @@ static inline void train_checkpoint_done(const TrainArgs *a, int step, int nproc
     char path[4200];
     ckpt_done_path(path, sizeof(path), a->out_dir, step);
     touch_file_atomic(path);
-    ckpt_remove_old(a->out_dir, step, a->checkpoint_every, a->keep_last, a->major_every, nproc);
+    ckpt_remove_old(a->out_dir, step, a->keep_last, a->major_every, nproc);
     printf("wrote checkpoint %s/model_%08d.bin\n", a->out_dir, step);
 }
 
@@ -381,6 +390,23 @@ static inline void train_summary_print(const RunRecord *r, const TrainArgs *a, i
                 r->last_ckpt_step);
     }
     if (a->out_dir[0] != '\0') fprintf(out, "  plot:       %s scripts/plot_logs.py %s\n", py, a->out_dir);
+}
+
+/* A run stopped by SIGINT or SIGTERM (llmc/stop_signal.h) after `step` of num_steps steps: what
+ * was kept and the command that goes on. ckpt_step: the checkpoint the run can resume from, -1
+ * if none (no -o, or no step trained yet). */
+static inline void train_stop_report(const TrainArgs *a, int sig, int step, int num_steps, int ckpt_step,
+                                     const char *program, FILE *out) {
+    const char *name = sig == SIGINT ? "SIGINT (Ctrl-C)" : sig == SIGTERM ? "SIGTERM" : "a stop signal";
+    fprintf(out, "stopped by %s after step %d of %d", name, step, num_steps);
+    if (ckpt_step >= 0) {
+        fprintf(out, "; checkpoint %s/model_%08d.bin\n  to go on: %s -o %s -y 1\n", a->out_dir, ckpt_step, program,
+                a->out_dir);
+    } else if (a->out_dir[0] == '\0') {
+        fprintf(out, "; nothing was saved (no -o)\n");
+    } else {
+        fprintf(out, "; no step was trained, so nothing was saved\n");
+    }
 }
 
 #endif /* LLMC_TRAIN_SETUP_H */

@@ -17,9 +17,6 @@
  *                               atomic_discard
  *                               (doc/formats.md 1)
  *   path_join, file_exists, make_dir, format_duration, fnv1a64
- *   run_folder_lock             one writer per run folder: an advisory lock on <dir>/.lock held
- *                               for the life of the process; a second trainer on the folder
- *                               stops with one line naming the holder's PID
  *
  * Header-only (static inline) and valid C11 and C++17, so train_gpt2.c and train_gpt2.cu include
  * it unchanged.
@@ -35,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -187,37 +183,6 @@ static inline int file_exists(const char *path) { return access(path, F_OK) == 0
 static inline void path_join(char *out, size_t cap, const char *dir, const char *name) {
     int n = snprintf(out, cap, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= cap) llmc_die("path too long: %s/%s", dir, name);
-}
-
-/* One writer per run folder (the folder is the user's data: two trainers writing one main.log or
- * one flags.txt mix two runs). flock() on <dir>/.lock, never released by hand: the kernel drops it
- * when the process exits, however it exits, so a killed run leaves no stale lock. The file holds
- * the holder's PID for the message. The descriptor stays open for the life of the process. */
-static inline void run_folder_lock(const char *dir) {
-    char path[4096];
-    const int n = snprintf(path, sizeof(path), "%s/.lock", dir);
-    if (n < 0 || (size_t)n >= sizeof(path)) llmc_die("path too long: %s/.lock", dir);
-    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) llmc_die("%s: cannot open the run folder's lock file: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int e = errno;
-        char pid[32] = "unknown";
-        const ssize_t got = pread(fd, pid, sizeof(pid) - 1, 0);
-        if (got > 0) {
-            pid[got] = '\0';
-            pid[strcspn(pid, "\n")] = '\0';
-        }
-        if (e == EWOULDBLOCK) {
-            llmc_die("%s: another trainer (PID %s) is writing this run folder; wait for it to end or give "
-                     "another -o", dir, pid);
-        }
-        llmc_die("%s: cannot lock the run folder: %s", path, strerror(e));
-    }
-    char text[32];
-    const int len = snprintf(text, sizeof(text), "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len) {
-        llmc_die("%s: cannot write the lock file: %s", path, strerror(errno));
-    }
 }
 
 /* mkdir -p: creates missing parents; an existing directory is fine. */

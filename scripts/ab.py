@@ -301,7 +301,8 @@ class Plan:
         cmd = [self.bin, "-e", self.model, "-seed", str(seed), "-i", self.train_glob, "-j", self.val_glob,
                "-b", str(self.B), "-t", str(self.T), "-x", str(self.steps), "-l", "1e-3",
                "-u", str(self.warmup), "-q", "0.1", "-c", "0.1", "-v", str(self.val_every),
-               "-m", str(self.val_batches), "-s", "0", "-n", str(self.steps), "-o", self.run_dir(arm, seed)]
+               "-m", str(self.val_batches), "-s", "0", "-n", str(self.steps), "-o", self.run_dir(arm, seed),
+               "-y", "1"]  # a run stopped by Ctrl-C resumes from its checkpoint (doc/formats.md 8)
         if self.tokenizer != "gpt2_tokenizer.bin":
             cmd += ["-tok", self.tokenizer]
         if self.a.data_order == "seed":
@@ -514,8 +515,6 @@ def run(plan):
         if run_complete(plan, arm, seed):
             print(f"{tag}: complete, skipped", flush=True)
             continue
-        if plan.direct and os.path.isdir(d):
-            shutil.rmtree(d)  # an interrupted CPU run starts over (it has no checkpoint to resume)
         os.makedirs(d, exist_ok=True)
         t0 = time.time()
         print(f"{tag}: training, {plan.steps} steps", flush=True)

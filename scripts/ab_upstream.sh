@@ -167,7 +167,7 @@ INIT_PATH=${INIT:-$OUT/init_${MODEL}_seed${SEED}_${DTYPE}.bin}
 FLAGS=(-i "$TRAIN" -j "$VAL" -e "$INIT_PATH" -b "$B" -t "$T" -d "$TOTAL" -x "$STEPS" -l "$LR"
        -u 10 -q 0.0 -c 0.1 -v "$VAL_EVERY" -m "$VAL_BATCHES" -s 0 -h 0 -n 0)
 UP_CMD=("$(abs "$UPSTREAM")" "${FLAGS[@]}" -o "$OUT/upstream")
-OUR_CMD=("$OURS" "${FLAGS[@]}" -o "$OUT/ours")
+OUR_CMD=("$OURS" "${FLAGS[@]}" -start_over 1 -o "$OUT/ours")  # a rerun keeps the earlier run in ours/replaced_<n>/
 WRITE_INIT=("$PYTHON" train_gpt2.py --model "$MODEL" --seed "$SEED" --write_model "$INIT_PATH" --write_dtype "$DTYPE")
 COMPARE=("$PYTHON" scripts/ab_compare.py "$OUT/upstream.log" "$OUT/ours.log" --tol "$TOL"
          --tokens-per-step "$TOTAL" --json "$OUT/compare.json")

@@ -166,7 +166,7 @@ class Steps:
                 ["-seed", str(seed), "-data_seed", str(seed), "-i", train, "-j", val, "-tok", tok,
                  "-b", str(p["B"]), "-t", str(p["T"]), "-x", str(n), "-l", str(LR),
                  "-u", str(self.warmup(size)), "-q", "0.1", "-c", "0.1", "-v", str(every),
-                 "-m", str(p["val_batches"]), "-s", "0", "-n", str(every), "-o", b], b + ".train.log", ck),
+                 "-m", str(p["val_batches"]), "-s", "0", "-n", str(every), "-o", b, "-y", "1"], b + ".train.log", ck),
                (["./sd_spectrum", ck, "-json", b + ".spectrum.json"], b + ".spectrum.txt", b + ".spectrum.json")]
         if kind == ":sd":  # the routing over training: a spectrum of every checkpoint
             for c in self.checkpoints(size)[:-1]:

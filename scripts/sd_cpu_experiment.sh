@@ -72,7 +72,7 @@ for arm in mha sd sd_noln; do
     # shellcheck disable=SC2086
     run "$OUT/$arm.train.log" ./train_gpt2 -e "$MODEL" -prism "$OUT/$arm.table.txt" ${EXTRA[$arm]} \
       -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" \
-      -b 4 -t 128 -x "$STEPS" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v "$STEPS" -m -1 -s 0 -n "$STEPS" -o "$OUT/$arm"
+      -b 4 -t 128 -x "$STEPS" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v "$STEPS" -m -1 -s 0 -n "$STEPS" -o "$OUT/$arm" -y 1
   fi
   [ -f "$OUT/$arm.spectrum.json" ] || run "$OUT/$arm.spectrum.txt" ./sd_spectrum "$ckpt" -json "$OUT/$arm.spectrum.json"
   for k in $(seq 1 $((L - 1))); do

@@ -107,7 +107,7 @@ def trainer_cmd(binary, arm, opts, steps, data, out):
             "-sd_init_s", repr(opts["sd_init_s"]), "-sd_decay_s", str(opts["sd_decay_s"]),
             "-sd_init_u", repr(opts["sd_init_u"]), "-i", train, "-j", val, "-b", "4", "-t", "128",
             "-x", str(steps), "-l", repr(opts["lr"]), "-u", "20", "-q", "0.1", "-c", "0.1",
-            "-v", str(steps), "-m", "20", "-s", "0", "-n", str(steps), "-o", os.path.join(out, arm)]
+            "-v", str(steps), "-m", "20", "-s", "0", "-n", str(steps), "-o", os.path.join(out, arm), "-y", "1"]
 
 
 def main(argv=None):

@@ -8,9 +8,11 @@
 #      step-5 checkpoint repeats steps 6-10 and writes byte-identical model and state files; -z 1
 #      with one process equals -z 0; a byte model (V 256): samples through -tok, the tokenizer-size
 #      warning, -h 1 refused;
+#      the run folder: a folder holding a run refused, -y 1 on a missing one, Ctrl-C and resume;
 #   2. two processes (NCCL variant, host NCCL): -z 0 over a shared-directory rendezvous, -z 1 over
 #      TCP on loopback, agreeing within 1e-3 nats; a 2-process -z 1 resume repeats the run bit for bit
-#      (model and rank 1's state file); mpirun -np 2 with the MPI build repeats the TCP run.
+#      (model and rank 1's state file); Ctrl-C on one rank stops both at the same step, and the
+#      resumed pair repeats the run bit for bit; mpirun -np 2 with the MPI build repeats the TCP run.
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -125,6 +127,25 @@ cp "$dir/A/model_00000005.bin" "$dir/A/state_00000005_00000.bin" "$dir/A/DONE_00
 check "train_gpt2cu_host -o DIR -y 1 alone: the run's flags, the same final model" \
   bash -c "grep -q '^resuming with the flags of $dir/B2/flags.txt$' '$dir/B2.log' && cmp -s '$dir/A/model_00000010.bin' '$dir/B2/model_00000010.bin'"
 check "final state files byte-identical" cmp -s "$dir/A/state_00000010_00000.bin" "$dir/B/state_00000010_00000.bin"
+# the run folder (llmc/run_folder.h, as test/test_run_folder.sh checks for the CPU trainer): a
+# folder that holds a run is refused, -y 1 on a missing one without -e creates nothing, and Ctrl-C
+# writes a checkpoint from which the run ends byte-identical
+./build/train_gpt2cu_host "${COMMON[@]}" -x 2 -o "$dir/A" > "$dir/refused.log" 2>&1; rc=$?
+check "train_gpt2cu_host on a folder that holds a run: refused (exit $rc), naming the ways on" \
+  bash -c "[ $rc -ne 0 ] && grep -q '^error: $dir/A holds a run (main.log, flags.txt, 2 complete checkpoints (newest: step 10), .*-y 1 resumes it; -start_over 1 moves' '$dir/refused.log'"
+expect_error "train_gpt2cu_host -y 1 on a missing folder without -e: one error, nothing created" \
+  "^error: $dir/nosuch: -y 1: no such run folder \(nothing was created\)" ./build/train_gpt2cu_host -o "$dir/nosuch" -y 1
+STOP=("${COMMON[@]}" -x 40 -v 10 -n 20)
+./build/train_gpt2cu_host "${STOP[@]}" -o "$dir/SU" > "$dir/SU.log" 2>&1
+./build/train_gpt2cu_host "${STOP[@]}" -o "$dir/SI" > "$dir/SI.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do grep -q '^s:12 trl' "$dir/SI/main.log" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$pid"; wait "$pid"; rc=$?
+check "train_gpt2cu_host, Ctrl-C: exit 130 with a checkpoint and the resume command" \
+  bash -c "[ $rc -eq 130 ] && grep -q '^stopped by SIGINT (Ctrl-C) after step [0-9]* of 40; checkpoint' '$dir/SI.log' && grep -q '^  to go on: ./build/train_gpt2cu_host -o $dir/SI -y 1$' '$dir/SI.log'"
+./build/train_gpt2cu_host -o "$dir/SI" -y 1 > "$dir/SI2.log" 2>&1
+check "... resumed, it ends with the uninterrupted run's model and main.log byte for byte" \
+  bash -c "cmp -s '$dir/SU/model_00000040.bin' '$dir/SI/model_00000040.bin' && cmp -s '$dir/SU/main.log' '$dir/SI/main.log'"
 check "no .tmp file left behind" test -z "$(find "$dir/A" "$dir/B" -name '*.tmp')"
 # ZeRO-1 with one process: the shard plan and the norm's extra reduction (no-ops without NCCL)
 # must leave the result exactly the unsharded one; several processes need GPUs (doc/gpu.md)
@@ -198,6 +219,27 @@ sb=$(steps "$dir/mg_r.r0.log")
 check "steps 4-6 of the resumed 2-process run equal the uninterrupted one" test -n "$sb" -a "$sa" = "$sb"
 check "final model byte-identical after the resume" cmp -s "$dir/MZ1/model_00000006.bin" "$dir/MR/model_00000006.bin"
 check "rank 1's step-6 state byte-identical" cmp -s "$dir/MZ1/state_00000006_00001.bin" "$dir/MR/state_00000006_00001.bin"
+# Ctrl-C on one rank only: the ranks agree to stop before the same step, each writes its state
+# file of that step, and the resumed pair ends with the uninterrupted pair's model
+MS=("${MG[@]}" -x 40 -v 10 -n 20 -z 1 -pi tcp -ps 127.0.0.1)
+check "2 processes, 40 steps uninterrupted" ranks2 "$dir/mg_su" "${MS[@]}" -o "$dir/MSU"
+TMPDIR=$dir/comm OMP_NUM_THREADS=1 timeout 300 ./build/train_gpt2cu_host_mg "${MS[@]}" -o "$dir/MSI" -pr 1 > "$dir/mg_si.r1.log" 2>&1 &
+r1=$!
+TMPDIR=$dir/comm OMP_NUM_THREADS=1 timeout 300 ./build/train_gpt2cu_host_mg "${MS[@]}" -o "$dir/MSI" -pr 0 > "$dir/mg_si.r0.log" 2>&1 &
+r0=$!
+for _ in $(seq 1 600); do grep -q '^s:12 trl' "$dir/MSI/main.log" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$r1"
+wait "$r0"; rc0=$?
+wait "$r1"; rc1=$?
+k=$(sed -nE 's/^stopped by SIGTERM after step ([0-9]+) of 40; checkpoint.*/\1/p' "$dir/mg_si.r0.log")
+ks=$(printf %08d "${k:-0}")
+check "Ctrl-C on rank 1: rank 1 exits 130, rank 0 143, both after step ${k:-none} (rank 0 reports)" \
+  bash -c "[ $rc1 -eq 130 ] && [ $rc0 -eq 143 ] && [ -n '$k' ]"
+check "... a complete checkpoint at that step with both ranks' state files" \
+  test -f "$dir/MSI/DONE_$ks" -a -f "$dir/MSI/state_${ks}_00000.bin" -a -f "$dir/MSI/state_${ks}_00001.bin"
+check "2 processes resume it with -y 1" ranks2 "$dir/mg_si2" "${MS[@]}" -o "$dir/MSI" -y 1
+check "... and end with the uninterrupted pair's model and rank 1's state byte for byte" \
+  bash -c "cmp -s '$dir/MSU/model_00000040.bin' '$dir/MSI/model_00000040.bin' && cmp -s '$dir/MSU/state_00000040_00001.bin' '$dir/MSI/state_00000040_00001.bin'"
 # ranks that see different checkpoints (here rank 1 another -o, as a stale network file system
 # cache would show it): each found its own resume step, and both stop naming it
 mkdir -p "$dir/MS0" "$dir/MS1"

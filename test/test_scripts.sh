@@ -199,8 +199,8 @@ mkdir -p "$d/ours"; cp "$d/llmc/train_gpt2cu" "$d/ours/train_gpt2cu"; chmod +x "
 $PYTHON train_gpt2.py --model tiny --write_model "$d/tiny.bin" > /dev/null 2>&1
 scripts/ab_upstream.sh "$d/llmc" --ours "$d/ours/train_gpt2cu" --init "$d/tiny.bin" -t 64 -b 4 --steps 6 --out "$d/ab" > "$d/abu.out" 2>&1; rc=$?
 check "ab_upstream: fake upstream and ours -> AGREE (exit $rc)" bash -c "[ $rc -eq 0 ] && grep -q '^AGREE' $d/abu.out"
-check "ab_upstream: both trainers got the same flags (-e $d/tiny.bin -b 4 -t 64 -x 6 ...)" \
-  bash -c "cmp -s $d/llmc/args_llmc $d/ours/args_ours && grep -qx -- '-x' $d/llmc/args_llmc && tr '\n' ' ' < $d/llmc/args_llmc | grep -q -- '-e $d/tiny.bin -b 4 -t 64 -d 256 -x 6 '"
+check "ab_upstream: both trainers got the same flags (-e $d/tiny.bin -b 4 -t 64 -x 6 ...), ours also -start_over 1" \
+  bash -c "diff -q $d/llmc/args_llmc <(sed '/^-start_over\$/{N;d}' $d/ours/args_ours) > /dev/null && [ \$(grep -c -- '^-start_over\$' $d/ours/args_ours) -eq 1 ] && grep -qx -- '-x' $d/llmc/args_llmc && tr '\n' ' ' < $d/llmc/args_llmc | grep -q -- '-e $d/tiny.bin -b 4 -t 64 -d 256 -x 6 '"
 err=$(scripts/ab_upstream.sh "$d/nowhere" --ours "$d/nowhere/ours" 2>&1 >/dev/null); rc=$?
 check "ab_upstream: an unbuilt upstream is named, with no build recipe" \
   bash -c "[ $rc -eq 1 ] && grep -q '^error: $d/nowhere/train_gpt2cu: not built: build upstream llm.c.s train_gpt2cu first, following its own README' <<< \"\$1\"" _ "$err"
@@ -300,8 +300,8 @@ check "run_gpt2.sh --data-seed 7: -data_seed 7 on the trainer's line; none by de
 sw=$("$PYTHON" scripts/sd_init_sweep.py --dry-run --steps 7 --out "$d/sweep" 2>&1)
 check "sd_init_sweep --dry-run: 8 arms, each -ln 0 on 4:sd*4 with its own S-D options and lr" \
   bash -c "[ \$(grep -c '^./train_gpt2 -e L4C128H4T128 -prism $d/sweep/table.txt -ln 0 ' <<< \"\$1\") -eq 8 ] &&
-           grep -q -- '-sd_init_s 0.0 -sd_decay_s 0 -sd_init_u 1.0 .* -l 0.003 .*-o $d/sweep/zero_init_lr3e-3$' <<< \"\$1\" &&
-           grep -q -- '-sd_decay_s 1 .*-x 7 .*-o $d/sweep/decay$' <<< \"\$1\"" _ "$sw"
+           grep -q -- '-sd_init_s 0.0 -sd_decay_s 0 -sd_init_u 1.0 .* -l 0.003 .*-o $d/sweep/zero_init_lr3e-3 -y 1$' <<< \"\$1\" &&
+           grep -q -- '-sd_decay_s 1 .*-x 7 .*-o $d/sweep/decay -y 1$' <<< \"\$1\"" _ "$sw"
 expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" scripts/sd_init_sweep.py --steps 0
 
 # ------------------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ expect_error "a second trainer on a run folder in use is refused, naming the hol
   ./train_gpt2 "${LOCKRUN[@]}" -x 2 -o "$d/locked"
 check "... and wrote nothing there: flags.txt is the first run's (-x 100000)" \
   bash -c "cmp -s $d/locked/flags.txt $d/locked.flags && grep -q '^-x 100000$' $d/locked/flags.txt"
-kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
-./train_gpt2 "${LOCKRUN[@]}" -x 2 -o "$d/locked" > "$d/locked2.log" 2>&1; rc=$?
-check "once the holder is killed the folder is free: a new run there starts (exit $rc)" test "$rc" -eq 0
+kill -9 "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+./train_gpt2 "${LOCKRUN[@]}" -x 2 -start_over 1 -o "$d/locked" > "$d/locked2.log" 2>&1; rc=$?
+check "once the holder is killed the folder is free: a new run there starts over (exit $rc)" test "$rc" -eq 0
 finish
