@@ -216,15 +216,6 @@ static StepResult train_step(Run *r, int step) {
 
 /* ----------------------------------------------------------------------------------------------
  * The loop, as llm.c's: step t = start..N; the t = N iteration only evaluates, samples and saves. */
-/* The residual stream's size per layer at a val step, printed for LayerNorm-free blocks, whose
- * stream nothing bounds (main.log's "rms0: ... rmsL:" record has it for every model). */
-static void print_stream_rms(const Run *r, const float *rms) {
-    if (r->model.config.use_ln) return;
-    printf("stream rms (block inputs, then ln_f's):");
-    for (int l = 0; l <= r->model.config.num_layers; l++) printf(" %.3g", rms[l]);
-    printf("\n");
-}
-
 static void teardown(Run *r);
 
 /* SIGINT/SIGTERM (llmc/stop_signal.h), seen before training step `step`: the steps done are kept in
@@ -259,7 +250,7 @@ static void train(Run *r) {
             float rms[LLMC_MAX_LAYERS + 1];
             const float val = gpt2_val_loss(&r->model, &t->val_loader, t->val_batches, rms);
             printf("val loss %f\n", val);
-            print_stream_rms(r, rms);
+            train_stream_print(r->model.config.use_ln, r->model.config.num_layers, rms, stdout);
             logger_log_val(&r->logger, step, val);
             logger_log_stream(&r->logger, step, rms, r->model.config.num_layers + 1);
             run_record_val(&rec, step, val);

@@ -279,15 +279,27 @@ static void setup(Run *r, int *argc, char ***argv) {
 /* ----------------------------------------------------------------------------------------------
  * Evaluation, HellaSwag, sampling */
 
-/* Mean loss over the first val_batches batches of each rank's val slice, averaged over ranks. */
-static float evaluate(Run *r) {
+/* Mean loss over the first val_batches batches of each rank's val slice, averaged over ranks; and
+ * stream_rms[0..L], the residual stream's root mean square entering each block and ln_f over the
+ * same windows (the mean over batches and ranks of each batch's mean square, as the CPU trainer's
+ * gpt2_val_loss). */
+static float evaluate(Run *r, float *stream_rms) {
     DataLoader *dl = &r->loop.val_loader;
-    const int batches = r->loop.val_batches;
+    const int batches = r->loop.val_batches, L = r->model.config.num_layers;
+    double sq[LLMC_MAX_LAYERS + 1] = {0}, one[LLMC_MAX_LAYERS + 1];
     dataloader_reset(dl);
     gpt2gpu_zero_losses(&r->model);
     for (int i = 0; i < batches; i++) {
         dataloader_next_batch(dl);
         gpt2gpu_forward(&r->model, dl->inputs, dl->targets, dl->B, dl->T, FWD_EVAL, 0.0f);
+        gpt2gpu_stream_sq(&r->model, one);
+        for (int l = 0; l <= L; l++) sq[l] += one[l];
+    }
+    for (int l = 0; l <= L; l += 2) { /* over ranks, two values at a time */
+        float v[2] = {(float)(sq[l] / batches), l + 1 <= L ? (float)(sq[l + 1] / batches) : 0.0f};
+        if (r->mg.nproc > 1) gpt2gpu_sum_over_ranks(&r->model, v, 2);
+        stream_rms[l] = sqrtf(v[0] / r->mg.nproc);
+        if (l + 1 <= L) stream_rms[l + 1] = sqrtf(v[1] / r->mg.nproc);
     }
     return gpt2gpu_mean_loss(&r->model, (double)dl->B * dl->T * batches);
 }
@@ -442,9 +454,14 @@ static void train(Run *r) {
     for (int step = t->start_step; step <= N; step++) {
         const int last = step == N;
         if (train_due_val(a, step, last)) {
-            const float val = evaluate(r);
-            if (is_rank0(r)) printf("val loss %f\n", val);
+            float rms[LLMC_MAX_LAYERS + 1];
+            const float val = evaluate(r, rms);
+            if (is_rank0(r)) {
+                printf("val loss %f\n", val);
+                train_stream_print(r->model.config.use_ln, r->model.config.num_layers, rms, stdout);
+            }
             logger_log_val(&r->logger, step, val);
+            logger_log_stream(&r->logger, step, rms, r->model.config.num_layers + 1);
             run_record_val(&rec, step, val);
         }
         if (r->evals.count > 0 && train_due_evals(a, step, last)) run_evals(r, step);

@@ -20,6 +20,7 @@
  *   RunRecord, train_summary_print   what the run did, printed at its end (elapsed, best val
  *                        loss, last checkpoint, the commands that come next)
  *   train_stop_report    a run stopped by Ctrl-C: what was saved and the command that goes on
+ *   train_stream_print   the residual stream's size per layer at a val step, for -ln 0 models
  *
  * Plain C (static inline, explicit casts): gcc -std=c11 compiles it, and so does nvcc's host
  * compiler as C++ (test/test_headers_cxx.cpp checks that).
@@ -390,6 +391,16 @@ static inline void train_summary_print(const RunRecord *r, const TrainArgs *a, i
                 r->last_ckpt_step);
     }
     if (a->out_dir[0] != '\0') fprintf(out, "  plot:       %s scripts/plot_logs.py %s\n", py, a->out_dir);
+}
+
+/* The residual stream's root mean square entering each block and ln_f at a val step (rms[0..L]),
+ * printed for LayerNorm-free blocks, whose stream nothing bounds (main.log's "rms0: ... rmsL:"
+ * record has it for every model: llmc/logger.h logger_log_stream). */
+static inline void train_stream_print(int use_ln, int num_layers, const float *rms, FILE *out) {
+    if (use_ln) return;
+    fprintf(out, "stream rms (block inputs, then ln_f's):");
+    for (int l = 0; l <= num_layers; l++) fprintf(out, " %.3g", rms[l]);
+    fprintf(out, "\n");
 }
 
 /* A run stopped by SIGINT or SIGTERM (llmc/stop_signal.h) after `step` of num_steps steps: what

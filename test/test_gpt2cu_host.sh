@@ -8,6 +8,7 @@
 #      step-5 checkpoint repeats steps 6-10 and writes byte-identical model and state files; -z 1
 #      with one process equals -z 0; a byte model (V 256): samples through -tok, the tokenizer-size
 #      warning, -h 1 refused;
+#      the stream record (s:<step> rms0..rmsL) against the CPU trainer's, with and without -ln 0;
 #      the run folder: a folder holding a run refused, -y 1 on a missing one, Ctrl-C and resume;
 #   2. two processes (NCCL variant, host NCCL): -z 0 over a shared-directory rendezvous, -z 1 over
 #      TCP on loopback, agreeing within 1e-3 nats; a 2-process -z 1 resume repeats the run bit for bit
@@ -127,6 +128,29 @@ cp "$dir/A/model_00000005.bin" "$dir/A/state_00000005_00000.bin" "$dir/A/DONE_00
 check "train_gpt2cu_host -o DIR -y 1 alone: the run's flags, the same final model" \
   bash -c "grep -q '^resuming with the flags of $dir/B2/flags.txt$' '$dir/B2.log' && cmp -s '$dir/A/model_00000010.bin' '$dir/B2/model_00000010.bin'"
 check "final state files byte-identical" cmp -s "$dir/A/state_00000010_00000.bin" "$dir/B/state_00000010_00000.bin"
+# the stream record "s:<step> rms0:.. rmsL:.." (gpt2gpu_stream_sq) against the CPU trainer's: the
+# worst relative difference over every field of every val step (bf16 activations against fp32)
+rms_worst() {  # main.log A, main.log B: prints the worst |a - b| / b, or nothing if the records differ in shape
+  paste -d' ' <(grep -E '^s:[0-9]+ rms0:' "$1") <(grep -E '^s:[0-9]+ rms0:' "$2") | awk '
+    { n = NF / 2; if (NF % 2 != 0 || n < 2) { bad = 1; exit }
+      for (i = 2; i <= n; i++) { split($i, a, ":"); split($(n + i), b, ":");
+        if (a[1] != b[1] || b[2] <= 0) { bad = 1; exit }
+        d = (a[2] - b[2]) / b[2]; if (d < 0) d = -d; if (d > w) w = d }
+      rows++ }
+    END { if (!bad && rows > 0) print w + 0 }'
+}
+rw=$(rms_worst "$dir/A/main.log" "$dir/CPU/main.log")
+check "stream record of train_gpt2cu_host = train_gpt2 within 1 % at every val step (worst ${rw:-missing})" near "${rw:-}" 0 0.01
+printf '2 4:sd*2 4:lin\n' > "$dir/noln.txt"
+NOLN=(-e tiny -prism "$dir/noln.txt" -ln 0 -i "$TS/tiny_shakespeare_train.bin" -j "$VAL" -b 2 -t 32 -x 6 -l 1e-3 -v 3 -m 2 -s 0 -n 0)
+./build/train_gpt2cu_host "${NOLN[@]}" -o "$dir/NG" > "$dir/NG.log" 2>&1
+./train_gpt2 "${NOLN[@]}" -o "$dir/NC" > "$dir/NC.log" 2>&1
+rw=$(rms_worst "$dir/NG/main.log" "$dir/NC/main.log")
+check "-ln 0 (mha, sd, lin layers): the stream record equals the CPU trainer's within 1 % (worst ${rw:-missing})" near "${rw:-}" 0 0.01
+check "... and stdout prints it at each of the 3 val steps" test "$(grep -c '^stream rms (block inputs, then ln_f.s):' "$dir/NG.log")" -eq 3
+# control: the stream of another step differs by more than the tolerance
+ctl=$(rms_worst <(grep -E '^s:6 rms0:' "$dir/NG/main.log") <(grep -E '^s:0 rms0:' "$dir/NC/main.log"))
+check "control: step 6's record against step 0's differs by ${ctl:-?} > 1 %" far "${ctl:-}" 0 0.01
 # the run folder (llmc/run_folder.h, as test/test_run_folder.sh checks for the CPU trainer): a
 # folder that holds a run is refused, -y 1 on a missing one without -e creates nothing, and Ctrl-C
 # writes a checkpoint from which the run ends byte-identical

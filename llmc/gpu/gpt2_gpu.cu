@@ -514,6 +514,23 @@ void gpt2gpu_zero_losses(GPT2GPU *m) {
                                m->alloc.n[ACT_LOSSES] * sizeof(float), m->ctx->stream));
 }
 
+void gpt2gpu_stream_sq(GPT2GPU *m, double *out) {
+    cudaStream_t s = m->ctx->stream;
+    const size_t n = ntok(m) * (size_t)m->config.channels;
+    float partials[NORM_BLOCKS];
+    for (int l = 0; l <= m->config.num_layers; l++) {
+        /* the input of block l: the embedding, then each block's output residual3 (the last one's
+         * enters ln_f); residuals are kept per layer whatever -r recomputes */
+        const floatX *x = l == 0 ? actb(m, ACT_ENCODED) : layer_acts(m, l - 1).residual3;
+        norm_squared_partial(m->norm_partials, x, n, s); /* the gradient norm's scratch: free here */
+        CUDA_CHECK(cudaMemcpyAsync(partials, m->norm_partials, sizeof(partials), cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        double sum = 0.0;
+        for (int i = 0; i < NORM_BLOCKS; i++) sum += partials[i];
+        out[l] = sum / (double)n;
+    }
+}
+
 float gpt2gpu_mean_loss(GPT2GPU *m, double tokens) {
     cudaStream_t s = m->ctx->stream;
     sum_partials(m->scalars, m->acts_f32 + m->alloc.off[ACT_LOSSES], m->alloc.n[ACT_LOSSES], false, s);

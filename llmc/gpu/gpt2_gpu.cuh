@@ -21,6 +21,9 @@
  *   gpt2gpu_eval_forward  the evaluator's forward (evalloader.h EvalForwardFn, ctx = the model):
  *                         losses (and argmax) at the scored positions of one batch
  *   gpt2gpu_grad_norm, gpt2gpu_update (AdamW + ZeRO-1 all-gather), gpt2gpu_mean_loss
+ *   gpt2gpu_stream_sq     the residual stream's mean square entering each block and ln_f, of the
+ *                         last forward (the -ln 0 diagnostic the CPU model's gpt2_stream_sq_accumulate
+ *                         gives)
  *   gpt2gpu_get_params_bf16, gpt2gpu_get_opt_state / gpt2gpu_set_opt_state   checkpoint I/O
  */
 #ifndef LLMC_GPT2_GPU_CUH
@@ -127,6 +130,9 @@ void gpt2gpu_forward(GPT2GPU *m, const int *inputs, const int *targets, int B, i
 void gpt2gpu_zero_losses(GPT2GPU *m);
 /* Mean of the accumulated per-token losses over `tokens` tokens, averaged over ranks. */
 float gpt2gpu_mean_loss(GPT2GPU *m, double tokens);
+/* The mean square of the residual stream entering block 0..L-1 and ln_f (out[0..L], L + 1 host
+ * doubles) over the last forward's B*T positions on this rank, from the bf16 activations. */
+void gpt2gpu_stream_sq(GPT2GPU *m, double *out);
 /* The accumulated per-token losses of the last forward's B*T positions (row b*T + t). */
 void gpt2gpu_read_losses(GPT2GPU *m, float *host);
 /* v[0..n) (n <= 2 host floats) summed over the ranks in place, through the trainer's stream (the
