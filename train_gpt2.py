@@ -231,6 +231,7 @@ def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
     table = []
     prev_h = None
     last_line = 1
+    readings = []  # how each HxD entry was read, for a layer count that misses L (as llmc/layer_table.h)
     for lineno, raw in enumerate(text.splitlines(), 1):
         where = f"{path}:{lineno}"
         for tok in raw.split("#", 1)[0].split():
@@ -265,11 +266,14 @@ def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
                 raise ValueError(f"{where}: entry '{tok}': the table covers more than "
                                  f"L={n_layer} layers")
             table.extend([(h, d, KINDS.index(kind))] * n)
+            if m.group(2) is not None:
+                readings.append(f"'{tok}' is {n} layer{'s' if n != 1 else ''} of {h} heads of size {d}")
             prev_h = h
             last_line = lineno
     if len(table) != n_layer:
+        why = f" ({', '.join(readings)}; H*N is N layers of H heads)" if readings else ""
         raise ValueError(f"{path}:{last_line}: the table covers {len(table)} layers, "
-                         f"the model has L={n_layer}")
+                         f"the model has L={n_layer}{why}")
     return table
 
 

@@ -387,6 +387,7 @@ def test_schedule_errors():
         ("syntax2.txt", "# c\n\n1 2 4 four\n", 3, "bad entry"),
         ("divisor.txt", "1 2\n3 4\n", 2, "do not divide"),
         ("count_short.txt", "1\n2\n4\n", 3, "covers 3 layers"),
+        ("count_x.txt", "1 2\n4x4\n", 2, "covers 3 layers, the model has L=4 ('4x4' is 1 layer of 4 heads of size 4; H*N is N layers of H heads)"),
         ("count_long.txt", "1 2\n4*3\n", 2, "more than"),
         ("decreasing.txt", "4\n2 4 4\n", 2, "non-decreasing"),
         ("unknown_kind.txt", "1 2 4:foo 4\n", 1, "unknown kind"),
