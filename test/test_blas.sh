@@ -40,7 +40,7 @@ printf '1 2 4*2\n' > "$root/prism.txt"
 COMMON=(-e tiny -prism "$root/prism.txt" -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin"
         -b 4 -t 64 -l 1e-3 -u 2 -c 0.1 -v 10 -m 2 -s 0)
 steps() { grep -E '^step ' "$1" | sed -E 's/\| [0-9.]+ ms .*$//'; }
-losses() { grep -E '^step ' "$1" | awk '{print $2, $5}'; }
+losses() { grep -E '^step ' "$1" | awk '{print $2, $5}' | sort; }  # sorted: join's order
 
 ./train_gpt2 "${COMMON[@]}" -x 20 -n 0 > "$root/plain.log" 2>&1
 build/blas/train_gpt2 "${COMMON[@]}" -x 20 -n 0 > "$root/blas.log" 2>&1
