@@ -46,7 +46,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ab_summary import SummaryError, describe, final_val_loss, fmt, paired, t975, tokens_per_second  # noqa: E402
 from common import json_safe, pyplot, read_json, save_png, write_atomic  # noqa: E402
-from floors import bits_per_byte  # noqa: E402
+from floors import above_bigram, bits_per_byte  # noqa: E402
 from floors import describe as describe_floors  # noqa: E402
 from plot_logs import LogError, parse_main_log  # noqa: E402
 
@@ -222,7 +222,7 @@ def gate(runs, arms, floors):
     if floors is None:
         return False, "no floors.json (scripts/floors.py): whether the runs learned is unknown, so no verdict"
     vals = {a: [r["val"] for r in runs[a].values()] for a in arms}
-    if all(v < floors["bigram"] for a in arms for v in vals[a]):
+    if not above_bigram(vals, floors):
         return True, ""
     got = ", ".join(f"{a} {statistics.fmean(v):.4f}" for a, v in vals.items())
     return False, (f"not testable at this budget: mean val {got} vs bigram floor {floors['bigram']:.4f} "

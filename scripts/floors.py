@@ -164,6 +164,14 @@ def bits_per_byte(nats, f):
     return nats * f["targets"] / (f["bytes"] * math.log(2))
 
 
+def above_bigram(vals_by_arm, f):
+    """The rule behind every verdict (doc/reproducing.md "Floors and the gate"): the arms with a run
+    whose final val loss is not below the bigram floor of f's windows (a NaN counts as above). A
+    verdict needs this list empty: a run above the floor has learned at most what adjacent token
+    pairs tell, and says nothing about attention."""
+    return [arm for arm, vals in vals_by_arm.items() if any(not v < f["bigram"] for v in vals)]
+
+
 def describe(f):
     """One line: the floors in nats (and bits per byte)."""
     bpb = (lambda k: f" ({f[k + '_bpb']:.3f} bpb)" if f.get(k + "_bpb") is not None else "")

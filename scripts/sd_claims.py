@@ -58,7 +58,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from common import build_missing, make_target, read_json, write_atomic  # noqa: E402
 from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
 from plot_logs import LogError, parse_main_log  # noqa: E402
-from floors import FloorsError, bits_per_byte, describe, floors  # noqa: E402
+from floors import FloorsError, above_bigram, bits_per_byte, describe, floors  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "sd_attention"))
 import routing_null  # noqa: E402  (the optimizer's one- and two-plane nulls of the routing measures)
 
@@ -400,8 +400,7 @@ def gate(by_seed, arms, f):
     """(testable, text) of a claim at one size: a verdict needs every seed of every arm the claim
     reads to end below the bigram floor of its val windows (scripts/floors.py); a run above it has
     learned at most what adjacent token pairs tell, and says nothing about attention."""
-    above = [arm for arm in arms if any(not by_seed[k][arm]["val"] < f["bigram"] for k in by_seed)]
-    if not above:
+    if not above_bigram({arm: [by_seed[k][arm]["val"] for k in by_seed] for arm in arms}, f):
         return True, ""
     got = ", ".join(f"{arm} {ms([by_seed[k][arm]['val'] for k in by_seed], '.3f')}" for arm in arms)
     return False, (f"not testable at this budget (val {got} vs bigram floor {f['bigram']:.3f}, "

@@ -91,6 +91,12 @@ out = subprocess.run([py, "scripts/floors.py", "--train", os.path.join(d, "t_tra
 j = json.load(open(os.path.join(d, "f.json"))) if out.returncode == 0 else {}
 harness.check(out.returncode == 0 and out.stdout.startswith("unigram ") and abs(j.get("bigram", 0) - f["bigram"]) < 1e-12, f"CLI: one line and the same numbers in --json (exit {out.returncode})")
 
+# the gate's rule: an arm with any run not below the bigram floor (NaN included) is above it
+g = {"bigram": 2.5, "unigram": 3.1}
+harness.check(fl.above_bigram({"a": [2.4, 2.49], "b": [2.3]}, g) == [], "the gate: every run below the bigram floor -> no arm above")
+harness.check(fl.above_bigram({"a": [2.4, 2.5], "b": [2.3], "c": [float("nan")]}, g) == ["a", "c"],
+              "the gate: a run at the floor and a NaN run put their arms above it")
+
 
 def one_error(args, pattern):
     r = subprocess.run([py, "scripts/floors.py"] + args, cwd=ROOT, capture_output=True, text=True)
