@@ -37,11 +37,11 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "checkpoint.h" /* TRAIN_FLAGS_FILE */
 #include "state.h"
 #include "utils.h"
 
 #define RUN_FOLDER_LOG "main.log"
-#define RUN_FOLDER_FLAGS "flags.txt" /* = TRAIN_FLAGS_FILE (llmc/checkpoint.h) */
 #define RUN_FOLDER_REPLACED "replaced_"
 
 /* One writer per run folder (two trainers writing one main.log or one flags.txt mix two runs).
@@ -93,13 +93,12 @@ static inline int run_folder_is_run_file(const char *name) {
     memcpy(base, name, len + 1);
     if (len > 4 && strcmp(base + len - 4, ".tmp") == 0) base[len - 4] = '\0';
     const size_t n = strlen(base);
-    if (strcmp(base, RUN_FOLDER_LOG) == 0 || strcmp(base, RUN_FOLDER_FLAGS) == 0) return 1;
+    if (strcmp(base, RUN_FOLDER_LOG) == 0 || strcmp(base, TRAIN_FLAGS_FILE) == 0) return 1;
     if (n == 18 && strncmp(base, "model_", 6) == 0 && run_folder_digits_(base + 6, 8) &&
         strcmp(base + 14, ".bin") == 0) return 1;                                  /* model_%08d.bin */
     if (n == 24 && strncmp(base, "state_", 6) == 0 && run_folder_digits_(base + 6, 8) && base[14] == '_' &&
         run_folder_digits_(base + 15, 5) && strcmp(base + 20, ".bin") == 0) return 1; /* state_%08d_%05d.bin */
-    if (n == 13 && strncmp(base, "DONE_", 5) == 0 && run_folder_digits_(base + 5, 8)) return 1; /* DONE_%08d */
-    return 0;
+    return ckpt_done_step(base) >= 0; /* DONE_%08d */
 }
 
 typedef struct {
@@ -126,11 +125,14 @@ static inline void run_folder_scan(const char *dir, RunFolderScan *s) {
         if (!run_folder_is_run_file(e->d_name)) continue;
         s->files++;
         if (strcmp(e->d_name, RUN_FOLDER_LOG) == 0) s->has_log = 1;
-        if (strcmp(e->d_name, RUN_FOLDER_FLAGS) == 0) s->has_flags = 1;
-        if (strncmp(e->d_name, "DONE_", 5) == 0 && strlen(e->d_name) == 13) s->checkpoints++;
+        if (strcmp(e->d_name, TRAIN_FLAGS_FILE) == 0) s->has_flags = 1;
+        const int step = ckpt_done_step(e->d_name);
+        if (step >= 0) {
+            s->checkpoints++;
+            s->newest = LLMC_MAX(s->newest, step);
+        }
     }
     closedir(d);
-    s->newest = find_max_done_step(dir);
 }
 
 /* What a scan found, for a message: "main.log, flags.txt, 2 complete checkpoints (newest: step 10),
@@ -190,7 +192,7 @@ static inline void run_folder_open(const char *dir, int resume, int start_over, 
                      "run there", dir);
         }
         llmc_die("%s: -y 1: this folder holds no run to resume (no %s, no complete checkpoint) and no -e "
-                 "names a model to start one; check -o, or give -e", dir, RUN_FOLDER_FLAGS);
+                 "names a model to start one; check -o, or give -e", dir, TRAIN_FLAGS_FILE);
     }
     make_dir(dir);
     run_folder_lock(dir); /* before anything in the folder is read for a decision or written */

@@ -8,6 +8,7 @@
  *   TrainState            the header fields of a state file
  *   state_write           header + m + v (+ master weights) + the loader's shuffle state
  *   state_read            the same back, every field checked against this run
+ *   ckpt_done_step        the step of a DONE_%08d file name (-1 for any other name)
  *   find_max_done_step    the newest complete checkpoint in a directory (-1 if none)
  *   ckpt_remove_old       -nk/-nm retention
  *
@@ -145,19 +146,25 @@ static inline void state_read(const char *path, TrainState *s, float *m, float *
     dataloader_resume(loader, (int64_t)s->shard_idx, (int64_t)s->sample_idx, path);
 }
 
+/* The step of a DONE_ marker's name: "DONE_" and exactly 8 decimal digits; -1 for any other name
+ * (the one reader of these names: the resume, the retention and the run-folder scan). */
+static inline int ckpt_done_step(const char *name) {
+    if (strncmp(name, "DONE_", 5) != 0 || strlen(name) != 13) return -1;
+    int step = 0;
+    for (int i = 5; i < 13; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        step = 10 * step + (name[i] - '0');
+    }
+    return step;
+}
+
 /* The highest step with a DONE_%08d marker in dir, or -1. */
 static inline int find_max_done_step(const char *dir) {
     DIR *d = opendir(dir);
     if (d == NULL) return -1;
     int best = -1;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int step = 0;
-        char tail = 0;
-        if (strncmp(e->d_name, "DONE_", 5) == 0 && strlen(e->d_name) == 13 &&
-            sscanf(e->d_name + 5, "%8d%c", &step, &tail) == 1 && step > best)
-            best = step;
-    }
+    while ((e = readdir(d)) != NULL) best = LLMC_MAX(best, ckpt_done_step(e->d_name));
     closedir(d);
     return best;
 }
@@ -174,11 +181,8 @@ static inline void ckpt_remove_old(const char *dir, int step, int keep, int majo
     int *steps = NULL, n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        int s = 0;
-        char tail = 0;
-        if (strncmp(e->d_name, "DONE_", 5) != 0 || strlen(e->d_name) != 13 ||
-            sscanf(e->d_name + 5, "%8d%c", &s, &tail) != 1 || s >= step)
-            continue;
+        const int s = ckpt_done_step(e->d_name);
+        if (s < 0 || s >= step) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             steps = (int *)realloc(steps, (size_t)cap * sizeof(int));

@@ -43,11 +43,20 @@ check "a second -start_over 1 moves the runs aside into replaced_2/, replaced_1/
   bash -c "test -f '$d/A/replaced_2/DONE_00000002' -a -f '$d/A/replaced_1/DONE_00000004' && grep -qx -- '-seed 7' '$d/A/replaced_2/flags.txt'"
 expect_error "-start_over 1 with -y 1 is one error" "^error: -start_over 1 starts the run in -o over; -y 1 resumes it: give one of them$" \
   ./train_gpt2 "${RUN[@]}" -x 2 -start_over 1 -y 1 -o "$d/A"
+expect_error "-start_over 1 without -o is one error" "^error: -start_over 1 starts the run in -o over, but -o is not set$" \
+  ./train_gpt2 "${RUN[@]}" -x 2 -start_over 1
+expect_error "-start_over 2 is out of range: one error naming the flag" "^error: -start_over" ./train_gpt2 "${RUN[@]}" -start_over 2 -o "$d/A"
 mkdir -p "$d/notes"
 echo "my notes" > "$d/notes/README.txt"
 ./train_gpt2 "${RUN[@]}" -x 2 -n 2 -o "$d/notes" > "$d/notes.log" 2>&1; rc=$?
 check "a folder holding only other files is not a run: the run starts there (exit $rc) and leaves them" \
   bash -c "[ $rc -eq 0 ] && [ \"\$(cat '$d/notes/README.txt')\" = 'my notes' ]"
+
+# a name that only looks like a marker (DONE_ plus a sign or 7 digits) is not a checkpoint
+mkdir -p "$d/lookalike"
+touch "$d/lookalike/DONE_-0000001" "$d/lookalike/DONE_0000001"
+./train_gpt2 "${RUN[@]}" -x 2 -n 2 -o "$d/lookalike" > "$d/lookalike.log" 2>&1; rc=$?
+check "files that only look like DONE_ markers are not a run: the run starts (exit $rc)" test "$rc" -eq 0 -a -f "$d/lookalike/DONE_00000002"
 
 # --- -y 1 where there is no run ------------------------------------------------------------------
 expect_error "-y 1 on a missing folder without -e: one error naming it" \
