@@ -66,7 +66,7 @@ if [ -n "${GPU_SCIENCE_ASSUME:-}" ] &&
 fi
 
 # --- the recipe: every arm of parts 3, 4a and 4b trains with LR_FLAGS (learning rate, warmup) --
-LR_FLAGS=${GPU_SCIENCE_LR_FLAGS:-"-l 3e-4 -u 100"}
+LR_FLAGS=${GPU_SCIENCE_LR_FLAGS:-"-l 1e-3 -u 100"}
 SD_NOLN_FLAGS=${GPU_SCIENCE_SD_NOLN_FLAGS:-"-ln 0 -sd_init_u 0.02 $LR_FLAGS"}
 MHA_NOLN_FLAGS="-ln 0 $LR_FLAGS"
 MHA_FLAGS="$LR_FLAGS"
@@ -574,7 +574,7 @@ if [ "$PLAN_OK" = 1 ] && refit "$S3" "$E3" "$TPS3" "$OVH3" 3 "$P3_B" "$P3_T" "$X
 d, n, lr, wu = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 rows = r.nulls(d, n, lr, min(wu, max(1, n // 5)), 0.1, noise_ratios=(0.0, 1.0, 3.0), draws=4, seed=1)["rows"]
 hi = lambda k: max(x["s_n90"] + 2 * x["s_n90_sd"] for x in rows if x["k"] == k)
-print("%.1f %.1f" % (hi(1), hi(2)))' "$((P3_C / P3_H))" "$steps" "${lr:-3e-4}" "${wu:-0}" 2>/dev/null)
+print("%.1f %.1f" % (hi(1), hi(2)))' "$((P3_C / P3_H))" "$steps" "${lr:-1e-3}" "${wu:-0}" 2>/dev/null)
   if [ -n "$null" ] && [ -n "$SPEC" ]; then
     n0=${n90row%% *} nl=${n90row##* }
     log "cascade (n90 of S, layer 0 and last, against the two-plane null ${null#* } and the one-plane null ${null%% *} of this run's AdamW): layer 0 $n0, last $nl; layer 0 within two planes and the last above: $(awk -v a="$n0" -v b="$nl" -v h="${null#* }" 'BEGIN{print (a <= h && b > h) ? "yes" : "no"}')"

@@ -11,7 +11,7 @@ claims S2-S11 of doc/methods.md 4) from one command, at one or more model sizes 
 
 For every size and seed S, the models of one shape are trained from the same init (-seed S) and
 data order (-data_seed S), all with one recipe (LR, Steps.warmup: U at GPT-2's 0.02, peak lr
-3e-4 after a warmup of min(100, steps / 5), cosine to 0.1 of it, weight decay 0.1), in this order
+1e-3 after a warmup of min(100, steps / 5), cosine to 0.1 of it, weight decay 0.1), in this order
 (--arms runs a subset):
   sd_noln    S-D attention L = S - D without LayerNorm (-ln 0)                  S2, S3, S9
   mha_noln   standard attention without LayerNorm (-ln 0)                       S4, S11
@@ -78,10 +78,10 @@ SIZES = {  # descriptor, layers, width, heads, batch, steps, surgery val batches
                   vocab="bytes"),
 }
 # The recipe of every arm (doc/sd_attention.md "A LayerNorm-free recipe that trains"): peak
-# learning rate 3e-4 after a warmup of min(100, steps / 5), cosine to 0.1 of it, weight decay 0.1;
-# U of the S-D layers at GPT-2's std 0.02 (the trainer's default). At lr 1e-3 with a 20-step warmup
+# learning rate 1e-3 after a warmup of min(100, steps / 5), cosine to 0.1 of it, weight decay 0.1;
+# U of the S-D layers at GPT-2's std 0.02 (the trainer's default). With a 20-step warmup instead
 # the 8-layer S-D model without LayerNorm blows up (gradient norms to 1e7).
-LR = 3e-4
+LR = 1e-3
 NULL_NOISE = (0.0, 1.0, 3.0)  # gradient noise / signal of the routing nulls
 NULL_DRAWS = 8
 ARMS = {  # table entry kind, extra trainer flags (run in this order: the LayerNorm-free pair first)

@@ -24,8 +24,8 @@ count() { grep -c -- "$1" <<< "$2"; }
 # ------------------------------------------------------------------------------------------------
 # --dry-run
 dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1,2 --out "$d/dry" --dry-run 2>/dev/null)
-check "dry-run: 8 trainings of L4C128H4T128 for 7 steps, one per arm and seed, lr 3e-4 after a warmup of 7 / 5 steps" \
-  test "$(count '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 -l 0.0003 -u 1 .* -n 1 ' "$dry")" -eq 8
+check "dry-run: 8 trainings of L4C128H4T128 for 7 steps, one per arm and seed, lr 1e-3 after a warmup of 7 / 5 steps" \
+  test "$(count '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 -l 0.001 -u 1 .* -n 1 ' "$dry")" -eq 8
 check "dry-run: ten checkpoints over training (7 steps: every step, -v 1 -n 1)" \
   test "$(count ' -v 1 -m 16 -s 0 -n 1 ' "$dry")" -eq 8
 check "dry-run: seed 2 inits with -seed 2 and reads the data order -data_seed 2, in seed2/" \
@@ -42,7 +42,7 @@ check "dry-run: a spectrum per arm and seed, and of the S-D arms' 6 earlier chec
   test "$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")/$(count 'sd_noln/model_00000003.bin -json .*sd_noln.spectrum_3.json' "$dry")" = 32/2
 dry=$("$PYTHON" scripts/sd_claims.py --sizes bytes --seeds 1 --out "$d/dry" --dry-run 2>/dev/null)
 check "dry-run --sizes bytes: L4C128H4T256V256 on the prose bytes, 1920 steps of 16 x 256, checkpoints every 192" \
-  test "$(count "^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T256V256 .* -i 'dev/data/prose_bytes/prose_bytes_train_\*.bin' .* -tok bytes_tokenizer.bin -b 16 -t 256 -x 1920 -l 0.0003 -u 100 .* -v 192 -m 16 -s 0 -n 192 " "$dry")" -eq 4
+  test "$(count "^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T256V256 .* -i 'dev/data/prose_bytes/prose_bytes_train_\*.bin' .* -tok bytes_tokenizer.bin -b 16 -t 256 -x 1920 -l 0.001 -u 100 .* -v 192 -m 16 -s 0 -n 192 " "$dry")" -eq 4
 expect_error "--sizes bytes with --data shakespeare" "^error: --sizes bytes with --data shakespeare: the bytes size reads prose as bytes" \
   "$PYTHON" scripts/sd_claims.py --sizes bytes --data shakespeare --out "$d/dry" --dry-run
 check "dry-run: nothing written" test ! -e "$d/dry"
