@@ -40,6 +40,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 import train_gpt2 as tg  # noqa: E402  (exits with one line naming the interpreter without torch)
+from routing_null import lr_at  # noqa: E402  (the trainer's cosine schedule, llmc/schedulers.h)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -103,15 +104,6 @@ class Variant:
         return groups
 
 
-def lr_at(step, peak, warmup, total, final_frac=0.1):
-    """The trainer's cosine schedule (llmc/schedulers.h): (step+1)/warmup * peak during the warmup,
-    then cosine from peak to final_frac * peak at step total."""
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    r = min(1.0, (step - warmup) / max(1, total - warmup))
-    return peak * (final_frac + (1 - final_frac) * 0.5 * (1 + math.cos(math.pi * r)))
-
-
 def build(a):
     flags = 0 if a.ln else tg.FLAG_NO_LN
     table = None
@@ -173,7 +165,7 @@ def train(a, out=sys.stdout):
             blowups += 1
         largest = max(largest, norm) if math.isfinite(norm) else float("inf")
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a.lr, a.warmup, a.total or a.steps) * g["lr_mul"]
+            g["lr"] = float(lr_at(step, a.lr, a.warmup, a.total or a.steps, 0.1)) * g["lr_mul"]
         opt.step()
     report(a.steps)
     return v
@@ -209,6 +201,8 @@ def args(argv=None):
             p.error(f"--{name} {getattr(a, name)}: expected at least 1")
     if a.warmup < 0 or a.total < 0 or not a.lr > 0 or not a.branch_scale > 0 or not a.gain_lr > 0:
         p.error("--warmup and --total must be >= 0, --lr, --branch_scale and --gain_lr > 0")
+    if a.total and a.total < a.steps:
+        p.error(f"--total {a.total}: the cosine must cover --steps {a.steps} (0: --steps)")
     if a.qk_scale != 1.0 and a.kind != "mha":
         p.error("--qk_scale scales standard attention's W_Q and W_K: it needs --kind mha")
     return a
