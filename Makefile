@@ -81,7 +81,10 @@ TOOLKIT_TEST_BINS =
 
 TS_DIR = dev/data/tinyshakespeare
 TS_DATA = $(TS_DIR)/tiny_shakespeare_train.bin $(TS_DIR)/tiny_shakespeare_val.bin
+# the same text as bytes (V 256), on which the test suites train their small models
+TS_BYTES = $(TS_DIR)/tiny_shakespeare_bytes_train.bin $(TS_DIR)/tiny_shakespeare_bytes_val.bin
 TOKENIZER = gpt2_tokenizer.bin
+BYTES_TOKENIZER = bytes_tokenizer.bin
 
 .PHONY: all train test data bench_cpu clean
 
@@ -127,10 +130,13 @@ build/%: test/%.c $(HEADERS) $(TEST_HEADERS) | build
 $(TS_DATA):
 	$(PYTHON) dev/data/tinyshakespeare.py
 
+$(TS_BYTES):
+	$(PYTHON) dev/data/tinyshakespeare.py --bytes
+
 $(TOKENIZER):
 	$(PYTHON) dev/data/gpt2_tokenizer.py
 
-data: $(TS_DATA) $(TOKENIZER)
+data: $(TS_DATA) $(TS_BYTES) $(TOKENIZER) $(BYTES_TOKENIZER)
 
 # The offline English prose corpus (18.5M train + 1.0M val tokens) for runs larger than
 # TinyShakespeare: dev/data/prose/prose_{val,train}_*.bin (dev/data/prose.py; about 15 s)
@@ -144,7 +150,6 @@ prose: $(PROSE_VAL)
 # dev/data/prose_bytes/prose_bytes_{val,train}_*.bin (82.3M train + 4.5M val tokens) and the
 # tokenizer file for -tok, bytes_tokenizer.bin (dev/data/prose_bytes.py; 4-15 s)
 PROSE_BYTES_VAL = dev/data/prose_bytes/prose_bytes_val_000000.bin
-BYTES_TOKENIZER = bytes_tokenizer.bin
 $(PROSE_BYTES_VAL):
 	$(PYTHON) dev/data/prose_bytes.py
 $(BYTES_TOKENIZER):

@@ -10,6 +10,14 @@
 #                           non-zero exit status: a crash after the summary must not pass)
 #   near A B TOL, far A B TOL   |A - B| <= TOL, > TOL (an empty value fails both)
 #   finish                  print "N passed, N failed"; exit non-zero on any failure
+#
+# and the small byte model that suites train where a step's arithmetic is beside the point (run
+# folders, resume, the GPU trainer's host build): L4C64 like -e tiny, on TinyShakespeare as bytes
+# (make data; doc/formats.md 3.1), where the 256-way output layer costs a 200th of GPT-2's.
+TINY_BYTES=L4C64H4T64V256
+TSB_TRAIN=dev/data/tinyshakespeare/tiny_shakespeare_bytes_train.bin
+TSB_VAL=dev/data/tinyshakespeare/tiny_shakespeare_bytes_val.bin
+TSB_TOK=bytes_tokenizer.bin
 T_PASS=0
 T_FAIL=0
 pass() { T_PASS=$((T_PASS + 1)); echo "PASS $*"; }

@@ -13,6 +13,11 @@ set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 export PYTHON
+# OpenMP threads wait by sleeping, not spinning: with the suites' small models, spinning threads
+# beside one busy core made a step 5 to 20 times slower (measured with 2 threads and one core
+# busy: a 64-token step of test/lib.sh's byte model 74 ms spinning, 3.8 ms sleeping, 3.7 ms on one
+# thread; -e tiny 257, 54 and 50 ms)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 mkdir -p build/logs
 
 # The tests: every test/suites.d/*.list file (in name order), lines "name|command".

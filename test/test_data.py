@@ -133,6 +133,25 @@ def test_tinyshakespeare(tmp, text, ref):
     rc, _, err = run_script("tinyshakespeare.py", "--out_dir", out_dir, "--input", os.path.join(tmp, "nope.txt"))
     check(rc != 0 and "nope.txt" in err and err.strip().count("\n") == 0,
           "tinyshakespeare.py with a missing --input exits non-zero with a one-line error")
+    # --bytes: the same sections as bytes, each after EOT 0, independently rebuilt here
+    rc, out, err = run_script("tinyshakespeare.py", "--out_dir", out_dir, "--bytes")
+    bval_path = os.path.join(out_dir, "tiny_shakespeare_bytes_val.bin")
+    bytes_made = rc == 0 and os.path.isfile(bval_path)
+    if not check(bytes_made, f"tinyshakespeare.py --bytes exits 0 and writes the byte shards (rc {rc}; {err.strip()})"):
+        return
+    bval = data_common.read_datafile(bval_path)
+    btrain = data_common.read_datafile(os.path.join(out_dir, "tiny_shakespeare_bytes_train.bin"))
+    sections = text.split("\n\n")
+    expect = []
+    for i, s in enumerate(sections):
+        expect.append(0)
+        expect.extend((s + "\n\n" if i < len(sections) - 1 else s).encode("utf-8"))
+    check(len(bval) == 32768 and len(btrain) == len(expect) - 32768,
+          f"--bytes: 32,768 val tokens and the rest train ({len(bval)}, {len(btrain)}; {len(expect)} in all)")
+    check(np.concatenate([bval, btrain]).tolist() == expect,
+          "--bytes: val + train equals the sections' bytes, each after EOT 0")
+    check(os.path.isfile(val_path) and len(data_common.read_datafile(val_path)) == 32768,
+          "--bytes leaves the GPT-2 shards in the same folder as they were")
 
 
 def test_prose(tmp, enc):

@@ -2,7 +2,7 @@
 # test/test_fuzz.sh: the file readers under fuzzing (test/fuzz/, mk/fuzz.mk).
 #   1. the seed corpus and the regression inputs replayed through every reader, built with gcc,
 #      ASan and UBSan: ok-* accepted, bad-* rejected with an error, crash-* no longer crashing;
-#   2. each libFuzzer target for FUZZ_SMOKE_SECONDS (default 20) from that corpus: no crash, no
+#   2. each libFuzzer target for FUZZ_SMOKE_SECONDS (default 8) from that corpus: no crash, no
 #      sanitizer report (`make fuzz` runs them for 5 minutes each). Without clang's libFuzzer the
 #      smoke runs are skipped with a line saying so; under CI=true that is a failure.
 set -u
@@ -29,7 +29,7 @@ cp test/fuzz/corpus/checkpoint/bad-truncated.bin "$ctl/ok-renamed.bin"
 check "control: a rejected input named ok-* fails the replay" bash -c "! ./build/fuzz/replay_checkpoint '$ctl/ok-renamed.bin' > /dev/null 2>&1"
 
 if ls build/fuzz/fuzz_checkpoint > /dev/null 2>&1; then
-  out=$(FUZZ_SECONDS=${FUZZ_SMOKE_SECONDS:-20} FUZZ_TARGETS="$TARGETS" bash test/fuzz/run.sh)
+  out=$(FUZZ_SECONDS=${FUZZ_SMOKE_SECONDS:-8} FUZZ_TARGETS="$TARGETS" bash test/fuzz/run.sh)
   printf '%s\n' "$out" | grep -E '^(PASS|FAIL)' | while IFS= read -r line; do echo "$line"; done
   p=$(printf '%s\n' "$out" | grep -c '^PASS')
   f=$(printf '%s\n' "$out" | grep -c '^FAIL')

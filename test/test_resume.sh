@@ -18,8 +18,11 @@ rm -rf "$root"
 mkdir -p "$root"
 printf '1 2 4*2\n' > "$root/prism.txt"
 TS=dev/data/tinyshakespeare
-COMMON=(-e tiny -prism "$root/prism.txt" -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin"
-        -b 2 -t 32 -d 128 -x 10 -l 1e-3 -u 2 -c 0.1 -v 5 -m 2 -s 0 -n 5)
+STEPS=(-b 2 -t 32 -d 128 -x 10 -l 1e-3 -u 2 -c 0.1 -v 5 -m 2 -s 0 -n 5)
+COMMON=(-e "$TINY_BYTES" -prism "$root/prism.txt" -i "$TSB_TRAIN" -j "$TSB_VAL" -tok "$TSB_TOK" "${STEPS[@]}")
+# GPT-2's vocabulary where a checkpoint write must last long enough to be killed during it (13 MB)
+COMMON_GPT2=(-e tiny -prism "$root/prism.txt" -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin"
+             "${STEPS[@]}")
 
 # step lines without the timing fields (ms, tok/s, eta)
 steps() { grep -E '^step ' "$1" | sed -E 's/\| [0-9.]+ ms .*$//'; }
@@ -145,9 +148,8 @@ expect_error "state: a shard order entry outside the pattern's shards" "$st: loa
 check "no corrupted resume wrote a step" test -z "$(ls "$root"/S?/DONE_00000006 "$root"/S?/model_00000010.bin 2>/dev/null)"
 # a state file of another model: its size is not this model's, and the error says so instead of
 # reading the loader state at a wrong offset
-printf '1x32 2 4*2\n' > "$root/prism2.txt"   # layer 0 attention width 32: fewer parameters
 OTHER=("${COMMON[@]}")
-OTHER[3]="$root/prism2.txt"
+OTHER[1]=L4C128H4T64V256   # width 128: about 3 times the parameters
 ./train_gpt2 "${OTHER[@]}" -x 5 -o "$root/F" > "$root/F.log" 2>&1
 mkdir -p "$root/G"
 cp "$root/A/model_00000005.bin" "$root/A/DONE_00000005" "$root/G/"
@@ -155,8 +157,8 @@ cp "$root/F/state_00000005_00000.bin" "$root/G/"
 # kill -9 in the middle of a checkpoint write: the resume starts from the newest complete
 # checkpoint and ends byte-identical to a run never interrupted
 KILLX=(-x 6 -n 1 -v 6)
-./train_gpt2 "${COMMON[@]}" "${KILLX[@]}" -o "$root/R" > "$root/R.log" 2>&1
-./train_gpt2 "${COMMON[@]}" "${KILLX[@]}" -o "$root/K" > "$root/K.log" 2>&1 &
+./train_gpt2 "${COMMON_GPT2[@]}" "${KILLX[@]}" -o "$root/R" > "$root/R.log" 2>&1
+./train_gpt2 "${COMMON_GPT2[@]}" "${KILLX[@]}" -o "$root/K" > "$root/K.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 3000); do   # up to 30 s: kill as soon as a checkpoint after the first is being written
   [ -e "$root/K/DONE_00000001" ] && [ -n "$(find "$root/K" -name '*.tmp' 2>/dev/null)" ] && break
@@ -165,7 +167,7 @@ done
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 check "kill -9 landed before the run finished" test ! -e "$root/K/DONE_00000006"
-./train_gpt2 "${COMMON[@]}" "${KILLX[@]}" -o "$root/K" -y 1 > "$root/K2.log" 2>&1
+./train_gpt2 "${COMMON_GPT2[@]}" "${KILLX[@]}" -o "$root/K" -y 1 > "$root/K2.log" 2>&1
 resumed=$(grep -o 'resumed from step [0-9]*' "$root/K2.log")
 check "after kill -9 the run resumed from a complete checkpoint ($resumed) and finished" test -n "$resumed" -a -f "$root/K/DONE_00000006"
 check "... its final model is byte-identical to the uninterrupted run's" cmp -s "$root/R/model_00000006.bin" "$root/K/model_00000006.bin"
@@ -176,7 +178,7 @@ check "... and no .tmp is left" test -z "$(find "$root/K" -name '*.tmp')"
 # naming the file, and leaves neither a .tmp nor a file under the final name
 mkdir -p "$root/H"
 UNIFORM=("${COMMON[@]:0:2}" "${COMMON[@]:4}")   # without -prism: no schedule warnings
-full_run() { ulimit -f 2000; trap '' XFSZ; ./train_gpt2 "${UNIFORM[@]}" -x 2 -v 2 -n 2 -o "$root/H"; }
+full_run() { ulimit -f 200; trap '' XFSZ; ./train_gpt2 "${UNIFORM[@]}" -x 2 -v 2 -n 2 -o "$root/H"; }
 expect_error "a failed checkpoint write" "model_00000002.bin: write failed: File too large" full_run
 check "the failed write left no .tmp and no model file" test -z "$(ls "$root/H" | grep -Ev '^(main.log|flags.txt)$')"
 expect_error "state: another model's state file is named by its size" "$st: [0-9]+ bytes; the header, [0-9]+ optimizer values of this model and the loader state take" ./train_gpt2 "${COMMON[@]}" -o "$root/G" -y 1

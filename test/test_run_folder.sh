@@ -20,7 +20,9 @@ d=build/tmp_run_folder
 rm -rf "$d"
 mkdir -p "$d"
 TS=dev/data/tinyshakespeare
-RUN=(-e tiny -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 2 -t 32 -v 2 -m 1 -s 0)
+RUN=(-e "$TINY_BYTES" -i "$TSB_TRAIN" -j "$TSB_VAL" -tok "$TSB_TOK" -b 2 -t 32 -v 2 -m 1 -s 0)
+# GPT-2's vocabulary where a step must be slow (the second Ctrl-C arrives during one)
+SLOW=(-e tiny -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" -b 8 -t 64 -v 2 -m 1 -s 0)
 md5() { md5sum "$@" | awk '{print $1}' | tr '\n' ' '; }
 
 # --- a folder that holds a run -----------------------------------------------------------------
@@ -74,15 +76,15 @@ check "-y 1 with -e on a missing folder starts the run (a restart loop's first l
 
 # --- -y 1 on a folder with flags.txt and no checkpoint ----------------------------------------------
 mkdir -p "$d/F"
-printf -- '-e tiny\n-i %s\n-j %s\n-b 2\n-t 32\n-x 3\n-n 3\n-v 3\n-m 1\n-s 0\n-seed 5\n' \
-  "$TS/tiny_shakespeare_train.bin" "$TS/tiny_shakespeare_val.bin" > "$d/F/flags.txt"
+printf -- '-e %s\n-i %s\n-j %s\n-tok %s\n-b 2\n-t 32\n-x 3\n-n 3\n-v 3\n-m 1\n-s 0\n-seed 5\n' \
+  "$TINY_BYTES" "$TSB_TRAIN" "$TSB_VAL" "$TSB_TOK" > "$d/F/flags.txt"
 printf 's:0 tel:11.0\n' > "$d/F/main.log"
 cp "$d/F/flags.txt" "$d/F.flags"
 ./train_gpt2 -o "$d/F" -y 1 > "$d/F.log" 2>&1; rc=$?
 check "-y 1 on a flags-only folder starts that run from scratch (exit $rc), saying so" \
   grep -q "^-y 1: $d/F has no complete checkpoint: starting the run of its flags.txt from scratch$" "$d/F.log"
 check "... with its flags: its -e and -seed 5, its -x 3" \
-  bash -c "grep -q '^initialized tiny from scratch (seed 5)$' '$d/F.log' && test -f '$d/F/DONE_00000003'"
+  bash -c "grep -q '^initialized $TINY_BYTES from scratch (seed 5)$' '$d/F.log' && test -f '$d/F/DONE_00000003'"
 check "... and the earlier main.log and flags.txt moved aside, not truncated" \
   bash -c "[ \"\$(cat '$d/F/replaced_1/main.log')\" = 's:0 tel:11.0' ] && cmp -s '$d/F/replaced_1/flags.txt' '$d/F.flags'"
 mkdir -p "$d/F2"
@@ -94,8 +96,8 @@ check "... a flag given again wins, with its note" \
 # --- Ctrl-C, SIGTERM -------------------------------------------------------------------------------
 STOP=("${RUN[@]}" -x 60 -v 10 -n 20 -nk 2)
 ./train_gpt2 "${STOP[@]}" -o "$d/U" > "$d/U.log" 2>&1
-# wait for a main.log record of step $2 in folder $1 (at most 60 s)
-await() { for _ in $(seq 1 600); do grep -q "^s:$2 trl" "$1/main.log" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# wait for a main.log record of step $2 in folder $1 (at most 60 s, looking every 20 ms: a byte-model step takes about 10)
+await() { for _ in $(seq 1 3000); do grep -q "^s:$2 trl" "$1/main.log" 2>/dev/null && return 0; sleep 0.02; done; return 1; }
 ./train_gpt2 "${STOP[@]}" -o "$d/S" > "$d/S.log" 2>"$d/S.err" &
 pid=$!
 await "$d/S" 25 && kill -INT "$pid"
@@ -121,7 +123,7 @@ wait "$pid"; rc=$?
 check "SIGTERM, even with -n 0: exit 143 and a checkpoint of the steps done" \
   bash -c "[ $rc -eq 143 ] && grep -q '^stopped by SIGTERM after step [0-9]* of 60; checkpoint' '$d/T.log' && ls '$d/T' | grep -q '^DONE_'"
 # a second Ctrl-C ends the run at once: slow steps; the second signal once the first was seen
-./train_gpt2 "${RUN[@]}" -b 8 -t 64 -x 1000 -n 0 -o "$d/Q" > "$d/Q.log" 2>"$d/Q.err" &
+./train_gpt2 "${SLOW[@]}" -x 1000 -n 0 -o "$d/Q" > "$d/Q.log" 2>"$d/Q.err" &
 pid=$!
 if await "$d/Q" 2; then
   kill -INT "$pid"
