@@ -4,7 +4,9 @@ Every C, C++ and CUDA file of the repository belongs to a module by its folder; 
 include only the modules below it in the table (and itself). A program (a file that defines
 main(): the trainers, the tools, dev/ and test/) stands above every module and may include any.
 The test also runs the checker on a small tree with one include against the direction (the
-framework including a method folder) and expects that include to be the one reported.
+framework including a method folder) and expects that include to be the one reported. It also
+holds the README's layout table and design.md's reading path to the tree: every path they name
+exists, and every function or class a reading step names is in that step's files.
 
     python test/test_layout.py            (from the repository root)
 """
@@ -116,7 +118,32 @@ def main():
         row = re.search(r"^\| `%s/` \|[^\n]*\| ([^|\n]*) \|$" % re.escape(mod), design, re.M)
         listed = sorted(re.findall(r"`([a-z_/]+)/`", row.group(1))) if row else None
         check(listed == sorted(deps), "doc/design.md lists what %s/ may include: %s" % (mod, listed))
+    stale = reading_path_stale(design)
+    check(stale == [], "doc/design.md's reading path names files that exist and names found in them (stale: %s)" % stale)
+    # control: a name the step's files do not hold is reported
+    ctl = reading_path_stale("## Where to start reading\n\n1. `train_gpt2.c`, `no_such_function`.\n\n## Next\n")
+    check(ctl == ["no_such_function"], "control: a reading step naming a missing function is reported (%s)" % ctl)
     return finish()
+
+
+def reading_path_stale(design):
+    """The paths and names of design.md's "Where to start reading" that are not there: each
+    numbered step's backticked paths must exist, and each backticked identifier must occur in one
+    of that step's files."""
+    start = design.index("## Where to start reading")
+    section = design[start:design.index("\n## ", start + 3)]
+    stale = []
+    for step in re.split(r"\n(?=\d+\. )", section)[1:]:
+        names = re.findall(r"`([^`]+)`", step)
+        paths = [n for n in names if "/" in n or re.search(r"\.(py|c|h|cu|cuh|md)$", n)]
+        stale += [p for p in paths if not os.path.exists(os.path.join(ROOT, p))]
+        texts = [open(os.path.join(ROOT, p)).read() for p in paths
+                 if os.path.isfile(os.path.join(ROOT, p)) and not p.endswith(".md")]
+        for n in names:
+            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) and texts and \
+                    not any(re.search(r"\b%s\b" % n, t) for t in texts):
+                stale.append(n)
+    return stale
 
 
 if __name__ == "__main__":
