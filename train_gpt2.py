@@ -218,11 +218,11 @@ _ENTRY = re.compile(r"(\d+)(?:x(\d+))?(?::([A-Za-z]+))?(?:\*(\d+))?")
 
 
 def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
-    """Prism schedule file -> layer table [(h, d, kind)] (doc/methods.md 2.2, 2.3).
+    """Layer-table file -> [(h, d, kind)] (doc/formats.md 2.4; Prism's rule, doc/methods.md 2.3).
 
     Entries H[xD][:KIND][*N] separated by whitespace, '#' comments. Without xD the head size is
     C/H and H must divide C. The entries must cover exactly n_layer layers, with non-decreasing
-    head counts unless `unchecked`. Errors are ValueError("file:line: message"). `text` replaces
+    head counts (Prism's rule, as -prism checks it) unless `unchecked` (as -layers reads it). Errors are ValueError("file:line: message"). `text` replaces
     the file's content (the path is still used in messages).
     """
     if text is None:
@@ -261,7 +261,7 @@ def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
             if prev_h is not None and h < prev_h and not unchecked:
                 raise ValueError(f"{where}: entry '{tok}': head count {h} is below the previous "
                                  f"{prev_h}; schedules must be non-decreasing "
-                                 f"(--prism_unchecked allows it)")
+                                 f"(a table that is not a Prism schedule runs with --layers)")
             if len(table) + n > n_layer:
                 raise ValueError(f"{where}: entry '{tok}': the table covers more than "
                                  f"L={n_layer} layers")
@@ -730,18 +730,22 @@ def debug_state_size(cfg, B, T, steps):
 # ---------------------------------------------------------------------------------------------
 # Command line
 
-def build_model(model_arg, prism=None, prism_unchecked=False, seed=42, flags=0,
+def build_model(model_arg, prism=None, layers=None, seed=42, flags=0,
                 sd_init_s=0.0, sd_init_theta=0.1, sd_init_u=0.02):
     """A checkpoint path (existing file or *.bin) is loaded; anything else is a descriptor,
-    optionally with a layer table (--prism) replacing the uniform one and model flags (header[9]
+    optionally with a layer table replacing the uniform one (the file `layers`, as the trainers'
+    -layers; or `prism`, the same held to Prism's rule, as -prism) and model flags (header[9]
     bits), initialized with `seed`."""
+    if prism and layers:
+        raise ValueError("--layers and --prism both give a layer table: give one")
     if os.path.isfile(model_arg) or model_arg.endswith(".bin"):
-        if prism or flags:
-            raise ValueError("--prism and the model options apply to descriptors; a checkpoint "
-                             "carries its own layer table and flags")
+        if prism or layers or flags:
+            raise ValueError("--layers, --prism and the model options apply to descriptors; a "
+                             "checkpoint carries its own layer table and flags")
         return load_model(model_arg)
     cfg = parse_descriptor(model_arg)
-    layers = parse_schedule(prism, cfg.n_embd, cfg.n_layer, prism_unchecked) if prism else None
+    table = layers or prism
+    layers = parse_schedule(table, cfg.n_embd, cfg.n_layer, unchecked=not prism) if table else None
     cfg = GPTConfig(n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
                     block_size=cfg.block_size, vocab_size=cfg.vocab_size, layers=layers,
                     flags=flags, sd_init_s=sd_init_s, sd_init_theta=sd_init_theta,
@@ -766,9 +770,9 @@ def _args(argv):
     p = argparse.ArgumentParser(description="PyTorch reference for the C/CUDA GPT-2 trainer.")
     p.add_argument("--model", required=True,
                    help="descriptor (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; V256: bytes) or .bin")
-    p.add_argument("--prism", default=None, help="schedule file replacing the uniform heads")
-    p.add_argument("--prism_unchecked", action="store_true",
-                   help="allow decreasing head counts in --prism")
+    p.add_argument("--layers", default=None, help="layer-table file replacing the uniform heads")
+    p.add_argument("--prism", default=None,
+                   help="a layer table held to Prism's rule (head counts non-decreasing)")
     p.add_argument("--seed", type=int, default=42, help="init seed (descriptors only)")
     p.add_argument("--ln", type=int, choices=(0, 1), default=1,
                    help="0: no per-block LayerNorm (descriptors only)")
@@ -812,7 +816,7 @@ def main(argv=None):
                  (FLAG_SD_SCALAR_D if args.sd_scalar_d else 0) |
                  (FLAG_SD_PLUS_D if args.sd_sign > 0 else 0) |
                  (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
-        model = build_model(args.model, args.prism, args.prism_unchecked, args.seed, flags,
+        model = build_model(args.model, args.prism, args.layers, args.seed, flags,
                             args.sd_init_s, args.sd_init_theta, args.sd_init_u)
         if not (math.isfinite(args.qk_scale) and args.qk_scale > 0):
             raise ValueError(f"--qk_scale {args.qk_scale}: expected a finite number > 0")

@@ -37,8 +37,9 @@ typedef struct {
     char val_pattern[ARG_STR_CAP];   /* -j */
     char init[ARG_STR_CAP];          /* -e */
     char out_dir[ARG_STR_CAP];       /* -o */
-    char prism[ARG_STR_CAP];         /* -prism */
-    int prism_unchecked;             /* -prism_unchecked */
+    char layers[ARG_STR_CAP];        /* -layers: a layer table */
+    char prism[ARG_STR_CAP];         /* -prism: a layer table held to Prism's rules */
+    int prism_unchecked;             /* -prism_unchecked: -prism read as -layers (older run folders) */
     int seed;                        /* -seed */
     int data_seed;                   /* -data_seed: the train loader's shuffle seed (+ rank) */
     /* model options for a descriptor -e (a checkpoint carries its own) */
@@ -109,11 +110,14 @@ static const ArgSpec ARG_TABLE[] = {
           "init: a .bin checkpoint, or a descriptor dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>] "
           "(V256: the byte vocabulary)"),
     A_STR("-o", out_dir, NULL, SCOPE_ALL, "output directory for main.log and checkpoints (empty: none)"),
+    A_STR("-layers", layers, NULL, SCOPE_ALL,
+          "layer table file: heads, head size and kind per layer (doc/formats.md 2.4); with a "
+          "descriptor -e"),
     A_STR("-prism", prism, NULL, SCOPE_ALL,
-          "layer table file: heads, head size and kind per layer, checked by Prism's rules "
-          "(doc/prism.md, doc/formats.md 2.4); with a descriptor -e"),
+          "a layer table checked by Prism's rules (doc/prism.md): a Prism schedule; with a descriptor -e"),
     A_INT("-prism_unchecked", prism_unchecked, 0, 1, SCOPE_ALL,
-          "1: allow head counts that decrease with depth (Prism's negative controls)"),
+          "1: the -prism table without Prism's rules, as -layers (the flag of run folders written "
+          "before -layers)"),
     A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (the data order is -data_seed's)"),
     A_INT("-data_seed", data_seed, 0, INT_MAX, SCOPE_ALL,
           "shuffle seed of the training data order, + rank (llm.c: 42); A/B seeds can vary it too"),
@@ -253,7 +257,13 @@ static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
         llmc_die("-n %d writes checkpoints to -o, but -o is not set", a->checkpoint_every);
     }
     if (a->keep_last > 0 && a->checkpoint_every == 0) llmc_die("-nk %d needs checkpoints (-n > 0)", a->keep_last);
-    if (a->prism_unchecked && a->prism[0] == '\0') llmc_die("-prism_unchecked 1 needs a schedule (-prism FILE)");
+    if (a->layers[0] != '\0' && a->prism[0] != '\0') {
+        llmc_die("-layers and -prism both give a layer table: -layers FILE for any table, -prism FILE "
+                 "for a Prism schedule (its rules checked)");
+    }
+    if (a->prism_unchecked && a->prism[0] == '\0') {
+        llmc_die("-prism_unchecked 1 needs a table (-prism FILE); a table without Prism's rules is -layers FILE");
+    }
     if (a->sd_sign != -1 && a->sd_sign != 1) llmc_die("-sd_sign %d: expected -1 or +1", a->sd_sign);
     if (strcmp(a->lr_schedule, "constant") == 0 && a->warmup > 0) {
         llmc_die("-k constant ignores warmup (as llm.c); drop -u %d or use -k cosine/linear/wsd", a->warmup);

@@ -127,8 +127,8 @@ bad:
 }
 
 /* A method's rules on a parsed table against the model (warnings, or an error through
- * layer_table_fail); `unchecked` relaxes them (-prism_unchecked). Returns 0 on an error. */
-typedef int (*LayerTableCheck)(LayerTable *t, const char *path, const GPT2Config *model, int unchecked);
+ * layer_table_fail): what -prism adds to -layers. Returns 0 on an error. */
+typedef int (*LayerTableCheck)(LayerTable *t, const char *path, const GPT2Config *model);
 
 /*
  * Parses table text. `model` supplies C and L. Returns 1 when there is no error, 0 otherwise.
@@ -212,14 +212,14 @@ static inline int layer_table_load(const char *path, const GPT2Config *model, La
     int64_t size = file_size_or_neg(path);
     if (size < 0) {
         memset(s, 0, sizeof(*s));
-        snprintf(s->error, LAYER_TABLE_MAX_MSG, "%s: cannot read the layer table: %s", path,
+        snprintf(s->error, LAYER_TABLE_MAX_MSG, "%.400s: cannot read the layer table: %s", path,
                  strerror(errno));
         s->has_error = 1;
         return 0;
     }
     if (size > (1 << 20)) {
         memset(s, 0, sizeof(*s));
-        snprintf(s->error, LAYER_TABLE_MAX_MSG, "%s: %lld bytes; a layer table is at most 1 MiB", path,
+        snprintf(s->error, LAYER_TABLE_MAX_MSG, "%.400s: %lld bytes; a layer table is at most 1 MiB", path,
                  (long long)size);
         s->has_error = 1;
         return 0;
@@ -232,7 +232,7 @@ static inline int layer_table_load(const char *path, const GPT2Config *model, La
     if (strlen(text) != (size_t)size) {
         free(text);
         memset(s, 0, sizeof(*s));
-        snprintf(s->error, LAYER_TABLE_MAX_MSG, "%s: contains a NUL byte; expected a text file", path);
+        snprintf(s->error, LAYER_TABLE_MAX_MSG, "%.400s: contains a NUL byte; expected a text file", path);
         s->has_error = 1;
         return 0;
     }

@@ -5,8 +5,8 @@
  *
  *   model_config_from_args   a descriptor -e plus the model options (-ln, -sd_scalar_d, -sd_sign,
  *                            -sd_init_s, -sd_init_theta, -sd_init_u, -lin_prescale) and the layer
- *                            table (-prism, llmc/layer_table.h, checked by the caller's validator:
- *                            the trainers pass Prism's rules, prism/rules.h); with a checkpoint -e
+ *                            table (-layers, llmc/layer_table.h; -prism adds the caller's
+ *                            validator: the trainers pass Prism's rules, prism/rules.h); with a checkpoint -e
  *                            those options are an error unless the run resumes (a resumed run
  *                            repeats its command line; the checkpoint's values win)
  *   model_init_params_host   GPT-2's init (llmc/param_init.h) for that config into a new host
@@ -33,17 +33,19 @@ static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sig
 
 /*
  * For a checkpoint path (init_is_file): only checks the flags (the caller reads the file). For a
- * descriptor: fills c from it, the model options and the -prism table, which `check` (may be
- * NULL) validates; warnings of the table go to stderr. Returns 1, or 0 with a one-line message in
- * err.
+ * descriptor: fills c from it, the model options and the layer table of -layers, or of -prism,
+ * which `check` (may be NULL) validates unless -prism_unchecked 1; warnings of the table go to
+ * stderr. Returns 1, or 0 with a one-line message in err.
  */
 static inline int model_config_from_args(const TrainArgs *a, const int *given, const char *init_path,
                                          int init_is_file, int resuming, LayerTableCheck check,
                                          GPT2Config *c, char *err, size_t cap) {
+    const char *table = a->layers[0] != '\0' ? a->layers : a->prism[0] != '\0' ? a->prism : NULL;
+    const char *flag = a->layers[0] != '\0' ? "-layers" : "-prism";
     if (init_is_file) {
-        if (a->prism[0] != '\0') {
-            snprintf(err, cap, "-prism %.400s: the checkpoint %.400s carries its own layer table; -prism "
-                     "applies to a descriptor -e (d12, L6C128H2T256, ...)", a->prism, init_path);
+        if (table != NULL) {
+            snprintf(err, cap, "%s %.400s: the checkpoint %.400s carries its own layer table; %s "
+                     "applies to a descriptor -e (d12, L6C128H2T256, ...)", flag, table, init_path, flag);
             return 0;
         }
         for (int i = 0; i < N_MODEL_OPTION_FLAGS; i++) {
@@ -67,9 +69,10 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
     c->sd_init_theta = a->sd_init_theta;
     c->sd_init_u = a->sd_init_u;
     c->lin_prescale = a->lin_prescale;
-    if (a->prism[0] != '\0') {
+    if (table != NULL) {
+        const int checked = check != NULL && a->prism[0] != '\0' && !a->prism_unchecked;
         LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
-        if (!layer_table_load(a->prism, c, s) || (check && !check(s, a->prism, c, a->prism_unchecked))) {
+        if (!layer_table_load(table, c, s) || (checked && !check(s, table, c))) {
             snprintf(err, cap, "%.900s", s->error);
             free(s);
             return 0;

@@ -171,7 +171,7 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
 /* -y 1: the newest checkpoint in -o with a DONE_ marker. Returns its step, or -1 for a fresh
  * start; none found is a fresh start, as in llm.c, so that a restart loop can pass -y 1 from its
  * first launch (llmc/run_folder.h decides before whether the folder allows one). *init_path gets the model file to start from, that checkpoint or -e (allocated:
- * free it). A resumed run takes its layer table from the checkpoint, so -prism is dropped. */
+ * free it). A resumed run takes its layer table from the checkpoint, so -layers / -prism is dropped. */
 static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path) {
     const size_t cap = 4200; /* -o (ARG_STR_CAP) and the checkpoint's file name */
     char *path = (char *)xmalloc(cap);
@@ -179,7 +179,9 @@ static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path
     const int step = a->resume ? find_max_done_step(a->out_dir) : -1;
     if (step >= 0) {
         ckpt_model_path(path, cap, a->out_dir, step);
-        if (a->prism[0] != '\0' && verbose) printf("resuming: the layer table comes from %s; -prism is not used\n", path);
+        const char *flag = a->layers[0] != '\0' ? "-layers" : a->prism[0] != '\0' ? "-prism" : NULL;
+        if (flag != NULL && verbose) printf("resuming: the layer table comes from %s; %s is not used\n", path, flag);
+        a->layers[0] = '\0';
         a->prism[0] = '\0';
         return step;
     }

@@ -4,11 +4,11 @@
  * uniform model.
  *
  * Defines:
- *   prism_rules_check     the rules on a parsed table (llmc/layer_table.h), a LayerTableCheck
- *   prism_schedule_load   a table file read and checked: what `-prism FILE` does
+ *   prism_rules_check     the rules on a parsed table (llmc/layer_table.h), a LayerTableCheck:
+ *                         what `-prism FILE` adds to `-layers FILE`, the one place they are checked
  *
- * Error: a head count that decreases with depth (the paper's "monotonically increasing"; with
- * -prism_unchecked 1 a warning, so that the negative controls of prism/schedules/controls/ run).
+ * Error: a head count that decreases with depth (the paper's "monotonically increasing"; the
+ * negative controls of prism/schedules/controls/ that break it run with -layers, unchecked).
  * Warnings (constraints the abstract does not state as rules, and the controls of doc/methods.md
  * 2.6): the last layer not at the base head count, fewer than L/2 base layers, a run of a
  * non-base width shorter than 2 or longer than 4 layers, a head count more than doubling between
@@ -22,23 +22,8 @@
 #include "../llmc/layer_table.h"
 
 /* `model` supplies C, L and the base head count (its num_heads). */
-static inline int prism_rules_check(LayerTable *s, const char *path, const GPT2Config *model, int unchecked) {
+static inline int prism_rules_check(LayerTable *s, const char *path, const GPT2Config *model) {
     const int C = model->channels, L = model->num_layers, base = model->num_heads;
-    /* Monotonicity: few wide heads early, many narrow heads late. */
-    for (int l = 1; l < L; l++) {
-        if (s->layer[l].n_head < s->layer[l - 1].n_head) {
-            if (!unchecked) {
-                return layer_table_fail(s, path, s->line[l], "layer %d has %d heads after %d at layer "
-                                   "%d: head counts must not decrease with depth (pass "
-                                   "-prism_unchecked 1 to run a negative control)", l,
-                                   s->layer[l].n_head, s->layer[l - 1].n_head, l - 1);
-            }
-            layer_table_warn(s, path, s->line[l], "layer %d has %d heads after %d at layer %d: not a "
-                        "Prism schedule (allowed by -prism_unchecked 1)", l, s->layer[l].n_head,
-                        s->layer[l - 1].n_head, l - 1);
-            break;
-        }
-    }
     /* The constraints the paper does not state as rules (doc/methods.md 2.3): warnings only. */
     if (s->layer[L - 1].n_head != base) {
         layer_table_warn(s, path, s->line[L - 1], "the last layer has %d heads; the model's base is %d "
@@ -79,20 +64,17 @@ static inline int prism_rules_check(LayerTable *s, const char *path, const GPT2C
                         s->layer[l].n_head, s->layer[l].head_size, attn_width(&s->layer[l]), C);
         }
     }
+    /* Monotonicity: few wide heads early, many narrow heads late. Checked last, so that a table
+     * it rejects still carries the warnings of the other rules. */
+    for (int l = 1; l < L; l++) {
+        if (s->layer[l].n_head < s->layer[l - 1].n_head) {
+            return layer_table_fail(s, path, s->line[l], "layer %d has %d heads after %d at layer %d: "
+                                    "head counts must not decrease with depth (a table that is not a "
+                                    "Prism schedule, e.g. a negative control, runs with -layers FILE)",
+                                    l, s->layer[l].n_head, s->layer[l - 1].n_head, l - 1);
+        }
+    }
     return 1;
-}
-
-/* The table file at path, parsed against the model's shape and checked by Prism's rules. Returns
- * 1 when there is no error (warnings may be present), 0 with s->error otherwise. */
-static inline int prism_schedule_load(const char *path, const GPT2Config *model, int unchecked,
-                                      LayerTable *s) {
-    return layer_table_load(path, model, s) && prism_rules_check(s, path, model, unchecked);
-}
-
-/* The same from text (the tests). */
-static inline int prism_schedule_parse(const char *text, const char *path, const GPT2Config *model,
-                                       int unchecked, LayerTable *s) {
-    return layer_table_parse(text, path, model, s) && prism_rules_check(s, path, model, unchecked);
 }
 
 #endif /* PRISM_RULES_H */

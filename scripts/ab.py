@@ -27,8 +27,8 @@ Arms: a comma list; the first is the reference every other arm is paired against
                    the size's preset (prism/schedules/<model>_prism[_b|_c|_d].txt; doc/methods.md
                    2.6); prism_d has no 256-wide heads
   NAME=FILE        any layer-table file (doc/prism.md: head counts and sizes, kinds such as sd or
-                   lin); it is run with -prism_unchecked 1, since such a table need not follow
-                   Prism's rules (for example the table sd_attention/prescribe.py writes)
+                   lin); it is run with -layers, since such a table need not follow Prism's
+                   rules (for example the table sd_attention/prescribe.py writes)
 Pairing (doc/methods.md 2.6 "Protocol"): within a seed S every arm starts from the same weights
 (-seed S; a layer table changes no parameter shape) and reads the same batches. --data-order seed
 (the default) gives seed S the data order -data_seed S, so that the spread over seeds covers the
@@ -269,7 +269,10 @@ class Plan:
         args = ["scripts/run_gpt2.sh", "--size", a.size, "--seed", str(seed),
                 "--data-seed", str(self.data_seed(seed)), "--gpus", str(a.gpus), "--bin", self.bin,
                 "--out", self.run_dir(arm, seed)]
-        args += ["--arm", "uniform"] if arm["table"] is None else ["--arm", "prism", "--schedule", arm["table"]]
+        if arm["table"] is None:
+            args += ["--arm", "uniform"]
+        else:
+            args += ["--arm", "prism" if arm["checked"] else "table", "--schedule", arm["table"]]
         args += ["--steps", str(a.steps)] if a.steps else ["--budget", a.budget]
         if a.data != "fineweb":  # run_gpt2.sh's default is FineWeb of the size's recipe
             args += ["--data", os.path.dirname(self.val_glob)]
@@ -278,7 +281,7 @@ class Plan:
         if a.gpu_arch:
             args += ["--gpu-arch", a.gpu_arch]
         args += ["--hellaswag", "1" if os.path.isfile("dev/data/" + TASK_FILES["hellaswag"]) else "0"]
-        return args, ([] if arm["checked"] else ["--", "-prism_unchecked", "1"])
+        return args, []
 
     def launcher(self, arm, seed, *mode):
         """The run_gpt2.sh command line, with a mode flag (--dry-run, --print-done-file) if given."""
@@ -308,7 +311,7 @@ class Plan:
         if self.a.data_order == "seed":
             cmd += ["-data_seed", str(seed)]
         if arm["table"] is not None:
-            cmd += ["-prism", arm["table"]] + ([] if arm["checked"] else ["-prism_unchecked", "1"])
+            cmd += ["-prism" if arm["checked"] else "-layers", arm["table"]]
         if a.gpus > 1:
             cmd = ["mpirun", "-np", str(a.gpus)] + cmd
         return cmd, {"OMP_NUM_THREADS": str(a.threads)}

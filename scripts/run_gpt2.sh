@@ -15,7 +15,7 @@
 # What it does, as llm.c's scripts/run_gpt2_*.sh:
 #   - the recipe's flags: -b -t -d -x -l -u 700 -q 0.0 -c 0.1 -z 1 -r 0 -v 250 -h 1 -s -g 144 -n
 #     -y 1; the arm adds -prism prism/schedules/<scale>_prism.txt (uniform: the descriptor's own
-#     heads); -seed sets the init seed. The data order is llm.c's (shuffle seed 42 + rank) in
+#     heads; table: -layers --schedule FILE, any layer table without Prism's rules); -seed sets the init seed. The data order is llm.c's (shuffle seed 42 + rank) in
 #     both arms, so two arms with the same seed form an A/B pair (doc/methods.md 2.6 "Protocol");
 #   - the val-loss comparability rule (doc/formats.md 13): every eval reads the first 10*2^20 val
 #     tokens, so -m = 10485760 / (B * T * processes), which must divide exactly;
@@ -41,8 +41,9 @@ usage() {
 usage: scripts/run_gpt2.sh --size 124M|354M|757M [options] [-- extra trainer flags]
   --size S            model and recipe: 124M (-e d12, FineWeb 10B), 354M (-e d24, FineWeb 100B),
                       757M (-e L24C1536H24, FineWeb 100B; llm.c's 774M recipe)
-  --arm A             uniform (default) or prism
-  --schedule FILE     Prism schedule (default prism/schedules/{d12,d24,L24C1536}_prism.txt)
+  --arm A             uniform (default), prism, or table (any layer table: -layers FILE)
+  --schedule FILE     the layer table of --arm prism (a Prism schedule, default
+                      prism/schedules/{d12,d24,L24C1536}_prism.txt) or --arm table (required)
   --seed N            init seed, -seed (default 42; the data order is the same for every seed)
   --data-seed N       the data order's shuffle seed, -data_seed (default 42, llm.c's); give both
                       arms of a pair the same one
@@ -133,7 +134,7 @@ done
 
 [ -n "$SIZE" ] || die "--size: expected 124M, 354M or 757M (see --help)"
 set_recipe "$SIZE"
-case "$ARM" in uniform|prism) ;; *) die "--arm '$ARM': expected uniform or prism" ;; esac
+case "$ARM" in uniform|prism|table) ;; *) die "--arm '$ARM': expected uniform, prism or table" ;; esac
 case "$LAUNCHER" in local|slurm-task) ;; *) die "--launcher '$LAUNCHER': expected local or slurm-task" ;; esac
 case "$RENDEZVOUS" in fs|tcp) ;; *) die "--rendezvous '$RENDEZVOUS': expected fs or tcp" ;; esac
 case "$HELLASWAG" in 0|1) ;; *) die "--hellaswag '$HELLASWAG': expected 0 or 1" ;; esac
@@ -153,7 +154,8 @@ esac
 [ "$HELLASWAG" = 0 ] || [ "$B" -ge 4 ] ||
   die "--micro-batch $B: -h 1 needs B >= 4 (a HellaSwag example takes 4 rows); use --hellaswag 0"
 [ "$ARM" = prism ] && SCHEDULE=${SCHEDULE:-prism/schedules/${SCALE}_prism.txt}
-[ "$ARM" = uniform ] && [ -n "$SCHEDULE" ] && die "--schedule $SCHEDULE: only with --arm prism"
+[ "$ARM" = uniform ] && [ -n "$SCHEDULE" ] && die "--schedule $SCHEDULE: only with --arm prism or table"
+[ "$ARM" = table ] && [ -z "$SCHEDULE" ] && die "--arm table needs its layer table: --schedule FILE"
 OUT=${OUT:-log/gpt2_${SIZE}_${ARM}_seed${SEED}}
 
 # Processes: --gpus locally; the Slurm task count under srun.
@@ -212,6 +214,7 @@ FLAGS=(-i "$TRAIN_GLOB" -j "$VAL_GLOB" -o "$OUT" -e "$DESC" -seed "$SEED"
        -z 1 -r 0 -v 250 -m "$VAL_BATCHES" -h "$HELLASWAG" -s "$SAMPLE_EVERY" -g 144
        -n "$CKPT_EVERY" -y 1)
 [ "$ARM" = prism ] && FLAGS+=(-prism "$SCHEDULE")
+[ "$ARM" = table ] && FLAGS+=(-layers "$SCHEDULE")
 [ "$DATA_SEED" != 42 ] && FLAGS+=(-data_seed "$DATA_SEED")
 if [ "$LAUNCHER" = slurm-task ]; then
   # some Slurm versions write SLURM_NTASKS_PER_NODE as "8(x2)"
@@ -251,7 +254,7 @@ missing_inputs() {
   local fetch="python dev/data/fineweb.py -t $kind -v $version"
   compgen -G "$TRAIN_GLOB" >/dev/null || echo "$TRAIN_GLOB: no train shard matches (prepare FineWeb: $fetch)"
   compgen -G "$VAL_GLOB" >/dev/null || echo "$VAL_GLOB: no val shard matches (prepare FineWeb: $fetch)"
-  if [ "$ARM" = prism ] && [ ! -f "$SCHEDULE" ]; then echo "$SCHEDULE: Prism schedule not found (--schedule)"; fi
+  if [ "$ARM" != uniform ] && [ ! -f "$SCHEDULE" ]; then echo "$SCHEDULE: layer table not found (--schedule)"; fi
   if [ "$HELLASWAG" = 1 ] && [ ! -f dev/data/hellaswag/hellaswag_val.bin ]; then
     echo "dev/data/hellaswag/hellaswag_val.bin: not found, needed by -h 1 (python dev/data/hellaswag.py, or --hellaswag 0)"
   fi
@@ -286,7 +289,7 @@ schedule_head_sizes() {  # file C -> the head sizes, one per entry
   done
 }
 sm8_warning() {
-  [ "$ARM" = prism ] && [ -f "$SCHEDULE" ] || return 0
+  [ "$ARM" != uniform ] && [ -f "$SCHEDULE" ] || return 0
   local arch=$GPU_ARCH
   [ -n "$arch" ] || arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ' || true)
   case "$arch" in 8.*) ;; *) return 0 ;; esac

@@ -162,7 +162,7 @@ class Steps:
         ck = self.ckpt(size, seed, arm)
         train, val, _, tok = self.data(size)
         every = self.checkpoint_every(size)
-        out = [([self.a.bin, "-e", p["model"], "-prism", table] + extra +
+        out = [([self.a.bin, "-e", p["model"], "-layers", table] + extra +
                 ["-seed", str(seed), "-data_seed", str(seed), "-i", train, "-j", val, "-tok", tok,
                  "-b", str(p["B"]), "-t", str(p["T"]), "-x", str(n), "-l", str(LR),
                  "-u", str(self.warmup(size)), "-q", "0.1", "-c", "0.1", "-v", str(every),

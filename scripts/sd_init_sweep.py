@@ -103,7 +103,7 @@ def compare(init, final):
 
 def trainer_cmd(binary, arm, opts, steps, data, out):
     train, val, _ = DATA[data]
-    return [binary, "-e", MODEL, "-prism", os.path.join(out, "table.txt"), "-ln", "0",
+    return [binary, "-e", MODEL, "-layers", os.path.join(out, "table.txt"), "-ln", "0",
             "-sd_init_s", repr(opts["sd_init_s"]), "-sd_decay_s", str(opts["sd_decay_s"]),
             "-sd_init_u", repr(opts["sd_init_u"]), "-i", train, "-j", val, "-b", "4", "-t", "128",
             "-x", str(steps), "-l", repr(opts["lr"]), "-u", "20", "-q", "0.1", "-c", "0.1",

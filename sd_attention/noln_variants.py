@@ -114,7 +114,7 @@ def build(a):
         table.close()
         table = table.name
     try:
-        model = tg.build_model(a.model, prism=table, prism_unchecked=True, seed=a.seed, flags=flags,
+        model = tg.build_model(a.model, layers=table, seed=a.seed, flags=flags,
                                sd_init_u=a.sd_init_u)
     finally:
         if table:

@@ -70,7 +70,7 @@ the attention parameters and the attention FLOPs per token of the prescribed tab
 uniform model of the same shape (the prescribed kinds, H heads of C/H at every layer) and of the
 measured model. -o writes the table file (NAME.tmp, fsync, rename): comment lines naming the
 source checkpoint, c, the rule and the measured model's options, then one line of entries,
-consecutive equal layers run-length compressed (`4x8:sd*2 4x32:sd`), for `-prism` with
+consecutive equal layers run-length compressed (`4x8:sd*2 4x32:sd`), for `-layers` with
 `-e L<L>C<C>H<H>[T<T>]` (doc/prism.md).
 
 Errors: one line `error: <file or flag>: <what was expected>` and exit 1: a missing or unreadable
@@ -351,7 +351,7 @@ def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd
             f"--measure {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]} (S for "
             f"S-D heads, R for standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
     if desc:
-        text += f"# train with: ./train_gpt2 -e {desc} -prism THIS_FILE {options_text(opts, has_sd)}".rstrip() + "\n"
+        text += f"# train with: ./train_gpt2 -e {desc} -layers THIS_FILE {options_text(opts, has_sd)}".rstrip() + "\n"
     elif options_text(opts, has_sd):
         text += f"# the measured model's options: {options_text(opts, has_sd)}\n"
     return text + entries + "\n"

@@ -134,7 +134,7 @@ static void sibling_path(const char *out, const char *suffix, char *buf, size_t 
 }
 
 /* The table as a schedule file (doc/prism.md syntax H[xD][:KIND][*N]); runs of equal layers are
- * written once with *N. Head counts may decrease (load it with -prism_unchecked 1 if so). */
+ * written once with *N. Head counts may decrease: -layers reads it. */
 static void write_schedule(const GPT2Config *c, const char *path, const char *origin) {
     AtomicFile af;
     atomic_open(&af, path);

@@ -181,8 +181,8 @@ check "ab.py tiny: the summary's paired val loss, task deltas and Delta D_l equa
 [ "$(cat "$d/tiny.check")" = consistent ] || head -n 5 "$d/tiny.check"
 check "ab.py tiny: seed S reads the data order -data_seed S and inits with -seed S in every arm" \
   bash -c "grep -q -- '-data_seed *| 2 ' $o/narrow_seed2/stdout.log && grep -q -- '-seed *| 2 ' $o/prism_seed2/stdout.log"
-check "ab.py tiny: the table arm runs with -prism_unchecked 1, the preset with the rules checked" \
-  bash -c "grep -q -- '-prism_unchecked *| 1 ' $o/narrow_seed1/stdout.log && grep -q -- '-prism_unchecked *| 0 ' $o/prism_seed1/stdout.log"
+check "ab.py tiny: the table arm runs with -layers, the preset with -prism (the rules checked)" \
+  bash -c "grep -q -- '^| -layers  *| [^\"]' $o/narrow_seed1/stdout.log && grep -q -- '^| -prism  *| prism/' $o/prism_seed1/stdout.log"
 check "ab.py tiny: the narrow table's layers are 2 heads x 32" grep -q '2 heads x  32' "$o/narrow_seed1/stdout.log"
 # The arms of a seed start from the same weights (same -seed): uniform and Prism differ at step 0
 # only by the head split (measured 0.0000 here); two seeds differ by about 0.04 nats, so 1e-3

@@ -15,7 +15,7 @@ RUN=(./train_gpt2 -e tiny "${DATA[@]}" -b 1 -t 16 -x 1 -s 0 -v 0 -m 1)
 help=$(./train_gpt2 --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 missing=""
-for f in -i -j -e -o -prism -prism_unchecked -seed -n -nk -nm -y -b -t -d -x -k -l -u -q -c -sl -sg -v -m -s -g -h -tok -a -lg -f -w -ge -z -r -pn -pr -pg -pi -ps -pf; do
+for f in -i -j -e -o -layers -prism -prism_unchecked -seed -n -nk -nm -y -b -t -d -x -k -l -u -q -c -sl -sg -v -m -s -g -h -tok -a -lg -f -w -ge -z -r -pn -pr -pg -pi -ps -pf; do
   printf '%s\n' "$help" | grep -Eq "^  $f +.*\(default " || missing="$missing $f"
 done
 check "--help lists every flag with its default (missing:$missing)" test -z "$missing"
@@ -40,7 +40,7 @@ expect_error "-y 1 without -o" "^error: -y 1 resumes from -o" "${RUN[@]}" -y 1
 expect_error "-n without -o" "^error: -n 5 writes checkpoints to -o" "${RUN[@]}" -n 5
 expect_error "-nk without -n" "^error: -nk 2 needs checkpoints" "${RUN[@]}" -nk 2
 expect_error "-k constant with warmup" "^error: -k constant ignores warmup" "${RUN[@]}" -k constant -u 10
-expect_error "-prism_unchecked without -prism" "^error: -prism_unchecked 1 needs a schedule" "${RUN[@]}" -prism_unchecked 1
+expect_error "-prism_unchecked without -prism" "^error: -prism_unchecked 1 needs a table \(-prism FILE\); a table without Prism's rules is -layers FILE" "${RUN[@]}" -prism_unchecked 1
 expect_error "unknown descriptor" "^error: -e: descriptor 'd13': depth 13" "${RUN[@]}" -e d13
 expect_error "malformed custom descriptor" "^error: -e: descriptor 'L4C64': expected L<layers>C<channels>H<heads>" "${RUN[@]}" -e L4C64
 expect_error "gpt3:c5140 fails its divisibility check" "^error: -e: descriptor 'gpt3:c5140': C 5140 is not a multiple of head size 128" "${RUN[@]}" -e gpt3:c5140
@@ -54,11 +54,16 @@ printf '1 1 2 4\n' > "$d/warn.txt"
 expect_error "schedule file missing" "^error: $d/none.txt: cannot read the layer table" "${RUN[@]}" -prism "$d/none.txt"
 expect_error "schedule: head count not dividing C" "^error: $d/nondivisor.txt:3: 3 heads do not divide C = 64" "${RUN[@]}" -prism "$d/nondivisor.txt"
 expect_error "schedule: too few layers" "^error: $d/short.txt:1: the table covers 3 layers; the model has 4" "${RUN[@]}" -prism "$d/short.txt"
-expect_error "schedule: decreasing" "^error: $d/decreasing.txt:1: layer 1 has 2 heads after 4 .*-prism_unchecked 1" "${RUN[@]}" -prism "$d/decreasing.txt"
+expect_error "schedule: decreasing, under -prism: one error naming -layers" "^error: $d/decreasing.txt:1: layer 1 has 2 heads after 4 .*runs with -layers FILE\)$" "${RUN[@]}" -prism "$d/decreasing.txt"
 expect_error "schedule: bad entry" "^error: $d/syntax.txt:1: bad entry '4q'" "${RUN[@]}" -prism "$d/syntax.txt"
-out=$("${RUN[@]}" -prism "$d/decreasing.txt" -prism_unchecked 1 2>&1); rc=$?
-check "-prism_unchecked 1 runs a decreasing schedule (negative control), with a warning" \
-  bash -c "[ $rc -eq 0 ] && grep -q 'warning: $d/decreasing.txt:1: layer 1 has 2 heads after 4' <<<\"\$0\"" "$out"
+out=$("${RUN[@]}" -layers "$d/decreasing.txt" 2>&1); rc=$?
+check "-layers runs a decreasing table (a negative control of Prism), with no Prism warning" \
+  bash -c "[ $rc -eq 0 ] && ! grep -q '^warning: $d/decreasing.txt' <<<\"\$0\"" "$out"
+out2=$("${RUN[@]}" -prism "$d/decreasing.txt" -prism_unchecked 1 2>&1); rc2=$?
+check "-prism FILE -prism_unchecked 1 (older run folders' flags) runs it as -layers does: the same losses" \
+  bash -c "[ $rc2 -eq 0 ] && [ \"\$(grep -oE '^(val loss|step .* loss) [0-9.]+' <<<\"\$0\")\" = \"\$(grep -oE '^(val loss|step .* loss) [0-9.]+' <<<\"\$1\")\" ]" "$out" "$out2"
+expect_error "-layers with -prism: one error" "^error: -layers and -prism both give a layer table" \
+  "${RUN[@]}" -layers "$d/warn.txt" -prism "$d/warn.txt"
 out=$("${RUN[@]}" -prism "$d/warn.txt" 2>&1); rc=$?
 check "schedule warnings name file:line and the run proceeds" \
   bash -c "[ $rc -eq 0 ] && grep -q 'warning: $d/warn.txt:1: a run of 1 layer with 2 heads' <<<\"\$0\"" "$out"

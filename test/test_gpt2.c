@@ -1,7 +1,7 @@
 /*
  * test/test_gpt2.c: the CPU trainer against the PyTorch reference (train_gpt2.py).
  *
- *   ./test_gpt2 MODEL.bin DEBUG_STATE.bin [-init DESC [-prism FILE] [-prism_unchecked 1]
+ *   ./test_gpt2 MODEL.bin DEBUG_STATE.bin [-init DESC [-layers FILE | -prism FILE]
  *                                          [-sd_init_s X] [-sd_init_theta Y] [-sd_init_u Z]]
  *
  * MODEL.bin and DEBUG_STATE.bin come from `train_gpt2.py --write_model --debug_state` (random
@@ -25,16 +25,16 @@
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s MODEL.bin DEBUG_STATE.bin [-init DESC [-prism FILE] [-prism_unchecked 1]]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.bin DEBUG_STATE.bin [-init DESC [-layers FILE | -prism FILE]]\n", argv[0]);
         return 2;
     }
     const char *init_desc = NULL, *prism = NULL;
-    int unchecked = 0;
+    int unchecked = 0; /* -layers: the table without Prism's rules */
     float sd_init_s = 0.0f, sd_init_theta = 0.1f, sd_init_u = 0.02f; /* train_gpt2.py's defaults */
     for (int i = 3; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "-init") == 0) init_desc = argv[i + 1];
         else if (strcmp(argv[i], "-prism") == 0) prism = argv[i + 1];
-        else if (strcmp(argv[i], "-prism_unchecked") == 0) unchecked = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "-layers") == 0) prism = argv[i + 1], unchecked = 1;
         else if (strcmp(argv[i], "-sd_init_s") == 0) sd_init_s = (float)atof(argv[i + 1]);
         else if (strcmp(argv[i], "-sd_init_theta") == 0) sd_init_theta = (float)atof(argv[i + 1]);
         else if (strcmp(argv[i], "-sd_init_u") == 0) sd_init_u = (float)atof(argv[i + 1]);
@@ -57,7 +57,9 @@ int main(int argc, char **argv) {
         if (!config_from_descriptor(init_desc, &ic, msg, sizeof(msg))) llmc_die("%s", msg);
         if (prism != NULL) {
             LayerTable sch;
-            if (!prism_schedule_load(prism, &ic, unchecked, &sch)) llmc_die("%s", sch.error);
+            if (!layer_table_load(prism, &ic, &sch) || (!unchecked && !prism_rules_check(&sch, prism, &ic))) {
+                llmc_die("%s", sch.error);
+            }
             layer_table_apply(&sch, &ic);
         }
         /* the model options (not the table) come from the checkpoint's header */

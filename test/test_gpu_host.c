@@ -47,7 +47,7 @@ static GPT2Config model_of(const char *desc, const char *schedule) {
     if (!config_from_descriptor(desc, &c, msg, sizeof(msg))) llmc_die("%s", msg);
     if (schedule != NULL) {
         LayerTable s;
-        if (!prism_schedule_parse(schedule, "test", &c, 1, &s)) llmc_die("%s", s.error);
+        if (!layer_table_parse(schedule, "test", &c, &s)) llmc_die("%s", s.error);
         layer_table_apply(&s, &c);
     }
     return c;
@@ -805,7 +805,7 @@ static void test_model_from_args(void) {
     cpu.sd_init_u = 0.25f;
     cpu.lin_prescale = 1;
     LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
-    prism_schedule_load(table, &cpu, 0, s);
+    CHECK(layer_table_load(table, &cpu, s) && prism_rules_check(s, table, &cpu), "the table loads (%s)", s->error);
     layer_table_apply(s, &cpu);
     free(s);
     CHECK(memcmp(&cpu, &c, sizeof(c)) == 0, "the GPU trainer's config equals the CPU trainer's byte for byte");
@@ -842,6 +842,31 @@ static void test_model_from_args(void) {
     parse(&a, given, argv4, 5);
     ok = !model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) && strstr(err, "no_such_table");
     CHECK(ok, "a missing table is an error naming it: %s", err);
+    /* -layers: any table, no Prism rules; -prism: the rules; -prism_unchecked 1 (older run
+     * folders' flags.txt) reads -prism as -layers */
+    f = xfopen(table, "w");
+    fprintf(f, "4 2*3\n");   /* decreasing head counts: a negative control of Prism */
+    xfclose(f, table);
+    const char *argv5[] = {"x", "-e", "tiny", "-layers", table};
+    parse(&a, given, argv5, 5);
+    ok = model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) &&
+         c.layer[0].n_head == 4 && c.layer[1].n_head == 2;
+    CHECK(ok, "-layers: a table with decreasing head counts -> config (%s)", ok ? "ok" : err);
+    const char *argv6[] = {"x", "-e", "tiny", "-prism", table};
+    parse(&a, given, argv6, 5);
+    ok = !model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) &&
+         strstr(err, "must not decrease") && strstr(err, "-layers FILE");
+    CHECK(ok, "-prism: the same table is refused, naming -layers: %s", err);
+    const char *argv7[] = {"x", "-e", "tiny", "-prism", table, "-prism_unchecked", "1"};
+    parse(&a, given, argv7, 7);
+    ok = model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) &&
+         c.layer[1].n_head == 2;
+    CHECK(ok, "-prism -prism_unchecked 1 reads it as -layers (%s)", ok ? "ok" : err);
+    const char *argv8[] = {"x", "-e", "model.bin", "-layers", table};
+    parse(&a, given, argv8, 5);
+    ok = !model_config_from_args(&a, given, a.init, 1, 0, prism_rules_check, &c, err, sizeof(err)) &&
+         strncmp(err, "-layers ", 8) == 0 && strstr(err, "carries its own layer table");
+    CHECK(ok, "checkpoint + -layers: %s", err);
     remove(table);
 }
 

@@ -52,7 +52,7 @@ int main() {
     char msg[256];
     CHECK(config_from_descriptor("d12", &c, msg, sizeof(msg)) == 1, "C++: d12 descriptor parses");
     LayerTable s;
-    CHECK(prism_schedule_parse("3*2 6*2 12*8", "x", &c, 0, &s) == 1 && s.n_warnings == 0,
+    CHECK(layer_table_parse("3*2 6*2 12*8", "x", &c, &s) == 1 && prism_rules_check(&s, "x", &c) == 1 && s.n_warnings == 0,
           "C++: Prism schedule parses without warnings");
     layer_table_apply(&s, &c);
     ParamLayout p;

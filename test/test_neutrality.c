@@ -34,7 +34,10 @@ static GPT2Config model_of(const char *desc) {
 /* The model's config with a schedule applied; dies if the schedule does not parse. */
 static GPT2Config with_schedule(const GPT2Config *base, const char *text, int unchecked) {
     LayerTable s;
-    if (!prism_schedule_parse(text, "inline", base, unchecked, &s)) llmc_die("%s", s.error);
+    /* -prism's reading, or with unchecked -layers' (no Prism rule) */
+    if (!layer_table_parse(text, "inline", base, &s) || (!unchecked && !prism_rules_check(&s, "inline", base))) {
+        llmc_die("%s", s.error);
+    }
     GPT2Config c = *base;
     layer_table_apply(&s, &c);
     return c;
@@ -116,16 +119,19 @@ static int check_files(const char *dir, const char *prefix, const GPT2Config *un
         char path[256];
         snprintf(path, sizeof(path), "%s/%.100s", dir, e->d_name);
         LayerTable s;
-        int ok = prism_schedule_load(path, uni, unchecked, &s);
+        int ok = layer_table_load(path, uni, &s);
         CHECK(ok, "%s: loads (%s)", path, s.error);
         if (!ok) continue;
-        /* a negative control breaks at least one of Prism's rules (a warning under
-         * -prism_unchecked 1); a preset breaks none */
+        /* a negative control (run with -layers) breaks at least one of Prism's rules (an error or
+         * a warning under -prism); a preset (run with -prism) breaks none */
+        LayerTable r = s;
+        const int rules_ok = prism_rules_check(&r, path, uni);
         if (unchecked)
-            CHECK(s.n_warnings > 0, "%s: the rules flag the control (%d warnings)", path, s.n_warnings);
+            CHECK(!rules_ok || r.n_warnings > 0, "%s: the rules flag the control (%s; %d warnings)", path,
+                  rules_ok ? "no error" : r.error, r.n_warnings);
         else
-            CHECK(s.n_warnings == 0, "%s: a preset passes every rule (%d warnings%s%s)", path, s.n_warnings,
-                  s.n_warnings ? ": " : "", s.n_warnings ? s.warning[0] : "");
+            CHECK(rules_ok && r.n_warnings == 0, "%s: a preset passes every rule (%d warnings%s%s)", path,
+                  r.n_warnings, r.n_warnings ? ": " : "", r.n_warnings ? r.warning[0] : "");
         GPT2Config pc = *uni;
         layer_table_apply(&s, &pc);
         check_neutral(path, uni, &pc);

@@ -346,7 +346,7 @@ def error_checks(ckpt):
 # End to end
 
 def train(desc, table, out_dir=None, extra=()):
-    args = [TRAIN, "-e", desc, "-prism", table, "-ln", "0", "-i", os.path.join(TS, "tiny_shakespeare_train.bin"),
+    args = [TRAIN, "-e", desc, "-layers", table, "-ln", "0", "-i", os.path.join(TS, "tiny_shakespeare_train.bin"),
             "-j", os.path.join(TS, "tiny_shakespeare_val.bin"), "-b", "2", "-t", "32", "-x", "1", "-v", "1",
             "-m", "1", "-s", "0", *extra]
     if out_dir:
@@ -382,7 +382,7 @@ def end_to_end():
     check(entries_of(table) == [want], f"the table is the rule applied to those medians ({want})")
     with open(table) as f:
         text = f.read()
-    check(ckpt in text.splitlines()[0] and "-e L2C64H4T32 -prism" in text and "-ln 0" in text,
+    check(ckpt in text.splitlines()[0] and "-e L2C64H4T32 -layers" in text and "-ln 0" in text,
           "the table names the checkpoint, the descriptor and the measured model's -ln 0")
     rc2, so2, _ = run("--spectrum", ref)
     check(rc2 == 0 and f"table: {want}" in so2 and "at T 32" in so2,
@@ -392,7 +392,7 @@ def end_to_end():
     expect = [(str(h), str(d), k) for h, d, k in ((e.split("x")[0], e.split("x")[1].split(":")[0],
                                                    e.split(":")[1].split("*")[0]) for e in want.split())]
     check(r.returncode == 0 and sizes == expect,
-          f"./train_gpt2 -e L2C64H4T32 -prism TABLE -ln 0 -x 1 accepts the table: exit {r.returncode}, layers {sizes}")
+          f"./train_gpt2 -e L2C64H4T32 -layers TABLE -ln 0 -x 1 accepts the table: exit {r.returncode}, layers {sizes}")
     table3 = os.path.join(TMP, "e2e_table3.txt")
     rc4, _, _ = run("--checkpoint", ckpt, "--kind", "mha", "-o", table3)
     with open(table3) as f:

@@ -399,7 +399,9 @@ def test_schedule_errors():
                      f"schedule error {name} at line {line}")
     path = tmp("decreasing.txt")
     table = tg.parse_schedule(path, 64, 4, unchecked=True)
-    check(table[0][0] == 4 and table[1][0] == 2, "--prism_unchecked accepts decreasing heads")
+    check(table[0][0] == 4 and table[1][0] == 2, "unchecked (as --layers reads it) accepts decreasing heads")
+    check(tg.main(["--model", "tiny", "--layers", path]) == 0 and tg.main(["--model", "tiny", "--prism", path]) == 1,
+          "CLI: --layers builds a model with decreasing heads, --prism refuses it")
     rc = tg.main(["--model", "tiny", "--prism", tmp("divisor.txt")])
     check(rc == 1, "CLI exits 1 on a bad schedule")
 

@@ -21,6 +21,15 @@
 #include "harness.h"
 #include "../kinds/registry.h"
 
+/* How the trainers read a table: -prism parses it and checks Prism's rules (prism_rules_check);
+ * -layers (unchecked = 1 here) only parses it. */
+static int table_parse(const char *text, const char *path, const GPT2Config *m, int unchecked, LayerTable *s) {
+    return layer_table_parse(text, path, m, s) && (unchecked || prism_rules_check(s, path, m));
+}
+static int table_load(const char *path, const GPT2Config *m, int unchecked, LayerTable *s) {
+    return layer_table_load(path, m, s) && (unchecked || prism_rules_check(s, path, m));
+}
+
 static GPT2Config model_of(const char *desc) {
     GPT2Config c;
     char msg[256];
@@ -47,7 +56,7 @@ static int find_warning(const LayerTable *s, const char *phrase) {
 static void expect_error(const char *name, const char *text, const GPT2Config *m, int unchecked,
                          int line, const char *phrase1, const char *phrase2) {
     LayerTable s;
-    int ok = prism_schedule_parse(text, "sched.txt", m, unchecked, &s);
+    int ok = table_parse(text, "sched.txt", m, unchecked, &s);
     CHECK(ok == 0 && s.has_error, "%s: rejected (returned %d, has_error %d)", name, ok, s.has_error);
     CHECK(has_prefix(s.error, "sched.txt", line), "%s: error starts 'sched.txt:%d: ': \"%s\"", name,
           line, s.error);
@@ -59,7 +68,7 @@ static void expect_error(const char *name, const char *text, const GPT2Config *m
 static LayerTable expect_ok(const char *name, const char *text, const GPT2Config *m,
                                int unchecked, int n_warn) {
     LayerTable s;
-    int ok = prism_schedule_parse(text, "sched.txt", m, unchecked, &s);
+    int ok = table_parse(text, "sched.txt", m, unchecked, &s);
     CHECK(ok == 1 && !s.has_error, "%s: accepted (error: \"%s\")", name, s.has_error ? s.error : "");
     CHECK(s.n_warnings == n_warn, "%s: %d warning(s), expected %d%s%s", name, s.n_warnings, n_warn,
           s.n_warnings > 0 ? "; first: " : "", s.n_warnings > 0 ? s.warning[0] : "");
@@ -221,7 +230,7 @@ static void test_errors(void) {
                  "the table covers 5 layers");
     {
         LayerTable t;
-        prism_schedule_parse("12*6", "sched.txt", &d12, 0, &t);
+        table_parse("12*6", "sched.txt", &d12, 0, &t);
         CHECK(t.has_error && strstr(t.error, "the model has 12") != NULL && strchr(t.error, '(') == NULL,
               "a count error without an HxD entry has no reading note: \"%s\"", t.error);
     }
@@ -235,20 +244,22 @@ static void test_errors(void) {
 
     /* monotonicity: the error names the first decreasing layer and its line */
     expect_error("decreasing", "12*6 6*3 3*3", &d12, 0, 1, "layer 6 has 6 heads after 12 at layer 5",
-                 "-prism_unchecked");
+                 "runs with -layers FILE");
     expect_error("decreasing (multi-line)", "12*6\n6*3\n3*3\n", &d12, 0, 2,
-                 "must not decrease with depth", "-prism_unchecked 1");
+                 "must not decrease with depth", "-layers FILE");
 
-    /* the same with unchecked = 1: accepted, warned. The other warnings this table earns (last
-     * layer 3 != base 12; a run of 6 at 12 heads, as the schedule has no final base run) are
-     * checked by the control files below; here only the monotonicity warning. */
+    /* the same as -layers reads it (no Prism rules): accepted, no warning, kept as written */
     LayerTable s;
-    int ok = prism_schedule_parse("12*6\n6*3\n3*3\n", "sched.txt", &d12, 1, &s);
-    CHECK(ok == 1 && !s.has_error, "decreasing, unchecked: accepted (error: \"%s\")", s.error);
-    expect_warning("decreasing, unchecked", &s, 2, "not a Prism schedule",
-                   "layer 6 has 6 heads after 12 at layer 5");
+    int ok = table_parse("12*6\n6*3\n3*3\n", "sched.txt", &d12, 1, &s);
+    CHECK(ok == 1 && !s.has_error && s.n_warnings == 0,
+          "decreasing, as -layers: accepted without warnings (error: \"%s\", %d warnings)", s.error, s.n_warnings);
     CHECK(s.n_layers == 12 && s.layer[0].n_head == 12 && s.layer[11].n_head == 3,
-          "decreasing, unchecked: table kept as written (12 ... 3)");
+          "decreasing, as -layers: table kept as written (12 ... 3)");
+    /* rejected by -prism, it still carries the other rules' warnings (the monotonicity check is last) */
+    LayerTable r;
+    ok = table_parse("12*6\n6*3\n3*3\n", "sched.txt", &d12, 0, &r);
+    CHECK(!ok && find_warning(&r, "the last layer has 3 heads") >= 0,
+          "decreasing, as -prism: the error, and the warning that the last layer is not at the base");
 }
 
 static void test_warnings(void) {
@@ -354,7 +365,7 @@ static void test_preset_files(void) {
         n_big += m.channels == 1536;
         n_other += m.num_layers != 12 && m.channels != 1024 && m.channels != 1536;
         LayerTable s;
-        int ok = prism_schedule_load(path, &m, 0, &s);
+        int ok = table_load(path, &m, 0, &s);
         CHECK(ok == 1 && !s.has_error && s.n_warnings == 0,
               "%s: loads against L %d C %d with 0 warnings (error \"%s\", %d warnings%s%s)", path,
               m.num_layers, m.channels, s.error, s.n_warnings, s.n_warnings ? ": " : "",
@@ -397,15 +408,14 @@ static void test_control_files(void) {
             continue;
         }
         LayerTable s, su;
-        const int ok = prism_schedule_load(path, &m, 0, &s);
-        const int oku = prism_schedule_load(path, &m, 1, &su);
+        const int ok = table_load(path, &m, 0, &s);
+        const int oku = table_load(path, &m, 1, &su);
         const char *want = strstr(others[i], "constant_wide") ? "the last layer has"
                            : strstr(others[i], "wide_too_deep") ? "layers use the base"
-                           : strstr(others[i], "jump")          ? "at most 2x"
-                           : "not a Prism schedule";
+                           : "at most 2x";
         if (strstr(others[i], "reversed") || strstr(others[i], "zigzag"))
-            CHECK(!ok && strstr(s.error, "must not decrease") && oku && find_warning(&su, want) >= 0,
-                  "%s: rejected without -prism_unchecked (%s), loads with it warning '%s'", path, s.error, want);
+            CHECK(!ok && strstr(s.error, "must not decrease") && oku && su.n_warnings == 0,
+                  "%s: rejected by -prism (%s), loads with -layers without warnings", path, s.error);
         else
             CHECK(ok && find_warning(&s, want) >= 0, "%s: loads, warning '%s' (%d warnings)", path, want,
                   s.n_warnings);
@@ -422,30 +432,29 @@ static void test_control_files(void) {
         GPT2Config m;
         CHECK(model_for_file(names[i], &m) && m.num_layers == 12, "%s: a d12 control", path);
         LayerTable s, su;
-        const int ok = prism_schedule_load(path, &d12, 0, &s);
-        const int oku = prism_schedule_load(path, &d12, 1, &su);
+        const int ok = table_load(path, &d12, 0, &s);
+        const int oku = table_load(path, &d12, 1, &su);
         if (strstr(names[i], "reversed") || strstr(names[i], "zigzag")) {
             seen |= strstr(names[i], "reversed") ? C_REVERSED : C_ZIGZAG;
-            /* breaks monotonicity: an error unless unchecked, then a warning */
+            /* breaks monotonicity: an error under -prism, naming -layers; -layers loads it */
             CHECK(!ok && strncmp(s.error, pre, strlen(pre)) == 0 &&
-                      strstr(s.error, "must not decrease") && strstr(s.error, "-prism_unchecked 1"),
-                  "%s: rejected without -prism_unchecked: \"%s\"", path, s.error);
-            CHECK(oku && !su.has_error && find_warning(&su, "not a Prism schedule") >= 0,
-                  "%s: loads with unchecked = 1, warning 'not a Prism schedule'", path);
+                      strstr(s.error, "must not decrease") && strstr(s.error, "-layers FILE"),
+                  "%s: rejected by -prism: \"%s\"", path, s.error);
+            CHECK(oku && !su.has_error && su.n_warnings == 0, "%s: loads with -layers, no warning", path);
             if (strstr(names[i], "reversed")) {
                 CHECK(strstr(s.error, "layer 6 has 6 heads after 12 at layer 5") != NULL,
                       "%s: names layer 6", path);
-                CHECK(find_warning(&su, "the last layer has 3 heads") >= 0,
-                      "%s: unchecked also warns that the last layer is not at the base", path);
+                CHECK(find_warning(&s, "the last layer has 3 heads") >= 0,
+                      "%s: -prism also warns that the last layer is not at the base", path);
             } else {
                 CHECK(strstr(s.error, "layer 2 has 3 heads after 12 at layer 1") != NULL,
                       "%s: names layer 2", path);
                 /* breaks run length too: runs of 1 at 3 heads (runs of the base 12 are fine) */
-                int w3 = find_warning(&su, "a run of 1 layer with 3 heads");
-                int w12 = find_warning(&su, "a run of 1 layer with 12 heads");
-                CHECK(w3 >= 0 && w12 < 0, "%s: unchecked warns about runs of 1 at 3 heads, not at "
+                int w3 = find_warning(&s, "a run of 1 layer with 3 heads");
+                int w12 = find_warning(&s, "a run of 1 layer with 12 heads");
+                CHECK(w3 >= 0 && w12 < 0, "%s: -prism warns about runs of 1 at 3 heads, not at "
                       "the base 12", path);
-                CHECK(w3 >= 0 && strncmp(su.warning[w3], pre, strlen(pre)) == 0,
+                CHECK(w3 >= 0 && strncmp(s.warning[w3], pre, strlen(pre)) == 0,
                       "%s: run warning starts '%s'", path, pre);
             }
         } else if (strstr(names[i], "constant_wide")) {
@@ -476,7 +485,7 @@ static void test_control_files(void) {
           "(seen mask 0x%x of 0x%x)", seen, C_ALL);
 
     LayerTable s;
-    int ok = prism_schedule_load("prism/schedules/controls/no_such_file.txt", &d12, 0, &s);
+    int ok = table_load("prism/schedules/controls/no_such_file.txt", &d12, 0, &s);
     CHECK(!ok && s.has_error && strstr(s.error, "no_such_file.txt: cannot read the layer table"),
           "missing file: \"%s\"", s.error);
 }
@@ -491,12 +500,12 @@ static void test_long_path(void) {
     memset(path, 'p', sizeof(path) - 1);
     path[sizeof(path) - 1] = '\0';
     LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
-    int ok = prism_schedule_parse("3 6*2 12*9\n", path, &d12, 0, s);
+    int ok = table_parse("3 6*2 12*9\n", path, &d12, 0, s);
     const char *w = s->n_warnings > 0 ? s->warning[0] : "";
     CHECK(ok && s->n_warnings >= 1 && strlen(w) < LAYER_TABLE_MAX_MSG && strncmp(w, "...", 3) == 0 &&
               strstr(w, "ppp:1: ") != NULL && strstr(w, "Prism holds each non-base width") != NULL,
           "a 719-byte path: the warning keeps its text, the path cut to its end (%zu bytes)", strlen(w));
-    ok = prism_schedule_parse("12*11\n", path, &d12, 0, s);
+    ok = table_parse("12*11\n", path, &d12, 0, s);
     CHECK(!ok && strlen(s->error) < LAYER_TABLE_MAX_MSG && strstr(s->error, "the table covers 11 layers") != NULL,
           "a 719-byte path: the error keeps its text (%zu bytes)", strlen(s->error));
     /* twenty HxD entries: the readings stop at the first few ("...") and the line keeps its end */

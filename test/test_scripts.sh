@@ -60,6 +60,11 @@ check "757M wrapper: L24C1536H24, B 32 and -m 320, -x 286102 -l 2.5e-4, L24C1536
   bash -c "[[ '$l757' == *'-e L24C1536H24 '* && '$l757' == *'-b 32 '* && '$l757' == *' -m 320 '* && '$l757' == *'-x 286102 -l 2.5e-4 '* && '$l757' == *L24C1536_prism.txt* ]]"
 check "the 124M wrapper prints the same command as run_gpt2.sh --size 124M" \
   test "$("$sb/scripts/run_gpt2_124M.sh" --arm prism --seed 7 --dry-run 2>/dev/null | grep '^until')" = "$l124p"
+lt=$(line --size 124M --arm table --schedule prism/schedules/controls/d12_reversed.txt)
+check "124M table arm (a negative control): -layers FILE, no -prism, its own output dir" \
+  bash -c "[[ '$lt' == *'-layers prism/schedules/controls/d12_reversed.txt; done' && '$lt' != *-prism* && '$lt' == *'-o log/gpt2_124M_table_seed42 '* ]]"
+expect_error "--arm table without --schedule: one error" "^error: --arm table needs its layer table: --schedule FILE" \
+  "$sb/scripts/run_gpt2.sh" --size 124M --arm table --dry-run
 lx=$(line --size 124M --arm uniform -- -ge 1)
 check "extra trainer flags after -- are appended" bash -c "[[ '$lx' == *' -y 1 -ge 1; done' ]]"
 warn=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --dry-run 2>&1 >/dev/null)
@@ -102,7 +107,7 @@ err=$("$sb/scripts/run_gpt2.sh" --size 124M --arm prism --schedule none.txt 2>&1
 check "missing inputs: exit 1, one error line each for the trainer, train and val shards, schedule, HellaSwag" \
   bash -c "[ $rc -eq 1 ] && [ \$(grep -c '^error: ' <<< \"\$1\") -eq 5 ] &&
     grep -q '^error: ./train_gpt2cu: not built: ' <<< \"\$1\" &&
-    grep -q '^error: none.txt: Prism schedule not found' <<< \"\$1\" &&
+    grep -q '^error: none.txt: layer table not found' <<< \"\$1\" &&
     grep -q '^error: dev/data/hellaswag/hellaswag_val.bin: not found, needed by -h 1' <<< \"\$1\" &&
     grep -q '^error: dev/data/fineweb10B/fineweb_train_\*.bin: no train shard matches (prepare FineWeb: python dev/data/fineweb.py -t classic -v 10B)' <<< \"\$1\"" _ "$err"
 expect_error "a batch that does not divide over 16 GPUs" \
@@ -110,7 +115,7 @@ expect_error "a batch that does not divide over 16 GPUs" \
   "$sb/"scripts/run_gpt2.sh --size 124M --gpus 16 --dry-run
 expect_error "val tokens that are not whole batches" '^error: 10\*2\^20 val tokens are not a whole number' \
   "$sb/"scripts/run_gpt2.sh --size 124M --gpus 3 --total-batch 196608 --dry-run
-expect_error "unknown arm" "^error: --arm 'mixed': expected uniform or prism" "$sb/scripts/run_gpt2.sh" --size 124M --arm mixed
+expect_error "unknown arm" "^error: --arm 'mixed': expected uniform, prism or table" "$sb/scripts/run_gpt2.sh" --size 124M --arm mixed
 expect_error "unknown size" "^error: --size '1B': expected 124M, 354M or 757M" "$sb/scripts/run_gpt2.sh" --size 1B
 expect_error "--schedule with the uniform arm" '^error: --schedule x.txt: only with --arm prism' \
   "$sb/"scripts/run_gpt2.sh --size 124M --schedule x.txt
@@ -135,7 +140,7 @@ chmod +x "$d/fake_trainer.sh" "$d/failing_trainer.sh"
 COMMON=(--size 124M --arm prism --data "$data" --steps 5 --hellaswag 0)
 out=$("$sb/scripts/run_gpt2.sh" "${COMMON[@]}" --bin "$D/fake_trainer.sh" --check-only 2>&1); rc=$?
 check "--check-only with every input present: exit 0 ($out)" bash -c "[ $rc -eq 0 ] && [[ \"\$1\" == 'inputs present: '* ]]" _ "$out"
-expect_error "a missing schedule alone is exactly one error line" '^error: nope.txt: Prism schedule not found' \
+expect_error "a missing schedule alone is exactly one error line" '^error: nope.txt: layer table not found' \
   "$sb/scripts/run_gpt2.sh" "${COMMON[@]}" --bin "$D/fake_trainer.sh" --schedule nope.txt --check-only
 "$sb/scripts/run_gpt2.sh" "${COMMON[@]}" --bin "$D/fake_trainer.sh" --out "$D/run" > "$d/run.log" 2>&1; rc=$?
 check "resume loop: a failed attempt that wrote a checkpoint is restarted, the second finishes (exit $rc)" \
@@ -299,7 +304,7 @@ check "run_gpt2.sh --data-seed 7: -data_seed 7 on the trainer's line; none by de
 # sd_init_sweep.py: the arms' trainer commands (the sweep itself is an experiment, not a test)
 sw=$("$PYTHON" scripts/sd_init_sweep.py --dry-run --steps 7 --out "$d/sweep" 2>&1)
 check "sd_init_sweep --dry-run: 8 arms, each -ln 0 on 4:sd*4 with its own S-D options and lr" \
-  bash -c "[ \$(grep -c '^./train_gpt2 -e L4C128H4T128 -prism $d/sweep/table.txt -ln 0 ' <<< \"\$1\") -eq 8 ] &&
+  bash -c "[ \$(grep -c '^./train_gpt2 -e L4C128H4T128 -layers $d/sweep/table.txt -ln 0 ' <<< \"\$1\") -eq 8 ] &&
            grep -q -- '-sd_init_s 0.0 -sd_decay_s 0 -sd_init_u 1.0 .* -l 0.003 .*-o $d/sweep/zero_init_lr3e-3 -y 1$' <<< \"\$1\" &&
            grep -q -- '-sd_decay_s 1 .*-x 7 .*-o $d/sweep/decay -y 1$' <<< \"\$1\"" _ "$sw"
 expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" scripts/sd_init_sweep.py --steps 0
