@@ -1,7 +1,8 @@
 /*
  * kinds/registry.h: the registry of layer kinds every program links (llmc/layer_kind.h
- * LAYER_KINDS), expanded from kinds/list.h. Include it in exactly one translation unit of a
- * program (its main file): it defines the table.
+ * LAYER_KINDS): each kind's name in layer tables and its two stages, one row per code of
+ * kinds/list.h. Include it in exactly one translation unit of a program (its main file): it
+ * defines the table.
  */
 #ifndef KINDS_REGISTRY_H
 #define KINDS_REGISTRY_H
@@ -10,10 +11,15 @@
 #include "../sd_attention/stages.h"
 #include "list.h"
 
-#define KINDS_ROW_(code, name, proj, mix) {name, &proj##_PROJECTION, &mix##_MIXER},
 extern const LayerKind LAYER_KINDS[];
-const LayerKind LAYER_KINDS[] = {LLMC_LAYER_KINDS(KINDS_ROW_)};
-#undef KINDS_ROW_
+const LayerKind LAYER_KINDS[] = {
+    /* code          name     projection        mixer */
+    /* ATTN_MHA   */ {"mha", &QKV_PROJECTION, &SOFTMAX_MIXER},
+    /* ATTN_SD    */ {"sd", &SD_PROJECTION, &SOFTMAX_MIXER},
+    /* ATTN_LIN   */ {"lin", &QKV_PROJECTION, &LINEAR_MIXER},
+    /* ATTN_SDLIN */ {"sdlin", &SD_PROJECTION, &LINEAR_MIXER},
+};
+KINDS_ROWS_CHECK(LAYER_KINDS, LAYER_KINDS);
 extern const int N_LAYER_KINDS;
 const int N_LAYER_KINDS = ATTN_NUM_KINDS;
 

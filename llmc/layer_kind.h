@@ -13,7 +13,7 @@
  * standard stage of each: QKV_PROJECTION (Q | K | V = x W^T + b) and
  * SOFTMAX_MIXER (softmax(q k^T / sqrt(d)) v), which make GPT-2's kind "mha". A method defines its
  * stages in its own folder (sd_attention/: the S-D projection and the ELU+1 linear mixer), and
- * kinds/list.h pairs them, one line per kind.
+ * the registry tables of kinds/ pair them, one row per kind.
  *
  * Defines:
  *   Projection, Mixer     what every program knows of a stage: parameter shapes, init, FLOPs,

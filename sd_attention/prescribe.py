@@ -97,7 +97,7 @@ MAX_HEAD_SIZE = 4096     # LLMC_MAX_HEAD_SIZE (llmc/config.h)
 MAX_ATTN_WIDTH = 65536   # LLMC_MAX_ATTN_WIDTH
 DEFAULT_C, DEFAULT_MIN, DEFAULT_MAX = 2.0, 8, 64
 
-# The kinds (kinds/list.h): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
+# The kinds (kinds/registry.h): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
 # whether the projection is S-D's, whether the mixer is ELU+1 linear.
 KINDS = {"mha": (3, False, False), "sd": (2, True, False), "lin": (3, False, True), "sdlin": (2, True, True)}
 LINEAR_OF = {"mha": "lin", "sd": "sdlin", "lin": "lin", "sdlin": "sdlin"}

@@ -2,7 +2,7 @@
  * sd_attention/stages.h: the S-D projection and the ELU+1 linear mixer as every program sees
  * them (llmc/layer_kind.h): parameter shapes, init, FLOPs, buffer sizes, the start-up line. Their
  * CPU kernels are in sd_cpu.h and linear_cpu.h, their GPU kernels in sd_fold.cu and
- * linear_scan.cu; kinds/list.h pairs them into the kinds sd, lin and sdlin.
+ * linear_scan.cu; the registry tables of kinds/ pair them into the kinds sd, lin and sdlin.
  *
  * SD_PROJECTION (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md 3.4, 3.7, 3.8): per head one
  * projection u = x W_U + b_U serves as query, and the key is the fold k' = u L^T with the

@@ -118,12 +118,31 @@ def main():
         row = re.search(r"^\| `%s/` \|[^\n]*\| ([^|\n]*) \|$" % re.escape(mod), design, re.M)
         listed = sorted(re.findall(r"`([a-z_/]+)/`", row.group(1))) if row else None
         check(listed == sorted(deps), "doc/design.md lists what %s/ may include: %s" % (mod, listed))
+    rows = registry_rows()
+    check(len(set(map(tuple, rows.values()))) == 1 and len(rows) == 3,
+          "the three registry tables have the same kind names in the same order (%s)" % rows)
+    codes = re.search(r"typedef enum \{([^}]*)\} AttnKind;", open(os.path.join(ROOT, "kinds", "list.h")).read())
+    codes = [c.strip() for c in codes.group(1).split(",")] if codes else []
+    names = rows.get("kinds/registry.h", [])
+    check(codes[-1:] == ["ATTN_NUM_KINDS"] and len(codes) - 1 == len(names) and
+          all(c == "ATTN_" + n.upper() for c, n in zip(codes, names)),
+          "the registry's rows follow kinds/list.h's codes (%s; %s)" % (codes, names))
     stale = reading_path_stale(design)
     check(stale == [], "doc/design.md's reading path names files that exist and names found in them (stale: %s)" % stale)
     # control: a name the step's files do not hold is reported
     ctl = reading_path_stale("## Where to start reading\n\n1. `train_gpt2.c`, `no_such_function`.\n\n## Next\n")
     check(ctl == ["no_such_function"], "control: a reading step naming a missing function is reported (%s)" % ctl)
     return finish()
+
+
+def registry_rows():
+    """The kind names of each registry table's rows, in order: {file: [name, ...]}."""
+    out = {}
+    for f in ("kinds/registry.h", "kinds/registry_cpu.h", "kinds/registry_gpu.cu"):
+        text = open(os.path.join(ROOT, f)).read()
+        body = re.search(r"_KINDS\[\] = \{(.*?)\n\};", text, re.S)
+        out[f] = re.findall(r'\{"([a-z_]+)",', body.group(1)) if body else []
+    return out
 
 
 def reading_path_stale(design):

@@ -159,6 +159,12 @@ static inline void gpt2_alloc(GPT2 *model, const GPT2Config *c, const char *orig
     model->config = *c;
     char msg[256];
     if (!config_validate(c, msg, sizeof(msg))) llmc_die("%s: %s", origin, msg); /* kinds too */
+    for (int k = 0; k < N_LAYER_KINDS; k++) { /* the CPU table's rows are the registry's */
+        if (strcmp(CPU_KINDS[k].name, LAYER_KINDS[k].name) != 0) {
+            llmc_die("CPU_KINDS row %d is '%s', the registry's is '%s' (kinds/registry_cpu.h)", k,
+                     CPU_KINDS[k].name, LAYER_KINDS[k].name);
+        }
+    }
     param_layout_init(&model->layout, c);
     model->params = (float *)xmalloc(model->layout.total * sizeof(float));
     size_t wt = (size_t)c->channels * c->vocab_size;

@@ -51,6 +51,7 @@ typedef struct {
 } CpuStage;
 
 typedef struct {
+    const char *name; /* the registry's (LAYER_KINDS) name of this row */
     const CpuStage *proj, *mix;
 } CpuKind;
 

@@ -193,6 +193,12 @@ void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOp
     m->B = B;
     m->T = T;
     memcpy(m->path, path, sizeof(AttPath) * (size_t)c->num_layers);
+    for (int k = 0; k < N_LAYER_KINDS; k++) { /* the GPU table's rows are the registry's */
+        if (strcmp(GPU_KINDS[k].name, LAYER_KINDS[k].name) != 0) {
+            llmc_die("GPU_KINDS row %d is '%s', the registry's is '%s' (kinds/registry_gpu.cu)", k,
+                     GPU_KINDS[k].name, LAYER_KINDS[k].name);
+        }
+    }
     param_layout_init(&m->layout, c);
     char err[512];
     if (!shard_plan_init(&m->shard, &m->layout, c, zero_stage, mg->nproc, mg->rank, err, sizeof(err))) {

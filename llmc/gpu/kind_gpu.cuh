@@ -52,6 +52,7 @@ typedef struct {
 } GpuStage;
 
 typedef struct {
+    const char *name; /* the registry's (LAYER_KINDS) name of this row */
     const GpuStage *proj, *mix;
 } GpuKind;
 
