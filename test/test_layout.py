@@ -6,7 +6,9 @@ main(): the trainers, the tools, dev/ and test/) stands above every module and m
 The test also runs the checker on a small tree with one include against the direction (the
 framework including a method folder) and expects that include to be the one reported. It also
 holds the README's layout table and design.md's reading path to the tree: every path they name
-exists, and every function or class a reading step names is in that step's files.
+exists, and every function or class a reading step names is in that step's files; the three kind
+registries follow kinds/list.h's codes; and commit subjects since SUBJECT_RULE_FROM are at most 72
+characters.
 
     python test/test_layout.py            (from the repository root)
 """
@@ -127,12 +129,36 @@ def main():
     check(codes[-1:] == ["ATTN_NUM_KINDS"] and len(codes) - 1 == len(names) and
           all(c == "ATTN_" + n.upper() for c, n in zip(codes, names)),
           "the registry's rows follow kinds/list.h's codes (%s; %s)" % (codes, names))
+    long_subjects = commit_subjects_over(72)
+    if long_subjects is None:
+        print("skipped: commit subjects (not a git checkout, or git missing)")
+    else:
+        check(long_subjects == [], "commit subjects since %s are at most 72 characters (over: %s)"
+              % (SUBJECT_RULE_FROM, long_subjects))
     stale = reading_path_stale(design)
     check(stale == [], "doc/design.md's reading path names files that exist and names found in them (stale: %s)" % stale)
     # control: a name the step's files do not hold is reported
     ctl = reading_path_stale("## Where to start reading\n\n1. `train_gpt2.c`, `no_such_function`.\n\n## Next\n")
     check(ctl == ["no_such_function"], "control: a reading step naming a missing function is reported (%s)" % ctl)
     return finish()
+
+
+# The first commit held to the subject rule (one line of at most 72 characters; detail in the
+# body); the history before it is left as it was written.
+SUBJECT_RULE_FROM = "15c5d61"
+
+
+def commit_subjects_over(limit):
+    """The subjects longer than `limit` of the commits after SUBJECT_RULE_FROM, or None without git."""
+    import subprocess
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "log", "--format=%h %s", SUBJECT_RULE_FROM + "..HEAD"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return [line for line in out.stdout.splitlines() if len(line.split(" ", 1)[-1]) > limit]
 
 
 def registry_rows():
