@@ -152,6 +152,10 @@ def test_tinyshakespeare(tmp, text, ref):
           "--bytes: val + train equals the sections' bytes, each after EOT 0")
     check(os.path.isfile(val_path) and len(data_common.read_datafile(val_path)) == 32768,
           "--bytes leaves the GPT-2 shards in the same folder as they were")
+    rc, _, err = run_script("tinyshakespeare.py", "--out_dir", out_dir, "--bytes", "--force",
+                            "--input", os.path.join(tmp, "nope.txt"))
+    check(rc != 0 and "nope.txt" in err and err.strip().count("\n") == 0,
+          "--bytes with a missing --input exits non-zero with a one-line error")
 
 
 def test_prose(tmp, enc):
