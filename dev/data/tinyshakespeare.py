@@ -10,7 +10,7 @@ last keeps its "\\n\\n". The first 32,768 tokens are validation, the rest traini
 <out_dir>/tiny_shakespeare_val.bin and tiny_shakespeare_train.bin (default out_dir:
 <repo>/dev/data/tinyshakespeare). With GPT-2's BPE that is 338,028 tokens = 32,768 + 305,260.
 
---bytes writes the same text as bytes for byte models (descriptor ...V256; doc/data.md): the
+--bytes writes the same text as bytes for byte models (descriptor ...V256; doc/formats.md 3.1): the
 sections split and kept the same way, each after the byte vocabulary's end-of-text token 0
 (dev/data/bytes_tokenizer.py), the first 32,768 tokens validation; tiny_shakespeare_bytes_val.bin
 and tiny_shakespeare_bytes_train.bin, 1,122,616 tokens = 32,768 + 1,089,848. The test suites
@@ -50,23 +50,25 @@ def default_input():
     return path
 
 
+def sections(text):
+    """llm.c's documents of TinyShakespeare: the text split at blank lines, every section but the
+    last keeping its "\\n\\n"."""
+    parts = text.split("\n\n")
+    return [p + "\n\n" if i < len(parts) - 1 else p for i, p in enumerate(parts)]
+
+
 def tokenize(text, enc):
-    """llm.c's TinyShakespeare tokenization (see the module docstring)."""
-    sections = text.split("\n\n")
+    """llm.c's TinyShakespeare tokenization (see the module docstring): EOT, then each section."""
     tokens = []
-    for i, section in enumerate(sections):
+    for section in sections(text):
         tokens.append(enc.eot)
-        if i < len(sections) - 1:
-            section += "\n\n"
         tokens.extend(enc.encode(section))
     return tokens
 
 
 def tokenize_bytes(text):
-    """The byte tokenization (see the module docstring): the sections as tokenize() splits them."""
-    sections = text.split("\n\n")
-    docs = [(sec + "\n\n" if i < len(sections) - 1 else sec).encode("utf-8")
-            for i, sec in enumerate(sections)]
+    """The byte tokenization (see the module docstring): EOT 0, then each section's bytes."""
+    docs = [section.encode("utf-8") for section in sections(text)]
     return bytes_tokenizer.encode_documents(docs, "tinyshakespeare").tolist()
 
 
