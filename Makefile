@@ -103,6 +103,11 @@ build:
 build/test_attention_fd: test/test_attention_fd.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
+# a layer kind added outside llmc/ (test/toy_kind.h, doc/design.md): finite differences, so exact
+TEST_BINS += build/test_toy_kind
+build/test_toy_kind: test/test_toy_kind.c $(HEADERS) $(TEST_HEADERS) | build
+	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
+
 # upstream llm.c's CPU demo run on this project's model (scripts/ab_upstream.sh --cpu)
 build/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -40,7 +40,7 @@
 typedef struct {
     const char *program; /* argv[0], for the command that resumes */
     TrainArgs args;
-    int given[ARG_TABLE_LEN]; /* which flags were on the command line */
+    int given[TRAIN_ARGS_MAX_FLAGS]; /* which flags were on the command line */
     GPT2 model;
     TrainLoop loop; /* loaders, LR schedule, outlier detectors, step counts (llmc/train_setup.h) */
     Tokenizer tokenizer;
@@ -208,7 +208,7 @@ static StepResult train_step(Run *r, int step) {
     }
     const StepResult res = train_step_judge(t, a, step, (float)(loss_sum / t->grad_accum), gpt2_grad_norm(m));
     if (!res.skipped) {
-        const AdamWHyper h = adamw_gpt2(res.lr, a->weight_decay, a->sd_decay_s);
+        const AdamWHyper h = adamw_gpt2(res.lr, a->weight_decay, param_decay_mask(a->kind_opt));
         gpt2_update(m, &h, res.clip_scale, step + 1);
     }
     return res;

@@ -45,7 +45,7 @@
 typedef struct {
     const char *program; /* argv[0], for the command that resumes */
     TrainArgs args;
-    int given[ARG_TABLE_LEN];
+    int given[TRAIN_ARGS_MAX_FLAGS];
     MultiGpu mg;
     GpuCtx ctx;
     CudnnAtt *cudnn;
@@ -136,12 +136,14 @@ static void check_ranks_agree(Run *r, int resume_step, const GPT2Config *c) {
                  "must see the same checkpoints", rank, resume_step, a->out_dir);
     }
     if (!ranks_agree(r, train_flags_hash(a, -1))) {
-        for (int i = 0; i < ARG_TABLE_LEN; i++) { /* name the first flag that differs */
-            if (train_flag_per_launch(ARG_TABLE[i].flag) || ranks_agree(r, train_flags_hash(a, i))) continue;
+        int n;
+        const ArgSpec *t = train_arg_table(&n);
+        for (int i = 0; i < n; i++) { /* name the first flag that differs */
+            if (train_flag_per_launch(t[i].flag) || ranks_agree(r, train_flags_hash(a, i))) continue;
             char val[ARG_STR_CAP + 8];
-            cli_value_text(&ARG_TABLE[i], a, val, sizeof(val));
+            cli_value_text(&t[i], a, val, sizeof(val));
             llmc_die("rank %d: the ranks disagree on %s (this rank: %s); every rank needs the same flags", rank,
-                     ARG_TABLE[i].flag, val);
+                     t[i].flag, val);
         }
     }
     char *text = NULL;
@@ -400,7 +402,7 @@ static StepResult train_step(Run *r, int step) {
     const float loss = gpt2gpu_mean_loss(m, tokens);
     const StepResult res = train_step_judge(t, a, step, loss, gpt2gpu_grad_norm(m));
     if (!res.skipped) {
-        const AdamWHyper h = adamw_gpt2(res.lr, a->weight_decay, a->sd_decay_s);
+        const AdamWHyper h = adamw_gpt2(res.lr, a->weight_decay, param_decay_mask(a->kind_opt));
         gpt2gpu_update(m, &h, res.clip_scale, step + 1);
     }
     return res;

@@ -3,10 +3,12 @@
  *
  * Defines:
  *   TrainArgs           every option, with llm.c's defaults
- *   ARG_TABLE           one row per flag (llmc/cli.h): name, type, field, range or choices, scope
- *                       (all / GPU only), help. The parser, the range checks and --help are all
- *                       generated from it, so the help text cannot drift from what the parser does
- *                       (llm.c's help did).
+ *   ARG_TABLE           one row per framework flag (llmc/cli.h): name, type, field, range or
+ *                       choices, scope (all / GPU only), help
+ *   train_arg_table     ARG_TABLE with the kinds' option flags (llmc/kind_option.h) after -ln,
+ *                       their values in TrainArgs.kind_opt. The parser, the range checks, --help,
+ *                       flags.txt and the start-up table are all generated from it, so the help
+ *                       text cannot drift from what the parser does (llm.c's help did).
  *   train_args_parse    parse argv (flag value pairs); --help prints the table and exits 0;
  *                       any bad flag or value is one error line and exit 1
  *   train_args_check    checks that involve several flags
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kind_option.h"
 #include "utils.h"
 
 #define ARG_STR_CAP 1024
@@ -39,18 +42,11 @@ typedef struct {
     char out_dir[ARG_STR_CAP];       /* -o */
     char layers[ARG_STR_CAP];        /* -layers: a layer table */
     char prism[ARG_STR_CAP];         /* -prism: a layer table held to Prism's rules */
-    int prism_unchecked;             /* -prism_unchecked: -prism read as -layers (older run folders) */
     int seed;                        /* -seed */
     int data_seed;                   /* -data_seed: the train loader's shuffle seed (+ rank) */
     /* model options for a descriptor -e (a checkpoint carries its own) */
     int ln;                          /* -ln */
-    int sd_scalar_d;                 /* -sd_scalar_d */
-    int sd_sign;                     /* -sd_sign */
-    float sd_init_s;                 /* -sd_init_s */
-    float sd_init_theta;             /* -sd_init_theta */
-    float sd_init_u;                 /* -sd_init_u */
-    int lin_prescale;                /* -lin_prescale */
-    int sd_decay_s;                  /* -sd_decay_s (optimizer) */
+    KindOptValue kind_opt[LLMC_MAX_KIND_OPTIONS]; /* the kinds' flags: KIND_OPTIONS[i] in [i] */
     int checkpoint_every;            /* -n */
     int keep_last;                   /* -nk */
     int major_every;                 /* -nm */
@@ -115,21 +111,10 @@ static const ArgSpec ARG_TABLE[] = {
           "descriptor -e"),
     A_STR("-prism", prism, NULL, SCOPE_ALL,
           "a layer table checked by Prism's rules (doc/prism.md): a Prism schedule; with a descriptor -e"),
-    A_INT("-prism_unchecked", prism_unchecked, 0, 1, SCOPE_ALL,
-          "1: the -prism table without Prism's rules, as -layers (the flag of run folders written "
-          "before -layers)"),
     A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (the data order is -data_seed's)"),
     A_INT("-data_seed", data_seed, 0, INT_MAX, SCOPE_ALL,
           "shuffle seed of the training data order, + rank (llm.c: 42); A/B seeds can vary it too"),
     A_INT("-ln", ln, 0, 1, SCOPE_ALL, "0: blocks without ln_1/ln_2 (ln_f kept); with a descriptor -e"),
-    A_INT("-sd_scalar_d", sd_scalar_d, 0, 1, SCOPE_ALL, "1: S-D filtering D = softplus(theta_h) I, one value per head"),
-    A_INT("-sd_sign", sd_sign, -1, 1, SCOPE_ALL, "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1"),
-    A_FLT("-sd_init_s", sd_init_s, 0.0, 1e3, SCOPE_ALL,
-          "S-D init: std of the packed skew parameters (0: S starts at zero; the authors' code: 0.1)"),
-    A_FLT("-sd_init_theta", sd_init_theta, -1e3, 1e3, SCOPE_ALL, "S-D init: theta (D = softplus(theta))"),
-    A_FLT("-sd_init_u", sd_init_u, 1e-6, 1e3, SCOPE_ALL, "S-D init: std of U, the query/key projection (logit scale ~ its square)"),
-    A_INT("-lin_prescale", lin_prescale, 0, 1, SCOPE_ALL, "1: linear layers scale q, k by d^-1/4 before ELU+1"),
-    A_INT("-sd_decay_s", sd_decay_s, 0, 1, SCOPE_ALL, "1: weight decay on the packed S-D skew parameters"),
     A_INT("-n", checkpoint_every, 0, INT_MAX, SCOPE_ALL, "write a checkpoint every N steps and at the end (0: off)"),
     A_INT("-nk", keep_last, 0, INT_MAX, SCOPE_ALL, "keep only the last K checkpoints (0: keep all)"),
     A_INT("-nm", major_every, 0, INT_MAX, SCOPE_ALL, "never delete checkpoints at multiples of this step (0: none)"),
@@ -179,6 +164,29 @@ static const ArgSpec ARG_TABLE[] = {
           "verified on a GPU)"),
 };
 #define ARG_TABLE_LEN ((int)(sizeof(ARG_TABLE) / sizeof(ARG_TABLE[0])))
+#define TRAIN_ARGS_MAX_FLAGS (ARG_TABLE_LEN + LLMC_MAX_KIND_OPTIONS) /* the size of given[] */
+
+/* Every flag of the trainers: ARG_TABLE's rows, the kinds' options after -ln. Built on the first
+ * call (from main, before any thread); *n gets the row count. */
+static inline const ArgSpec *train_arg_table(int *n) {
+    static ArgSpec table[TRAIN_ARGS_MAX_FLAGS];
+    static int len = 0;
+    if (len == 0) {
+        if (N_KIND_OPTIONS > LLMC_MAX_KIND_OPTIONS) llmc_die("the registry lists more than %d kind options", LLMC_MAX_KIND_OPTIONS);
+        for (int i = 0; i < ARG_TABLE_LEN; i++) {
+            table[len++] = ARG_TABLE[i];
+            if (strcmp(ARG_TABLE[i].flag, "-ln") != 0) continue;
+            for (int k = 0; k < N_KIND_OPTIONS; k++) {
+                ArgSpec o = KIND_OPTIONS[k]->cli;
+                o.offset = offsetof(TrainArgs, kind_opt) + (size_t)k * sizeof(KindOptValue);
+                o.group = SCOPE_ALL;
+                table[len++] = o;
+            }
+        }
+    }
+    *n = len;
+    return table;
+}
 
 static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     memset(a, 0, sizeof(*a));
@@ -188,10 +196,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->seed = 42;
     a->data_seed = 42;
     a->ln = 1;
-    a->sd_sign = -1;
-    a->sd_init_s = 0.0f; /* S learned from zero: its spectrum is then training's (doc/sd_attention.md) */
-    a->sd_init_theta = 0.1f;
-    a->sd_init_u = 0.02f;
+    kind_options_defaults(a->kind_opt);
     a->B = 4;
     a->T = 1024;
     a->total_batch = -1;
@@ -220,30 +225,37 @@ static inline void train_args_help(const char *prog, TrainerKind who, FILE *out)
     train_args_defaults(&d, who);
     fprintf(out, "usage: %s [-flag value ...]   (every flag takes exactly one value; --help: this text)\n", prog);
     fprintf(out, "options:\n");
-    cli_print_options(ARG_TABLE, ARG_TABLE_LEN, &d, SCOPE_ALL, out);
+    int n;
+    const ArgSpec *t = train_arg_table(&n);
+    cli_print_options(t, n, &d, SCOPE_ALL, out);
     fprintf(out, "GPU trainer options%s:\n", who == TRAINER_CPU ? " (accepted and ignored by the CPU trainer)" : "");
-    cli_print_options(ARG_TABLE, ARG_TABLE_LEN, &d, SCOPE_GPU, out);
+    cli_print_options(t, n, &d, SCOPE_GPU, out);
 }
 
-/* given[i] is set for every ARG_TABLE row that appeared on the command line. */
+/* given[i] is set for every train_arg_table row that appeared on the command line (given holds
+ * TRAIN_ARGS_MAX_FLAGS). */
 static inline void train_args_parse(TrainArgs *a, int argc, char **argv, TrainerKind who, int *given) {
     train_args_defaults(a, who);
     if (cli_wants_help(argc, argv)) {
         train_args_help(argv[0], who, stdout);
         exit(0);
     }
-    cli_parse(ARG_TABLE, ARG_TABLE_LEN, a, argc, argv, given, NULL, 0);
-    for (int i = 0; i < ARG_TABLE_LEN; i++) {
-        if (given[i] && ARG_TABLE[i].group == SCOPE_GPU && who == TRAINER_CPU) {
-            llmc_warn("%s is a GPU trainer flag; the CPU trainer ignores it", ARG_TABLE[i].flag);
+    int n;
+    const ArgSpec *t = train_arg_table(&n);
+    cli_parse(t, n, a, argc, argv, given, NULL, 0);
+    for (int i = 0; i < n; i++) {
+        if (given[i] && t[i].group == SCOPE_GPU && who == TRAINER_CPU) {
+            llmc_warn("%s is a GPU trainer flag; the CPU trainer ignores it", t[i].flag);
         }
     }
 }
 
 /* Whether `flag` was on the command line (given[] from train_args_parse). */
 static inline int train_args_given(const int *given, const char *flag) {
-    for (int i = 0; i < ARG_TABLE_LEN; i++)
-        if (strcmp(ARG_TABLE[i].flag, flag) == 0) return given[i];
+    int n;
+    const ArgSpec *t = train_arg_table(&n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].flag, flag) == 0) return given[i];
     return 0;
 }
 
@@ -261,10 +273,8 @@ static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
         llmc_die("-layers and -prism both give a layer table: -layers FILE for any table, -prism FILE "
                  "for a Prism schedule (its rules checked)");
     }
-    if (a->prism_unchecked && a->prism[0] == '\0') {
-        llmc_die("-prism_unchecked 1 needs a table (-prism FILE); a table without Prism's rules is -layers FILE");
-    }
-    if (a->sd_sign != -1 && a->sd_sign != 1) llmc_die("-sd_sign %d: expected -1 or +1", a->sd_sign);
+    char msg[256];
+    if (!kind_options_validate(a->kind_opt, msg, sizeof(msg))) llmc_die("%s", msg);
     if (strcmp(a->lr_schedule, "constant") == 0 && a->warmup > 0) {
         llmc_die("-k constant ignores warmup (as llm.c); drop -u %d or use -k cosine/linear/wsd", a->warmup);
     }
@@ -283,8 +293,10 @@ static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
 
 static inline void train_args_print(const TrainArgs *a, TrainerKind who, FILE *out) {
     fprintf(out, "+-------------------+--------------------------------------------------------+\n");
-    for (int i = 0; i < ARG_TABLE_LEN; i++) {
-        const ArgSpec *s = &ARG_TABLE[i];
+    int n;
+    const ArgSpec *t = train_arg_table(&n);
+    for (int i = 0; i < n; i++) {
+        const ArgSpec *s = &t[i];
         if (s->group == SCOPE_GPU && who == TRAINER_CPU) continue;
         char val[ARG_STR_CAP + 8];
         cli_value_text(s, a, val, sizeof(val));

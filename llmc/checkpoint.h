@@ -44,11 +44,9 @@
 #define CKPT_V_TABLE_FP32 103
 #define CKPT_V_TABLE_BF16 105
 #define CKPT_TABLE_REVISION 1
-#define CKPT_FLAG_NO_LN 1        /* -ln 0: blocks without ln_1/ln_2 */
-#define CKPT_FLAG_SD_SCALAR_D 2  /* one S-D filtering value per head */
-#define CKPT_FLAG_SD_PLUS_D 4    /* S-D logits u (S + D) u^T instead of u (S - D) u^T */
-#define CKPT_FLAG_LIN_PRESCALE 8 /* linear layers prescale q, k by d^(-1/4) */
-#define CKPT_KNOWN_FLAGS 15
+/* header[9]: bit 1 is the framework's; the kinds' stored options own the others (their
+ * KindOption.header_bit, llmc/kind_option.h; doc/formats.md 2.4) */
+#define CKPT_FLAG_NO_LN 1 /* -ln 0: blocks without ln_1/ln_2 */
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * 4)
 
@@ -67,9 +65,7 @@ static inline void checkpoint_header_encode(const GPT2Config *c, int bf16, int32
     h[7] = c->padded_vocab_size;
     if (table) {
         h[8] = CKPT_TABLE_REVISION;
-        h[9] = (c->use_ln ? 0 : CKPT_FLAG_NO_LN) | (c->sd_scalar_d ? CKPT_FLAG_SD_SCALAR_D : 0) |
-               (c->sd_d_sign > 0 ? CKPT_FLAG_SD_PLUS_D : 0) |
-               (c->lin_prescale ? CKPT_FLAG_LIN_PRESCALE : 0);
+        h[9] = (c->use_ln ? 0 : CKPT_FLAG_NO_LN) | kind_options_header_bits(c->opt);
         for (int l = 0; l < c->num_layers; l++) {
             h[16 + 3 * l] = c->layer[l].n_head;
             h[17 + 3 * l] = c->layer[l].head_size;
@@ -98,7 +94,7 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
     c->channels = h[6];
     c->padded_vocab_size = h[7];
     c->use_ln = 1;
-    c->sd_d_sign = -1;
+    kind_options_defaults(c->opt);
     *is_bf16 = (v == CKPT_V_BF16 || v == CKPT_V_TABLE_BF16);
     /* every shape field within its bound (llmc/config.h) before any arithmetic on it */
     const struct { int index; const char *name; int max; } fields[] = {
@@ -128,14 +124,18 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
             llmc_die("%s: header[8] layer-table revision %d: expected %d", path, h[8],
                      CKPT_TABLE_REVISION);
         }
-        if ((h[9] & ~CKPT_KNOWN_FLAGS) != 0) {
-            llmc_die("%s: header[9] flags 0x%x: unknown bits (known: 1 no LayerNorm, 2 scalar D, "
-                     "4 +D, 8 linear prescale)", path, h[9]);
+        const int known = CKPT_FLAG_NO_LN | kind_options_known_bits();
+        if ((h[9] & ~known) != 0) {
+            char names[256];
+            size_t n = (size_t)snprintf(names, sizeof(names), "1 no LayerNorm");
+            for (int i = 0; i < N_KIND_OPTIONS && n < sizeof(names); i++)
+                if (KIND_OPTIONS[i]->role == KIND_OPT_MODEL)
+                    n += (size_t)snprintf(names + n, sizeof(names) - n, ", %d %s %d", KIND_OPTIONS[i]->header_bit,
+                                          KIND_OPTIONS[i]->cli.flag, KIND_OPTIONS[i]->bit_value);
+            llmc_die("%s: header[9] flags 0x%x: unknown bits (known: %s)", path, h[9], names);
         }
         c->use_ln = (h[9] & CKPT_FLAG_NO_LN) ? 0 : 1;
-        c->sd_scalar_d = (h[9] & CKPT_FLAG_SD_SCALAR_D) ? 1 : 0;
-        c->sd_d_sign = (h[9] & CKPT_FLAG_SD_PLUS_D) ? 1 : -1;
-        c->lin_prescale = (h[9] & CKPT_FLAG_LIN_PRESCALE) ? 1 : 0;
+        kind_options_from_header_bits(h[9], c->opt);
         for (int l = 0; l < c->num_layers; l++) {
             LayerSpec *ls = &c->layer[l];
             ls->n_head = h[16 + 3 * l];

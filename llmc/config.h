@@ -4,8 +4,8 @@
  * Defines:
  *   LayerSpec     one layer: heads h, head size d, kind (a code of llmc/layer_kind.h's registry).
  *                 Attention width A = h*d.
- *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, the options of the S-D
- *                 and linear kinds (stored in checkpoints), layer table
+ *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, the values of the
+ *                 kinds' options (llmc/kind_option.h), layer table
  *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256",
  *                            "L4C128H4T256V256" (V: the vocabulary, 50257 unless given)
  *   config_set_vocab         V and the padded Vp
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kind_option.h"
 #include "utils.h"
 
 #define LLMC_MAX_LAYERS 80 /* the checkpoint header holds 3 ints per layer from slot 16 */
@@ -52,17 +53,9 @@ typedef struct GPT2Config {
     int channels;          /* C */
     int num_heads;         /* base heads: the uniform model's count, header[5] */
     int use_ln;            /* 1: per-block ln_1/ln_2; 0: -ln 0, blocks without them (ln_f kept) */
-    int sd_scalar_d;       /* 1: one filtering value per S-D head, D_h = softplus(theta_h) I */
-    int sd_d_sign;         /* -1: logits u (S - D) u^T / sqrt(d) (Re lambda <= 0); +1: u (S + D) u^T */
-    int lin_prescale;      /* 1: linear layers scale q and k by d^(-1/4) before phi */
-    /* init only (not stored in checkpoints): packed S ~ N(0, sd_init_s^2), theta = sd_init_theta
-     * (default 0 and 0.1, i.e. softplus(theta) = 0.744; the S-D authors' LGN code draws S with 0.1,
-     * which at small scale swamps what training adds: doc/methods.md 3.7, doc/sd_attention.md), and
-     * the U rows of S-D layers drawn with std sd_init_u (GPT-2's 0.02 by default; the initial
-     * logit scale grows as sd_init_u^2, which matters without LayerNorm) */
-    float sd_init_s;
-    float sd_init_theta;
-    float sd_init_u;
+    /* the kinds' options, KIND_OPTIONS[i] in opt[i] (llmc/kind_option.h): the stored ones from
+     * the checkpoint or the command line, the init ones from the command line */
+    KindOptValue opt[LLMC_MAX_KIND_OPTIONS];
     LayerSpec layer[LLMC_MAX_LAYERS];
 } GPT2Config;
 
@@ -93,10 +86,7 @@ static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     c->num_layers = L;
     c->channels = C;
     c->use_ln = 1;
-    c->sd_d_sign = -1;
-    c->sd_init_s = 0.0f;
-    c->sd_init_theta = 0.1f;
-    c->sd_init_u = 0.02f;
+    kind_options_defaults(c->opt);
     config_set_uniform(c, NH);
 }
 
@@ -138,7 +128,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 return 1;
             }
         }
-        snprintf(msg, cap, "descriptor '%s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
+        snprintf(msg, cap, "descriptor '%.300s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
         return 0;
     }
     if (strncmp(desc, "gpt3:c", 6) == 0) {
@@ -146,7 +136,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
             for (int i = 0; i < 9; i++) {
                 if (gpt3_width[i] == v) {
                     if (v % gpt3_hsize[i] != 0) {
-                        snprintf(msg, cap, "descriptor '%s': C %d is not a multiple of head size %d",
+                        snprintf(msg, cap, "descriptor '%.300s': C %d is not a multiple of head size %d",
                                  desc, v, gpt3_hsize[i]);
                         return 0;
                     }
@@ -155,7 +145,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 }
             }
         }
-        snprintf(msg, cap, "descriptor '%s': C not in llm.c's GPT-3 table "
+        snprintf(msg, cap, "descriptor '%.300s': C not in llm.c's GPT-3 table "
                  "{384,768,1024,1536,2048,2560,4096,12288}", desc);
         return 0;
     }
@@ -168,29 +158,29 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
         if (ok && *end == 'V') {
             /* the vocabulary: V = 256 is the byte vocabulary (doc/formats.md 3.1) */
             if (!parse_positive_int(end + 1, &end, &V) || *end != '\0' || V < 2 || V > LLMC_MAX_VOCAB) {
-                snprintf(msg, cap, "descriptor '%s': V<vocab> expects an integer in [2, %d] at the end, e.g. L2C64H2T64V256", desc,
+                snprintf(msg, cap, "descriptor '%.300s': V<vocab> expects an integer in [2, %d] at the end, e.g. L2C64H2T64V256", desc,
                          LLMC_MAX_VOCAB);
                 return 0;
             }
         }
         if (ok && *end == '\0') {
             if (L > LLMC_MAX_LAYERS) {
-                snprintf(msg, cap, "descriptor '%s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
+                snprintf(msg, cap, "descriptor '%.300s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
                 return 0;
             }
             if (C % H != 0) {
-                snprintf(msg, cap, "descriptor '%s': %d heads do not divide C = %d", desc, H, C);
+                snprintf(msg, cap, "descriptor '%.300s': %d heads do not divide C = %d", desc, H, C);
                 return 0;
             }
             config_shape(c, T, L, C, H);
             config_set_vocab(c, V);
             return 1;
         }
-        snprintf(msg, cap, "descriptor '%s': expected L<layers>C<channels>H<heads>[T<maxT>][V<vocab>], "
+        snprintf(msg, cap, "descriptor '%.300s': expected L<layers>C<channels>H<heads>[T<maxT>][V<vocab>], "
                  "e.g. L6C128H2T256 or L4C128H4T256V256", desc);
         return 0;
     }
-    snprintf(msg, cap, "descriptor '%s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
+    snprintf(msg, cap, "descriptor '%.300s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
              "or L<l>C<c>H<h>[T<t>][V<v>]", desc);
     return 0;
 }

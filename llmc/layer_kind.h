@@ -49,7 +49,7 @@ typedef struct {
     /* qkvw is (qkv_rows A, C) and qkvb (qkv_rows A): 3 for Q | K | V, 2 for S-D's U | V */
     int qkv_rows;
     /* elements of layer ls's block of a per-layer slot other than qkvw / qkvb that the stage
-     * owns (the S-D slots sdskew, sdtheta; doc/formats.md 2.4); NULL: none */
+     * owns (its KindSlots, llmc/param_layout.h; doc/formats.md 2.4); NULL: none */
     size_t (*slot_size)(const GPT2Config *c, const LayerSpec *ls, int slot);
     /* forward matmul FLOPs per token beyond the projection GEMM; NULL: none */
     double (*extra_flops)(const LayerSpec *ls);
@@ -203,15 +203,11 @@ static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
             return 0;
         }
     }
-    if (c->sd_d_sign != -1 && c->sd_d_sign != 1) {
-        snprintf(msg, cap, "S-D sign of D %d: expected -1 or +1", c->sd_d_sign);
-        return 0;
-    }
-    return 1;
+    return kind_options_validate(c->opt, msg, cap);
 }
 
 /* llm.c can run the model: LayerNorms, every layer softmax attention with the same h, h*d = C.
- * (The S-D and linear options are irrelevant without such layers.) */
+ * (The kinds' options are irrelevant without their layers.) */
 static inline int config_is_llmc_uniform(const GPT2Config *c) {
     if (!c->use_ln) return 0;
     for (int l = 0; l < c->num_layers; l++) {

@@ -3,8 +3,8 @@
  * and train_gpt2.cu so that both build the same model from the same flags (and unit-tested on the
  * CPU by test/test_gpu_host.c):
  *
- *   model_config_from_args   a descriptor -e plus the model options (-ln, -sd_scalar_d, -sd_sign,
- *                            -sd_init_s, -sd_init_theta, -sd_init_u, -lin_prescale) and the layer
+ *   model_config_from_args   a descriptor -e plus the model options (-ln, and the kinds' options
+ *                            of the model and its init, llmc/kind_option.h) and the layer
  *                            table (-layers, llmc/layer_table.h; -prism adds the caller's
  *                            validator: the trainers pass Prism's rules, prism/rules.h); with a checkpoint -e
  *                            those options are an error unless the run resumes (a resumed run
@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "args.h"
 #include "config.h"
@@ -26,15 +27,19 @@
 #include "param_init.h"
 #include "param_layout.h"
 
-/* The model options a descriptor takes from the command line; a checkpoint has its own. */
-static const char *const MODEL_OPTION_FLAGS[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s",
-                                                     "-sd_init_theta", "-sd_init_u", "-lin_prescale"};
-#define N_MODEL_OPTION_FLAGS ((int)(sizeof(MODEL_OPTION_FLAGS) / sizeof(MODEL_OPTION_FLAGS[0])))
+/* The model options a descriptor takes from the command line (a checkpoint has its own): -ln and
+ * every kind option of the model or its init; i runs from 0 to N_KIND_OPTIONS, NULL past the end. */
+static inline const char *model_option_flag(int i) {
+    if (i == 0) return "-ln";
+    for (int k = 0; k < N_KIND_OPTIONS; k++)
+        if (KIND_OPTIONS[k]->role != KIND_OPT_TRAIN && --i == 0) return KIND_OPTIONS[k]->cli.flag;
+    return NULL;
+}
 
 /*
  * For a checkpoint path (init_is_file): only checks the flags (the caller reads the file). For a
  * descriptor: fills c from it, the model options and the layer table of -layers, or of -prism,
- * which `check` (may be NULL) validates unless -prism_unchecked 1; warnings of the table go to
+ * which `check` (may be NULL) validates; warnings of the table go to
  * stderr. Returns 1, or 0 with a one-line message in err.
  */
 static inline int model_config_from_args(const TrainArgs *a, const int *given, const char *init_path,
@@ -48,10 +53,11 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
                      "applies to a descriptor -e (d12, L6C128H2T256, ...)", flag, table, init_path, flag);
             return 0;
         }
-        for (int i = 0; i < N_MODEL_OPTION_FLAGS; i++) {
-            if (train_args_given(given, MODEL_OPTION_FLAGS[i]) && !resuming) {
+        for (int i = 0; model_option_flag(i) != NULL; i++) {
+            const char *f = model_option_flag(i);
+            if (train_args_given(given, f) && !resuming) {
                 snprintf(err, cap, "%s: the checkpoint %.400s carries its own model options; %s applies to "
-                         "a descriptor -e", MODEL_OPTION_FLAGS[i], init_path, MODEL_OPTION_FLAGS[i]);
+                         "a descriptor -e", f, init_path, f);
                 return 0;
             }
         }
@@ -63,14 +69,9 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
         return 0;
     }
     c->use_ln = a->ln;
-    c->sd_scalar_d = a->sd_scalar_d;
-    c->sd_d_sign = a->sd_sign;
-    c->sd_init_s = a->sd_init_s;
-    c->sd_init_theta = a->sd_init_theta;
-    c->sd_init_u = a->sd_init_u;
-    c->lin_prescale = a->lin_prescale;
+    memcpy(c->opt, a->kind_opt, sizeof(c->opt));
     if (table != NULL) {
-        const int checked = check != NULL && a->prism[0] != '\0' && !a->prism_unchecked;
+        const int checked = check != NULL && a->prism[0] != '\0';
         LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
         if (!layer_table_load(table, c, s) || (checked && !check(s, table, c))) {
             snprintf(err, cap, "%.900s", s->error);

@@ -2,24 +2,30 @@
  * llmc/param_layout.h: where every parameter lives in the one flat parameter buffer.
  *
  * Defines:
- *   ParamSlot         the 16 tensors of llm.c's checkpoint, then the 2 S-D tensors, in file order
+ *   ParamSlot         the 16 tensors of llm.c's checkpoint, in file order
+ *   KindSlot, KIND_SLOTS   the slots that follow them, one per tensor a kind owns (S-D: 16 and 17),
+ *                     declared here and listed by the registry (kinds/registry.h): number, name,
+ *                     weight decay; param_slot_count, param_slot_name
  *   ParamLayout       per slot: total size and offset; per per-layer slot: each layer's offset
  *   param_layout_init sizes from a GPT2Config (layer l's attention width A_l = h_l * d_l)
  *   LayerParams / layer_params   named views of layer l's tensors (float or any element type
  *                     through the offsets), so the model code reads like llm.c's
- *   slot_has_weight_decay        wte, wpe, qkvw, attprojw, fcw, fcprojw (doc/formats.md 11)
+ *   param_decay_mask  the slots AdamW decays: wte, wpe, qkvw, attprojw, fcw, fcprojw
+ *                     (doc/formats.md 11) and the kind slots whose rule says so;
+ *                     slot_has_weight_decay reads it
  *   model_matmul_flops_per_token forward FLOPs of every matmul, for the neutrality test
  *
  * Layout rule (doc/formats.md): slots in file order; inside a per-layer slot the layers' blocks
  * are concatenated, layer 0 first, each with its own shape; a tensor a layer does not have is
- * empty (ln1/ln2 with -ln 0; the S-D slots of non-S-D layers). With A_l = C for every layer and
- * no S-D layers this is exactly llm.c's layout, so a uniform model and a Prism model have
+ * empty (ln1/ln2 with -ln 0; a kind's slots in the layers of other kinds). With A_l = C for every
+ * layer and no kind slots filled this is exactly llm.c's layout, so a uniform model and a Prism model have
  * identical buffers.
  */
 #ifndef LLMC_PARAM_LAYOUT_H
 #define LLMC_PARAM_LAYOUT_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "config.h"
 #include "layer_kind.h"
@@ -42,34 +48,56 @@ typedef enum {
     P_FCPROJB,  /* L x (C)                                                     */
     P_LNFW,     /* (C)           final LayerNorm                               */
     P_LNFB,     /* (C)                                                         */
-    P_SDSKEW,   /* L x (h, d(d-1)/2) S-D layers: per head the strict upper triangle of S,
-                   row-major (i < j); S_ij = s, S_ji = -s (doc/methods.md 3.4)           */
-    P_SDTHETA,  /* L x (h, d) S-D layers: D = diag(softplus(theta)); (h) with scalar D */
-    NUM_PARAM_SLOTS
+    NUM_LLMC_SLOTS /* the slots an llm.c checkpoint holds */
 } ParamSlot;
 
-#define NUM_LLMC_SLOTS 16 /* the slots an llm.c checkpoint holds */
+#define LLMC_MAX_PARAM_SLOTS 32
 
-static const char *const PARAM_SLOT_NAMES[NUM_PARAM_SLOTS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "sdskew", "sdtheta"};
+/* A tensor a kind owns, stored after llm.c's 16 (doc/formats.md 2.4): per layer, sized by the
+ * layer's projection (Projection.slot_size); empty in layers of other kinds. */
+typedef struct {
+    int slot;                 /* its number in the file: NUM_LLMC_SLOTS + its row in KIND_SLOTS */
+    const char *name;         /* "sdskew" */
+    int decays;               /* 1: AdamW decays it (a matrix) */
+    const KindOption *decay_if; /* or: decayed when this option is nonzero; NULL: not */
+} KindSlot;
+
+/* The registry's list, defined once per program by kinds/registry.h. */
+extern const KindSlot *const KIND_SLOTS[];
+extern const int N_KIND_SLOTS;
+
+static inline int param_slot_count(void) { return NUM_LLMC_SLOTS + N_KIND_SLOTS; }
+
+static inline const char *param_slot_name(int slot) {
+    static const char *const llmc[NUM_LLMC_SLOTS] = {
+        "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+        "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    return slot < NUM_LLMC_SLOTS ? llmc[slot] : KIND_SLOTS[slot - NUM_LLMC_SLOTS]->name;
+}
 
 static inline int slot_is_per_layer(int slot) {
-    return (slot >= P_LN1W && slot <= P_FCPROJB) || slot == P_SDSKEW || slot == P_SDTHETA;
+    return (slot >= P_LN1W && slot <= P_FCPROJB) || slot >= NUM_LLMC_SLOTS;
 }
 
-/* AdamW decays the matrices only; biases, LayerNorm parameters and theta never. The packed skew
- * parameters are decayed only on request (decay_sd_skew; doc/methods.md 3.7 asks for both runs). */
-static inline int slot_has_weight_decay(int slot, int decay_sd_skew) {
-    return slot == P_WTE || slot == P_WPE || slot == P_QKVW || slot == P_ATTPROJW ||
-           slot == P_FCW || slot == P_FCPROJW || (slot == P_SDSKEW && decay_sd_skew);
+/* AdamW decays the matrices only; biases, LayerNorm parameters never; a kind slot as its rule says
+ * (S-D's packed skew only on request, doc/methods.md 3.7). opt: the kinds' option values. */
+static inline unsigned param_decay_mask(const KindOptValue *opt) {
+    unsigned m = (1u << P_WTE) | (1u << P_WPE) | (1u << P_QKVW) | (1u << P_ATTPROJW) | (1u << P_FCW) |
+                 (1u << P_FCPROJW);
+    for (int i = 0; i < N_KIND_SLOTS; i++) {
+        const KindSlot *k = KIND_SLOTS[i];
+        if (k->decays || (k->decay_if != NULL && kind_opt_int(opt, k->decay_if) != 0)) m |= 1u << k->slot;
+    }
+    return m;
 }
+
+static inline int slot_has_weight_decay(int slot, unsigned decay_mask) { return (decay_mask >> slot) & 1u; }
 
 typedef struct {
-    size_t slot_size[NUM_PARAM_SLOTS];   /* elements in the slot (all layers) */
-    size_t slot_offset[NUM_PARAM_SLOTS]; /* element offset of the slot in the flat buffer */
+    size_t slot_size[LLMC_MAX_PARAM_SLOTS];   /* elements in the slot (all layers) */
+    size_t slot_offset[LLMC_MAX_PARAM_SLOTS]; /* element offset of the slot in the flat buffer */
     /* element offset of layer l inside a per-layer slot; [L] = slot_size */
-    size_t layer_offset[NUM_PARAM_SLOTS][LLMC_MAX_LAYERS + 1];
+    size_t layer_offset[LLMC_MAX_PARAM_SLOTS][LLMC_MAX_LAYERS + 1];
     size_t total;                        /* elements in the buffer */
 } ParamLayout;
 
@@ -85,21 +113,25 @@ static inline size_t layer_slot_size(const GPT2Config *c, int l, int slot) {
     case P_LN1W: case P_LN1B: case P_LN2W: case P_LN2B: return ln;
     case P_QKVW: return rows * A * C;
     case P_QKVB: return rows * A;
-    case P_SDSKEW: case P_SDTHETA: return kind_slot_size(k, c, ls, slot);
     case P_ATTPROJW: return C * A;
     case P_ATTPROJB: return C;
     case P_FCW: return 4 * C * C;
     case P_FCB: return 4 * C;
     case P_FCPROJW: return C * 4 * C;
     case P_FCPROJB: return C;
-    default: return 0;
+    default: return slot >= NUM_LLMC_SLOTS ? kind_slot_size(k, c, ls, slot) : 0;
     }
 }
 
 static inline void param_layout_init(ParamLayout *p, const GPT2Config *c) {
     size_t C = (size_t)c->channels;
     size_t off = 0;
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    memset(p, 0, sizeof(*p));
+    for (int i = 0; i < N_KIND_SLOTS; i++)
+        if (KIND_SLOTS[i]->slot != NUM_LLMC_SLOTS + i)
+            llmc_die("KIND_SLOTS row %d (%s) says slot %d: expected %d (kinds/registry.h)", i, KIND_SLOTS[i]->name,
+                     KIND_SLOTS[i]->slot, NUM_LLMC_SLOTS + i);
+    for (int s = 0; s < param_slot_count(); s++) {
         size_t n = 0;
         if (slot_is_per_layer(s)) {
             for (int l = 0; l < c->num_layers; l++) {
@@ -133,8 +165,7 @@ struct LayerParams {
     float *ln2w, *ln2b;         /* (C), (C) */
     float *fcw, *fcb;           /* (4C, C), (4C) */
     float *fcprojw, *fcprojb;   /* (C, 4C), (C) */
-    float *sdskew;              /* (h, d(d-1)/2), S-D layers */
-    float *sdtheta;             /* (h, d) or (h) with scalar D, S-D layers */
+    float *slot[LLMC_MAX_PARAM_SLOTS]; /* every slot's view by number; a kind's own: slot[P_SDSKEW] */
 };
 
 static inline LayerParams layer_params(float *base, const ParamLayout *p, int l) {
@@ -151,8 +182,7 @@ static inline LayerParams layer_params(float *base, const ParamLayout *p, int l)
     lp.fcb = base + param_offset(p, P_FCB, l);
     lp.fcprojw = base + param_offset(p, P_FCPROJW, l);
     lp.fcprojb = base + param_offset(p, P_FCPROJB, l);
-    lp.sdskew = base + param_offset(p, P_SDSKEW, l);
-    lp.sdtheta = base + param_offset(p, P_SDTHETA, l);
+    for (int s = 0; s < LLMC_MAX_PARAM_SLOTS; s++) lp.slot[s] = s < param_slot_count() ? base + param_offset(p, s, l) : NULL;
     return lp;
 }
 
@@ -170,8 +200,8 @@ static inline double model_matmul_flops_per_token(const GPT2Config *c, int T) {
         const LayerSpec *ls = &c->layer[l];
         const LayerKind *k = layer_kind_of(ls->kind);
         const double A = attn_width(ls);
-        flops += 2.0 * C * k->proj->qkv_rows * A;              /* qkv (S-D: u, v) projection */
-        if (k->proj->extra_flops) flops += k->proj->extra_flops(ls); /* S-D: K' = U L^T */
+        flops += 2.0 * C * k->proj->qkv_rows * A;              /* qkv projection (or a kind's own) */
+        if (k->proj->extra_flops) flops += k->proj->extra_flops(ls); /* beyond it (a kind's own) */
         flops += k->mix->flops(ls, T);                         /* mixing: Q K^T and att V, or linear */
         flops += 2.0 * A * C;                                 /* output projection */
         flops += 2.0 * C * 4.0 * C * 2.0;                     /* MLP up and down */

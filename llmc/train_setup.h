@@ -85,11 +85,13 @@ static inline void train_flags_save(const TrainArgs *a) {
     AtomicFile af;
     atomic_open(&af, path);
     fprintf(af.f, "# the flags of this run, read by -y 1 (llmc/train_setup.h); one \"flag value\" per line\n");
-    for (int i = 0; i < ARG_TABLE_LEN; i++) {
-        if (train_flag_per_launch(ARG_TABLE[i].flag)) continue;
+    int n;
+    const ArgSpec *t = train_arg_table(&n);
+    for (int i = 0; i < n; i++) {
+        if (train_flag_per_launch(t[i].flag)) continue;
         char val[ARG_STR_CAP + 8];
-        train_flag_text(&ARG_TABLE[i], a, val, sizeof(val));
-        fprintf(af.f, "%s %s\n", ARG_TABLE[i].flag, val);
+        train_flag_text(&t[i], a, val, sizeof(val));
+        fprintf(af.f, "%s %s\n", t[i].flag, val);
     }
     atomic_commit(&af);
 }
@@ -98,11 +100,13 @@ static inline void train_flags_save(const TrainArgs *a) {
  * multi-GPU run compare at start-up. */
 static inline uint64_t train_flags_hash(const TrainArgs *a, int flag) {
     uint64_t h = FNV64_START;
-    for (int i = 0; i < ARG_TABLE_LEN; i++) {
-        if ((flag >= 0 && i != flag) || train_flag_per_launch(ARG_TABLE[i].flag)) continue;
+    int n;
+    const ArgSpec *t = train_arg_table(&n);
+    for (int i = 0; i < n; i++) {
+        if ((flag >= 0 && i != flag) || train_flag_per_launch(t[i].flag)) continue;
         char val[ARG_STR_CAP + 8];
-        train_flag_text(&ARG_TABLE[i], a, val, sizeof(val));
-        h = fnv1a64(h, ARG_TABLE[i].flag, strlen(ARG_TABLE[i].flag) + 1);
+        train_flag_text(&t[i], a, val, sizeof(val));
+        h = fnv1a64(h, t[i].flag, strlen(t[i].flag) + 1);
         h = fnv1a64(h, val, strlen(val) + 1);
     }
     return h;
@@ -123,7 +127,9 @@ static inline uint64_t dataloader_hash(const DataLoader *dl, uint64_t h) {
  * given with another value than the run's is stated (verbose: print the notes). With a complete
  * checkpoint to resume from, -b and -t must stay the run's: the state file holds the data loader's
  * order of B x T windows. A checkpoint without flags.txt beside it (written by an older version)
- * keeps the command line's flags, with a note. Returns 1 if flags were restored. */
+ * keeps the command line's flags, with a note. A retired flag of older files is read as what
+ * replaced it: -prism_unchecked 1 (a -prism table without Prism's rules) as -layers. Returns 1 if
+ * flags were restored. */
 static inline int train_flags_restore(TrainArgs *a, const int *given, int verbose) {
     if (!a->resume || a->out_dir[0] == '\0') return 0;
     const int ckpt = find_max_done_step(a->out_dir);
@@ -136,21 +142,30 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
     FlagsFile ff;
     flags_file_open(&ff, path);
     const char *flag, *val;
-    int changed = 0;
+    int changed = 0, n;
+    const ArgSpec *t = train_arg_table(&n);
     while (flags_file_next(&ff, &flag, &val)) {
-        const int k = cli_find(ARG_TABLE, ARG_TABLE_LEN, flag);
+        if (strcmp(flag, "-prism_unchecked") == 0) { /* retired; its line follows -layers and -prism */
+            if (strcmp(val, "0") != 0 && a->prism[0] != '\0' && a->layers[0] == '\0' &&
+                !train_args_given(given, "-prism")) {
+                strcpy(a->layers, a->prism);
+                a->prism[0] = '\0';
+            }
+            continue;
+        }
+        const int k = cli_find(t, n, flag);
         if (k < 0) llmc_die("%s:%d: %s: not a flag of this trainer", path, ff.lineno, flag);
         if (train_flag_per_launch(flag)) continue;
         char err[1400];
         if (!given[k]) {
-            if (!cli_try_set(&ARG_TABLE[k], a, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, ff.lineno, err);
+            if (!cli_try_set(&t[k], a, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, ff.lineno, err);
             continue;
         }
         TrainArgs saved = *a; /* the file's value, compared in the file's notation */
-        if (!cli_try_set(&ARG_TABLE[k], &saved, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, ff.lineno, err);
+        if (!cli_try_set(&t[k], &saved, val, err, sizeof(err))) llmc_die("%s:%d: %s", path, ff.lineno, err);
         char now[ARG_STR_CAP + 8], then[ARG_STR_CAP + 8];
-        train_flag_text(&ARG_TABLE[k], a, now, sizeof(now));
-        train_flag_text(&ARG_TABLE[k], &saved, then, sizeof(then));
+        train_flag_text(&t[k], a, now, sizeof(now));
+        train_flag_text(&t[k], &saved, then, sizeof(then));
         if (strcmp(now, then) != 0) {
             if (ckpt >= 0 && (strcmp(flag, "-b") == 0 || strcmp(flag, "-t") == 0)) {
                 llmc_die("%s %s: this run's checkpoints were written with %s %s (%s); its state file holds the "
@@ -158,8 +173,8 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
                          flag, now, flag, then, path, flag, then, flag);
             }
             changed++;
-            cli_value_text(&ARG_TABLE[k], a, now, sizeof(now)); /* shown as the start-up table shows it */
-            cli_value_text(&ARG_TABLE[k], &saved, then, sizeof(then));
+            cli_value_text(&t[k], a, now, sizeof(now)); /* shown as the start-up table shows it */
+            cli_value_text(&t[k], &saved, then, sizeof(then));
             if (verbose) printf("note: %s %s replaces this run's %s %s (%s)\n", flag, now, flag, then, path);
         }
     }

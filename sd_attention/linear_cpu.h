@@ -20,6 +20,7 @@
 #endif
 
 #include "../llmc/cpu/kind_cpu.h"
+#include "stages.h"      /* its option */
 #include "linear_scan.h" /* LIN_EPS, elu1f, elu1_gradf: the one definition the GPU uses too */
 
 /* Causal ELU+1 linear attention, exact form:
@@ -130,14 +131,14 @@ static inline void linear_mixer_forward(const CpuStageArgs *a) {
     const size_t N = (size_t)a->B * a->T;
     float *phi = a->mix_state, *Z = a->mix_state + N * 2 * (size_t)attn_width(a->ls);
     linear_attention_forward(a->atty, a->att, phi, Z, a->qkv, a->B, a->T, a->ls->n_head,
-                             a->ls->head_size, a->c->lin_prescale);
+                             a->ls->head_size, lin_opt_prescale(a->c));
 }
 
 static inline void linear_mixer_backward(const CpuStageArgs *a) {
     const size_t N = (size_t)a->B * a->T;
     const float *phi = a->mix_state, *Z = a->mix_state + N * 2 * (size_t)attn_width(a->ls);
     linear_attention_backward(a->dqkv, a->datty, a->qkv, a->att, phi, Z, a->B, a->T, a->ls->n_head,
-                              a->ls->head_size, a->c->lin_prescale, a->row_scratch);
+                              a->ls->head_size, lin_opt_prescale(a->c), a->row_scratch);
 }
 
 static const CpuStage LINEAR_MIXER_CPU = {linear_mixer_forward, linear_mixer_backward};

@@ -9,7 +9,8 @@
  *   dout     one thread per (sequence, t): dn, dg (a d-long dot product in fixed order)
  *   merge    (B, h, T, d) fp32 -> bf16 columns of (B T, width), times c phi' for dq, dk
  * The scan's shared memory exceeds the 48 KiB default for large d; the launcher opts in once per
- * context and size (gpu_allow_smem).
+ * size (gpu_allow_smem, with a static memo: every program that runs the scan drives one device per
+ * process).
  */
 #include <math.h>
 
@@ -55,7 +56,8 @@ static LinLayer lin_layer(float *scratch, int B, int T, int h, int d, int presca
 static void scan(void *ctx_, const LinLayer *L, const LinScanArgs *a) {
     const GpuCtx *ctx = (const GpuCtx *)ctx_;
     const dim3 grid((unsigned)((size_t)L->B * L->h), (unsigned)ceil_div((size_t)L->d, (size_t)L->shape.TY));
-    gpu_allow_smem((const void *)lin_scan_kernel, L->shape.smem_bytes, &ctx->lin_scan_smem_set);
+    static size_t opted = 0;
+    gpu_allow_smem((const void *)lin_scan_kernel, L->shape.smem_bytes, &opted);
     lin_scan_kernel<<<grid, LINSCAN_THREADS, L->shape.smem_bytes, ctx->stream>>>(*a);
     CUDA_CHECK_LAUNCH();
 }

@@ -24,6 +24,7 @@
 #include "../llmc/cpu/kernels.h"
 #include "../llmc/cpu/kind_cpu.h"
 #include "generator.h"
+#include "stages.h" /* its options and slots */
 
 /* qkv (B, T, 3A): reads U from [0, A), writes K' = U L^T into [A, 2A), head by head:
  * K'[t, a] = sum_b U[t, b] L[a, b]. */
@@ -107,7 +108,7 @@ static inline void sd_projection_forward(const CpuStageArgs *a) {
     matmul_forward(a->qkv, a->x, a->p->qkvw, a->p->qkvb, N, C, A, 3 * A, a->wt_scratch);
     matmul_forward(a->qkv + 2 * A, a->x, a->p->qkvw + (size_t)A * C, a->p->qkvb + A, N, C, A, 3 * A,
                    a->wt_scratch);
-    sd_build_generator(a->proj_state, a->p->sdskew, a->p->sdtheta, h, d, c->sd_scalar_d, c->sd_d_sign);
+    sd_build_generator(a->proj_state, a->p->slot[P_SDSKEW], a->p->slot[P_SDTHETA], h, d, sd_opt_scalar_d(c), sd_opt_sign(c));
     sd_keys_forward(a->qkv, a->proj_state, N, h, d);
 }
 
@@ -117,8 +118,8 @@ static inline void sd_projection_backward(const CpuStageArgs *a) {
     const int N = a->B * a->T, C = c->channels, h = a->ls->n_head, d = a->ls->head_size, A = h * d;
     const LayerParams *p = a->p, *dp = a->dp;
     sd_keys_backward(a->dqkv, a->proj_scratch, a->qkv, a->proj_state, N, h, d);
-    sd_params_backward(dp->sdskew, dp->sdtheta, a->proj_scratch, p->sdtheta, h, d, c->sd_scalar_d,
-                       c->sd_d_sign);
+    sd_params_backward(dp->slot[P_SDSKEW], dp->slot[P_SDTHETA], a->proj_scratch, p->slot[P_SDTHETA], h, d, sd_opt_scalar_d(c),
+                       sd_opt_sign(c));
     matmul_backward(a->dx, dp->qkvw, dp->qkvb, a->dqkv, a->x, p->qkvw, N, C, A, 3 * A);
     matmul_backward_acc(a->dx, dp->qkvw + (size_t)A * C, dp->qkvb + A, a->dqkv + 2 * A, a->x,
                         p->qkvw + (size_t)A * C, N, C, A, 3 * A);

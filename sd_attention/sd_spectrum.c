@@ -118,8 +118,8 @@ static void analyse_layer(const GPT2Config *c, const ParamLayout *pl, float *par
     LayerParams p = layer_params(params, pl, l);
     for (int k = 0; k < ls->n_head; k++) {
         if (sd_layer(ls)) {
-            spec_head_sd(p.qkvw, p.sdskew, p.sdtheta, c->channels, ls->head_size, l, k, ls->kind,
-                         c->sd_scalar_d, c->sd_d_sign, eps, &out[k]);
+            spec_head_sd(p.qkvw, p.slot[P_SDSKEW], p.slot[P_SDTHETA], c->channels, ls->head_size, l, k, ls->kind,
+                         sd_opt_scalar_d(c), sd_opt_sign(c), eps, &out[k]);
         } else {
             spec_head_standard(p.qkvw, c->channels, ls->n_head, ls->head_size, l, k, ls->kind, eps,
                                &out[k]);
@@ -180,7 +180,7 @@ static void analyse_grad(const Options *o, Report *r) {
         const int d = ls->head_size;
         const size_t npack = (size_t)d * (d - 1) / 2;
         for (int k = 0; k < ls->n_head; k++)
-            spec_head_grad(&r->head[l][k], p.sdskew + (size_t)k * npack, g.sdskew + (size_t)k * npack, d);
+            spec_head_grad(&r->head[l][k], p.slot[P_SDSKEW] + (size_t)k * npack, g.slot[P_SDSKEW] + (size_t)k * npack, d);
         spec_layer_summary(r->head[l], ls->n_head, &r->layer[l]);
     }
     r->grad_batches = N;
@@ -298,7 +298,7 @@ static void print_table(const Report *r, const Options *o) {
            c->use_ln ? "" : ", no per-block LayerNorm");
     int has_sd = 0;
     for (int l = 0; l < c->num_layers; l++) has_sd |= sd_layer(&c->layer[l]);
-    if (has_sd) printf(", S-D L = S %c D%s", c->sd_d_sign < 0 ? '-' : '+', c->sd_scalar_d ? " (scalar D)" : "");
+    if (has_sd) printf(", S-D L = S %c D%s", sd_opt_sign(c) < 0 ? '-' : '+', sd_opt_scalar_d(c) ? " (scalar D)" : "");
     printf("; unstable: alpha > %g rho (%.2f s)\n", o->eps, r->seconds);
     printf("of: R = routing part of W_Q W_K^T (capacity min(2d, C)); S = S-D skew S (capacity d). "
            "x-erank: of the routing part of the x-space kernel (R; U S U^T for S rows). min: heads with "
@@ -444,7 +444,7 @@ static void write_json(const Report *r, double eps, AtomicFile *out) {
             SPEC_ENERGY_FRACTION);
     fprintf(f, " \"config\": {\"num_layers\": %d, \"channels\": %d, \"use_ln\": %d, "
             "\"sd_d_sign\": %d, \"sd_scalar_d\": %d},\n", c->num_layers, c->channels, c->use_ln,
-            c->sd_d_sign, c->sd_scalar_d);
+            sd_opt_sign(c), sd_opt_scalar_d(c));
     if (r->grad_batches > 0) {
         fprintf(f, " \"grad\": {\"batches\": %d, \"B\": %d, \"T\": %d, \"data\": ", r->grad_batches, r->grad_B,
                 r->grad_T);

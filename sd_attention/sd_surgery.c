@@ -140,7 +140,7 @@ static void write_schedule(const GPT2Config *c, const char *path, const char *or
     atomic_open(&af, path);
     fprintf(af.f, "# layer table written by sd_surgery (%s)\n", origin);
     fprintf(af.f, "# model options: -ln %d -sd_scalar_d %d -sd_sign %d -lin_prescale %d\n", c->use_ln,
-            c->sd_scalar_d, c->sd_d_sign, c->lin_prescale);
+            sd_opt_scalar_d(c), sd_opt_sign(c), lin_opt_prescale(c));
     int start = 0;
     for (int l = 1; l <= c->num_layers; l++) {
         const LayerSpec *a = &c->layer[start];
@@ -196,7 +196,7 @@ static int kind_is_sdlin(const LayerSpec *ls) { return sd_layer(ls) && linear_la
 static void op_linearize(const Options *o, const GPT2Config *ic, float *ip, Result *r) {
     if (o->k > ic->num_layers) llmc_die("-k %d: the model has %d layers", o->k, ic->num_layers);
     r->changed_layers = surg_linearize(ic, o->k, &r->cfg);
-    if (o->lin_prescale >= 0) r->cfg.lin_prescale = o->lin_prescale;
+    if (o->lin_prescale >= 0) kind_opt_set_int(r->cfg.opt, &LIN_PRESCALE, o->lin_prescale);
     r->params = ip;
     r->owns = 0;
     if (r->changed_layers == 0) llmc_warn("-k %d: layers 0..%d are linear already; nothing changed", o->k, o->k - 1);
@@ -204,7 +204,7 @@ static void op_linearize(const Options *o, const GPT2Config *ic, float *ip, Resu
 
 static void op_scalar_d(const Options *o, const char *path, const GPT2Config *ic, float *ip, Result *r) {
     if (!has_kind(ic, sd_layer)) llmc_die("%s: -op scalar_d: the model has no S-D layers (sd, sdlin)", path);
-    if (ic->sd_scalar_d) llmc_warn("%s: D is scalar already; the output equals the input", path);
+    if (sd_opt_scalar_d(ic)) llmc_warn("%s: D is scalar already; the output equals the input", path);
     surg_scalar_d(ic, ip, o->keep_layout, &r->cfg, &r->params);
     r->owns = 1;
     for (int l = 0; l < ic->num_layers; l++) r->changed_layers += sd_layer(&ic->layer[l]);
@@ -249,14 +249,14 @@ static void write_report(const char *path, const Options *o, const GPT2Config *i
     json_string(f, o->out);
     fprintf(f, ", \"op\": \"%s\",\n", o->op);
     fprintf(f, " \"options\": {\"k\": %d, \"lin_prescale\": %d, \"keep_layout\": %d, \"planes\": %d, "
-            "\"rank90\": %d, \"round8\": %d},\n", o->k, r->cfg.lin_prescale, o->keep_layout, o->planes,
+            "\"rank90\": %d, \"round8\": %d},\n", o->k, lin_opt_prescale(&r->cfg), o->keep_layout, o->planes,
             o->rank90, o->round8);
     fprintf(f, " \"layers_before\": ");
     json_table(f, ic);
     fprintf(f, ",\n \"layers_after\": ");
     json_table(f, &r->cfg);
-    fprintf(f, ",\n \"sd_scalar_d\": [%d, %d], \"changed_layers\": %d,\n", ic->sd_scalar_d,
-            r->cfg.sd_scalar_d, r->changed_layers);
+    fprintf(f, ",\n \"sd_scalar_d\": [%d, %d], \"changed_layers\": %d,\n", sd_opt_scalar_d(ic),
+            sd_opt_scalar_d(&r->cfg), r->changed_layers);
     fprintf(f, " \"params\": [%zu, %zu], \"attention_params\": [%zu, %zu],\n", il.total, ol.total,
             surg_attention_params(ic), surg_attention_params(&r->cfg));
     if (strcmp(o->op, "shrink") == 0) {

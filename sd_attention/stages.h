@@ -13,6 +13,17 @@
  * attention with the positive feature map phi = ELU + 1 instead of the softmax,
  * o_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s / (sum_{s<=t} phi(q_t) . phi(k_s) + eps).
  *
+ * The options and parameter slots they own, listed by kinds/registry.h (llmc/kind_option.h,
+ * llmc/param_layout.h KindSlot; doc/formats.md 2.4 for the header bits and slots):
+ *   SD_SCALAR_D     -sd_scalar_d   1: one filtering value per head, D_h = softplus(theta_h) I (header[9] & 2)
+ *   SD_SIGN         -sd_sign       logits u (S + sign D) u^T: -1, or +1 for the ablation (header[9] & 4)
+ *   SD_INIT_S, SD_INIT_THETA, SD_INIT_U   -sd_init_*: the init of S, theta and U (doc/methods.md 3.7)
+ *   LIN_PRESCALE    -lin_prescale  1: the linear mixer scales q, k by d^(-1/4) before phi (header[9] & 8)
+ *   SD_DECAY_S      -sd_decay_s    1: AdamW decays the packed skew too
+ *   P_SDSKEW, P_SDTHETA   slots 16 and 17: per head the strict upper triangle of S (row-major,
+ *                   i < j; S_ij = s, S_ji = -s), and theta, (h, d) or (h) with scalar D
+ *   sd_opt_* / lin_opt_prescale   the values of a config
+ *
  * Also: sd_layer, linear_layer   whether a layer uses these stages (the S-D tools ask).
  */
 #ifndef SD_STAGES_H
@@ -23,6 +34,7 @@
 #include <string.h>
 
 #include "../llmc/config.h"
+#include "../llmc/kind_option.h"
 #include "../llmc/layer_kind.h"
 #include "../llmc/param_layout.h"
 #include "../llmc/rand.h"
@@ -30,11 +42,40 @@
 #include "linear_scan.h" /* lin_scratch_floats */
 
 /* ----------------------------------------------------------------------------------------------
+ * The options and slots. */
+static const KindOption SD_SCALAR_D = KIND_OPT_INT("-sd_scalar_d", 0, 1, 0, KIND_OPT_MODEL, 2, 1,
+                                                   "1: S-D filtering D = softplus(theta_h) I, one value per head");
+static const KindOption SD_SIGN = KIND_OPT_INT("-sd_sign", -1, 1, -1, KIND_OPT_MODEL, 4, 1,
+                                               "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1");
+/* S learned from zero by default: its spectrum is then training's (doc/sd_attention.md) */
+static const KindOption SD_INIT_S = KIND_OPT_FLT("-sd_init_s", 0.0, 1e3, 0.0, KIND_OPT_INIT,
+                                                 "S-D init: std of the packed skew parameters (0: S starts at zero; the authors' code: 0.1)");
+static const KindOption SD_INIT_THETA = KIND_OPT_FLT("-sd_init_theta", -1e3, 1e3, 0.1, KIND_OPT_INIT,
+                                                     "S-D init: theta (D = softplus(theta))");
+static const KindOption SD_INIT_U = KIND_OPT_FLT("-sd_init_u", 1e-6, 1e3, 0.02, KIND_OPT_INIT,
+                                                 "S-D init: std of U, the query/key projection (logit scale ~ its square)");
+static const KindOption LIN_PRESCALE = KIND_OPT_INT("-lin_prescale", 0, 1, 0, KIND_OPT_MODEL, 8, 1,
+                                                    "1: linear layers scale q, k by d^-1/4 before ELU+1");
+static const KindOption SD_DECAY_S = KIND_OPT_INT("-sd_decay_s", 0, 1, 0, KIND_OPT_TRAIN, 0, 0,
+                                                  "1: weight decay on the packed S-D skew parameters");
+
+enum { P_SDSKEW = NUM_LLMC_SLOTS, P_SDTHETA };
+static const KindSlot SD_SKEW_SLOT = {P_SDSKEW, "sdskew", 0, &SD_DECAY_S};
+static const KindSlot SD_THETA_SLOT = {P_SDTHETA, "sdtheta", 0, NULL};
+
+static inline int sd_opt_scalar_d(const GPT2Config *c) { return kind_opt_int(c->opt, &SD_SCALAR_D); }
+static inline int sd_opt_sign(const GPT2Config *c) { return kind_opt_int(c->opt, &SD_SIGN); }
+static inline float sd_opt_init_s(const GPT2Config *c) { return kind_opt_float(c->opt, &SD_INIT_S); }
+static inline float sd_opt_init_theta(const GPT2Config *c) { return kind_opt_float(c->opt, &SD_INIT_THETA); }
+static inline float sd_opt_init_u(const GPT2Config *c) { return kind_opt_float(c->opt, &SD_INIT_U); }
+static inline int lin_opt_prescale(const GPT2Config *c) { return kind_opt_int(c->opt, &LIN_PRESCALE); }
+
+/* ----------------------------------------------------------------------------------------------
  * The S-D projection. */
 static inline size_t sd_slot_size(const GPT2Config *c, const LayerSpec *ls, int slot) {
     const size_t h = (size_t)ls->n_head;
     if (slot == P_SDSKEW) return h * sd_pack_count(ls->head_size);
-    if (slot == P_SDTHETA) return c->sd_scalar_d ? h : h * (size_t)ls->head_size;
+    if (slot == P_SDTHETA) return sd_opt_scalar_d(c) ? h : h * (size_t)ls->head_size;
     return 0;
 }
 
@@ -48,20 +89,21 @@ static inline double sd_extra_flops(const LayerSpec *ls) {
  * theta = sd_init_theta (doc/methods.md 3.7). */
 static inline void sd_init(const GPT2Config *c, const LayerSpec *ls, const LayerParams *p,
                            TorchGenerator *g) {
-    const float std = 0.02f;
-    if (c->sd_init_u != std) {
-        const float f = c->sd_init_u / std;
+    const float std = 0.02f, init_u = sd_opt_init_u(c);
+    if (init_u != std) {
+        const float f = init_u / std;
         const size_t n = (size_t)attn_width(ls) * c->channels;
         for (size_t k = 0; k < n; k++) p->qkvw[k] *= f;
     }
-    torch_normal_(p->sdskew, sd_slot_size(c, ls, P_SDSKEW), 0.0f, c->sd_init_s, g);
+    torch_normal_(p->slot[P_SDSKEW], sd_slot_size(c, ls, P_SDSKEW), 0.0f, sd_opt_init_s(c), g);
     const size_t nt = sd_slot_size(c, ls, P_SDTHETA);
-    for (size_t k = 0; k < nt; k++) p->sdtheta[k] = c->sd_init_theta;
+    const float theta = sd_opt_init_theta(c);
+    for (size_t k = 0; k < nt; k++) p->slot[P_SDTHETA][k] = theta;
 }
 
 static inline void sd_describe(const GPT2Config *c, FILE *out) {
-    fprintf(out, ", S-D logits u (S %c D) u^T%s", c->sd_d_sign < 0 ? '-' : '+',
-            c->sd_scalar_d ? " with scalar D" : "");
+    fprintf(out, ", S-D logits u (S %c D) u^T%s", sd_opt_sign(c) < 0 ? '-' : '+',
+            sd_opt_scalar_d(c) ? " with scalar D" : "");
 }
 
 /* the generators L (h, d, d): built in the forward, read by the backward; dL in the backward */
@@ -88,7 +130,7 @@ static inline double linear_flops(const LayerSpec *ls, int T) {
 }
 
 static inline void linear_describe(const GPT2Config *c, FILE *out) {
-    if (c->lin_prescale) fprintf(out, ", linear q/k prescaled by d^-1/4");
+    if (lin_opt_prescale(c)) fprintf(out, ", linear q/k prescaled by d^-1/4");
 }
 
 /* the CPU reference keeps phi(q), phi(k) (B, T, 2A) and the normalizers Z (B, h, T) */

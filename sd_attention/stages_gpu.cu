@@ -19,7 +19,7 @@ static void sd_projection_forward(const GpuStageArgs *a) {
     cudaStream_t s = a->ctx->stream;
     matmul_forward(a->proj_scratch, a->x, a->w[P_QKVW], a->w[P_QKVB], a->N, C, 2 * A, NULL, a->ctx);
     sd_gpu_scatter_uv(a->qkv, a->proj_scratch, a->N, A, s);
-    sd_gpu_build_generator(a->proj_state, a->w[P_SDSKEW], a->w[P_SDTHETA], h, d, c->sd_scalar_d, c->sd_d_sign, s);
+    sd_gpu_build_generator(a->proj_state, a->w[P_SDSKEW], a->w[P_SDTHETA], h, d, sd_opt_scalar_d(c), sd_opt_sign(c), s);
     sd_gpu_fold_forward(a->qkv, a->proj_state, a->N, h, d, s);
 }
 
@@ -30,7 +30,7 @@ static void sd_projection_backward(const GpuStageArgs *a) {
     const int C = c->channels, A = attn_width(a->ls), h = a->ls->n_head, d = a->ls->head_size;
     sd_gpu_fold_backward(a->proj_scratch, a->proj_scratch_f32, a->dqkv, a->qkv, a->proj_state, a->N, h, d, a->ctx);
     sd_gpu_params_backward(a->g[P_SDSKEW], a->g[P_SDTHETA], a->proj_scratch_f32, a->w[P_SDTHETA], h, d,
-                           c->sd_scalar_d, c->sd_d_sign, a->ctx->stream);
+                           sd_opt_scalar_d(c), sd_opt_sign(c), a->ctx->stream);
     matmul_backward(a->dx, a->g[P_QKVW], a->g[P_QKVB], a->colsum_scratch, a->proj_scratch, a->x, a->w[P_QKVW],
                     a->N, C, 2 * A, NULL, a->ctx);
 }
@@ -41,12 +41,12 @@ const GpuStage SD_PROJECTION_GPU = {sd_projection_forward, sd_projection_backwar
  * The ELU+1 linear mixer (doc/methods.md 3.12): the chunked causal scan, fp32 scratch. */
 static void linear_mixer_forward(const GpuStageArgs *a) {
     linear_attention_forward(a->atty, a->mix_scratch, a->qkv, a->B, a->T, a->ls->n_head, a->ls->head_size,
-                             a->c->lin_prescale, a->ctx);
+                             lin_opt_prescale(a->c), a->ctx);
 }
 
 static void linear_mixer_backward(const GpuStageArgs *a) {
     linear_attention_backward(a->dqkv, a->mix_scratch, a->datty, a->qkv, a->B, a->T, a->ls->n_head,
-                              a->ls->head_size, a->c->lin_prescale, a->ctx);
+                              a->ls->head_size, lin_opt_prescale(a->c), a->ctx);
 }
 
 static int linear_mixer_supported(const LayerSpec *ls, const GpuCtx *ctx, char *why, size_t cap) {

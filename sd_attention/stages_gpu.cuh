@@ -7,6 +7,7 @@
 #define SD_STAGES_GPU_CUH
 
 #include "../llmc/gpu/kind_gpu.cuh"
+#include "stages.h" /* their options and slots */
 
 extern const GpuStage SD_PROJECTION_GPU;
 extern const GpuStage LINEAR_MIXER_GPU;

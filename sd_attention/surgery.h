@@ -78,9 +78,9 @@ static inline void surg_copy_slots(const GPT2Config *ic, const float *ip, const 
     ParamLayout il, ol;
     param_layout_init(&il, ic);
     param_layout_init(&ol, oc);
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         if (!slot_is_per_layer(s)) {
-            if (il.slot_size[s] != ol.slot_size[s]) llmc_die("surgery: slot %s changed size", PARAM_SLOT_NAMES[s]);
+            if (il.slot_size[s] != ol.slot_size[s]) llmc_die("surgery: slot %s changed size", param_slot_name(s));
             memcpy(op + ol.slot_offset[s], ip + il.slot_offset[s], il.slot_size[s] * sizeof(float));
             continue;
         }
@@ -88,7 +88,7 @@ static inline void surg_copy_slots(const GPT2Config *ic, const float *ip, const 
             if (skip && (skip[l] & (1u << s))) continue;
             const size_t n = layer_slot_size(ic, l, s);
             if (n != layer_slot_size(oc, l, s))
-                llmc_die("surgery: layer %d slot %s changed size without a rule", l, PARAM_SLOT_NAMES[s]);
+                llmc_die("surgery: layer %d slot %s changed size without a rule", l, param_slot_name(s));
             memcpy(op + param_offset(&ol, s, l), ip + param_offset(&il, s, l), n * sizeof(float));
         }
     }
@@ -119,7 +119,7 @@ static inline float surg_scalar_theta(const float *theta, int n) {
 static inline void surg_scalar_d(const GPT2Config *ic, const float *ip, int keep_layout,
                                  GPT2Config *oc, float **op) {
     *oc = *ic;
-    if (!keep_layout) oc->sd_scalar_d = 1;
+    if (!keep_layout) kind_opt_set_int(oc->opt, &SD_SCALAR_D, 1);
     ParamLayout il, ol;
     param_layout_init(&il, ic);
     param_layout_init(&ol, oc);
@@ -130,7 +130,7 @@ static inline void surg_scalar_d(const GPT2Config *ic, const float *ip, int keep
     for (int l = 0; l < ic->num_layers; l++) {
         const LayerSpec *ls = &ic->layer[l];
         if (!sd_layer(ls)) continue;
-        const int in_n = ic->sd_scalar_d ? 1 : ls->head_size, out_n = oc->sd_scalar_d ? 1 : ls->head_size;
+        const int in_n = sd_opt_scalar_d(ic) ? 1 : ls->head_size, out_n = sd_opt_scalar_d(oc) ? 1 : ls->head_size;
         const float *ti = ip + param_offset(&il, P_SDTHETA, l);
         float *to = *op + param_offset(&ol, P_SDTHETA, l);
         for (int k = 0; k < ls->n_head; k++) {
@@ -441,17 +441,17 @@ static inline void surg_shrink(const GPT2Config *ic, const float *ip, const Shri
         const int h = ic->layer[l].n_head, d = ic->layer[l].head_size, r = plan->new_d[l];
         const int A = h * d, An = h * r;
         LayerParams pi = layer_params((float *)ip, &il, l), po = layer_params(*op, &ol, l);
-        const int tn_in = ic->sd_scalar_d ? 1 : d, tn_out = ic->sd_scalar_d ? 1 : r;
+        const int tn_in = sd_opt_scalar_d(ic) ? 1 : d, tn_out = sd_opt_scalar_d(ic) ? 1 : r;
         memset(bias, 0, sizeof(double) * (size_t)C);
         rep->routing_kept[l] = rep->value_kept[l] = 0.0;
         for (int k = 0; k < h; k++) {
             ShrinkHeadIn hi = {C, d, pi.qkvw + (size_t)k * d * C, pi.qkvb + (size_t)k * d,
                                pi.qkvw + (size_t)(A + k * d) * C, pi.qkvb + A + k * d, pi.attprojw, A,
-                               k * d, pi.sdskew + (size_t)k * d * (d - 1) / 2,
-                               pi.sdtheta + (size_t)k * tn_in, ic->sd_scalar_d};
+                               k * d, pi.slot[P_SDSKEW] + (size_t)k * d * (d - 1) / 2,
+                               pi.slot[P_SDTHETA] + (size_t)k * tn_in, sd_opt_scalar_d(ic)};
             ShrinkHeadOut ho = {po.qkvw + (size_t)k * r * C, po.qkvb + (size_t)k * r,
                                 po.qkvw + (size_t)(An + k * r) * C, po.qkvb + An + k * r, po.attprojw, An,
-                                k * r, po.sdskew + (size_t)k * r * (r - 1) / 2, po.sdtheta + (size_t)k * tn_out,
+                                k * r, po.slot[P_SDSKEW] + (size_t)k * r * (r - 1) / 2, po.slot[P_SDTHETA] + (size_t)k * tn_out,
                                 bias, 0.0, 0.0};
             surg_shrink_head(&hi, r, sqrt((double)r / d), &ho);
             rep->routing_kept[l] += ho.routing_kept / h;

@@ -394,7 +394,7 @@ static void model_fd(void) {
         double max_a = 0.0;
         for (int i = 0; i < NS; i++) max_a = fmax(max_a, fabs((double)s.a[i]));
         CHECK(ok, "tiny Prism %-8s: %d sampled grads vs central differences (step %.0e): rel L2 %.2e "
-              "(tol %.0e), max|a| %.2e, worst err/tol %.2f (a %.4e, fd %.4e)", PARAM_SLOT_NAMES[slot],
+              "(tol %.0e), max|a| %.2e, worst err/tol %.2f (a %.4e, fd %.4e)", param_slot_name(slot),
               NS, model_step(slot),
               sample_rel_l2(&s, s.a), MODEL_REL_L2, max_a, ratio, s.a[worst], s.fd[worst]);
         /* negative control: the uniform model's gradient at the same (equal) weights must not pass
@@ -404,7 +404,7 @@ static void model_fd(void) {
             for (int i = 0; i < NS; i++) ua[i] = uni.grads[off + s.idx[i]];
             const int uok = sample_within(&s, ua, &worst, &ratio);
             CHECK(!uok, "tiny Prism %-8s: negative control: the uniform (4 heads) gradient is detected "
-                  "(rel L2 %.2e, worst err/tol %.1f)", PARAM_SLOT_NAMES[slot], sample_rel_l2(&s, ua),
+                  "(rel L2 %.2e, worst err/tol %.1f)", param_slot_name(slot), sample_rel_l2(&s, ua),
                   ratio);
         }
     }

@@ -97,9 +97,9 @@ int main(int argc, char **argv) {
     const LayerSpec table[4] = {{2, 24, ATTN_SD}, {1, 64, ATTN_SDLIN}, {4, 16, ATTN_LIN}, {8, 8, ATTN_MHA}};
     memcpy(cc.layer, table, sizeof(table));
     cc.use_ln = 0;
-    cc.sd_scalar_d = 1;
-    cc.sd_d_sign = 1;
-    cc.lin_prescale = 1;
+    kind_opt_set_int(cc.opt, &SD_SCALAR_D, 1);
+    kind_opt_set_int(cc.opt, &SD_SIGN, 1);
+    kind_opt_set_int(cc.opt, &LIN_PRESCALE, 1);
     GPT2 ci;
     gpt2_build_from_config(&ci, &cc, 7);
     path_join(path, sizeof(path), out, "c_init.bin");
@@ -107,9 +107,9 @@ int main(int argc, char **argv) {
     GPT2 r;
     gpt2_build_from_checkpoint(&r, path);
     GPT2Config want = ci.config;
-    want.sd_init_s = r.config.sd_init_s;
-    want.sd_init_theta = r.config.sd_init_theta;
-    want.sd_init_u = r.config.sd_init_u;
+    kind_opt_set_float(want.opt, &SD_INIT_S, sd_opt_init_s(&r.config));
+    kind_opt_set_float(want.opt, &SD_INIT_THETA, sd_opt_init_theta(&r.config));
+    kind_opt_set_float(want.opt, &SD_INIT_U, sd_opt_init_u(&r.config));
     CHECK(r.layout.total == ci.layout.total && memcmp(&r.config, &want, sizeof(want)) == 0 &&
               memcmp(r.params, ci.params, ci.layout.total * sizeof(float)) == 0,
           "C init (sd, sdlin, lin, mha; -ln 0, scalar D, +D, prescale): write + read gives the same "

@@ -15,7 +15,7 @@ RUN=(./train_gpt2 -e tiny "${DATA[@]}" -b 1 -t 16 -x 1 -s 0 -v 0 -m 1)
 help=$(./train_gpt2 --help); rc=$?
 check "--help exits 0" test $rc -eq 0
 missing=""
-for f in -i -j -e -o -layers -prism -prism_unchecked -seed -n -nk -nm -y -b -t -d -x -k -l -u -q -c -sl -sg -v -m -s -g -h -tok -a -lg -f -w -ge -z -r -pn -pr -pg -pi -ps -pf; do
+for f in -i -j -e -o -layers -prism -sd_scalar_d -sd_sign -sd_init_s -sd_init_theta -sd_init_u -lin_prescale -sd_decay_s -seed -n -nk -nm -y -b -t -d -x -k -l -u -q -c -sl -sg -v -m -s -g -h -tok -a -lg -f -w -ge -z -r -pn -pr -pg -pi -ps -pf; do
   printf '%s\n' "$help" | grep -Eq "^  $f +.*\(default " || missing="$missing $f"
 done
 check "--help lists every flag with its default (missing:$missing)" test -z "$missing"
@@ -40,7 +40,7 @@ expect_error "-y 1 without -o" "^error: -y 1 resumes from -o" "${RUN[@]}" -y 1
 expect_error "-n without -o" "^error: -n 5 writes checkpoints to -o" "${RUN[@]}" -n 5
 expect_error "-nk without -n" "^error: -nk 2 needs checkpoints" "${RUN[@]}" -nk 2
 expect_error "-k constant with warmup" "^error: -k constant ignores warmup" "${RUN[@]}" -k constant -u 10
-expect_error "-prism_unchecked without -prism" "^error: -prism_unchecked 1 needs a table \(-prism FILE\); a table without Prism's rules is -layers FILE" "${RUN[@]}" -prism_unchecked 1
+expect_error "-prism_unchecked is retired: an unknown flag" "^error: -prism_unchecked: unknown flag" "${RUN[@]}" -prism_unchecked 1
 expect_error "unknown descriptor" "^error: -e: descriptor 'd13': depth 13" "${RUN[@]}" -e d13
 expect_error "malformed custom descriptor" "^error: -e: descriptor 'L4C64': expected L<layers>C<channels>H<heads>" "${RUN[@]}" -e L4C64
 expect_error "gpt3:c5140 fails its divisibility check" "^error: -e: descriptor 'gpt3:c5140': C 5140 is not a multiple of head size 128" "${RUN[@]}" -e gpt3:c5140
@@ -61,9 +61,15 @@ expect_error "schedule: bad entry" "^error: $d/syntax.txt:1: bad entry '4q'" "${
 out=$("${RUN[@]}" -layers "$d/decreasing.txt" 2>&1); rc=$?
 check "-layers runs a decreasing table (a negative control of Prism), with no Prism warning" \
   bash -c "[ $rc -eq 0 ] && ! grep -q '^warning: $d/decreasing.txt' <<<\"\$0\"" "$out"
-out2=$("${RUN[@]}" -prism "$d/decreasing.txt" -prism_unchecked 1 2>&1); rc2=$?
-check "-prism FILE -prism_unchecked 1 (older run folders' flags) runs it as -layers does: the same losses" \
+# a run folder written before -layers: its flags.txt says -prism FILE -prism_unchecked 1
+mkdir "$d/old"
+printf -- '-e tiny\n-i %s\n-j %s\n-b 1\n-t 16\n-x 1\n-s 0\n-v 0\n-m 1\n-prism %s\n-prism_unchecked 1\n' \
+  "$TS/tiny_shakespeare_train.bin" "$TS/tiny_shakespeare_val.bin" "$d/decreasing.txt" > "$d/old/flags.txt"
+out2=$(./train_gpt2 -o "$d/old" -y 1 2>&1); rc2=$?
+check "-y 1 on an older flags.txt with -prism_unchecked 1 runs its table as -layers does: the same losses" \
   bash -c "[ $rc2 -eq 0 ] && [ \"\$(grep -oE '^(val loss|step .* loss) [0-9.]+' <<<\"\$0\")\" = \"\$(grep -oE '^(val loss|step .* loss) [0-9.]+' <<<\"\$1\")\" ]" "$out" "$out2"
+check "and rewrites flags.txt with -layers FILE, an empty -prism and no -prism_unchecked" \
+  bash -c "grep -qx -- '-layers $d/decreasing.txt' '$d/old/flags.txt' && grep -qx -- '-prism ' '$d/old/flags.txt' && ! grep -q prism_unchecked '$d/old/flags.txt'"
 expect_error "-layers with -prism: one error" "^error: -layers and -prism both give a layer table" \
   "${RUN[@]}" -layers "$d/warn.txt" -prism "$d/warn.txt"
 out=$("${RUN[@]}" -prism "$d/warn.txt" 2>&1); rc=$?

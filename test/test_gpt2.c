@@ -64,23 +64,23 @@ int main(int argc, char **argv) {
         }
         /* the model options (not the table) come from the checkpoint's header */
         ic.use_ln = c->use_ln;
-        ic.sd_scalar_d = c->sd_scalar_d;
-        ic.sd_d_sign = c->sd_d_sign;
-        ic.lin_prescale = c->lin_prescale;
-        ic.sd_init_s = sd_init_s;
-        ic.sd_init_theta = sd_init_theta;
-        ic.sd_init_u = sd_init_u;
+        kind_opt_set_int(ic.opt, &SD_SCALAR_D, sd_opt_scalar_d(c));
+        kind_opt_set_int(ic.opt, &SD_SIGN, sd_opt_sign(c));
+        kind_opt_set_int(ic.opt, &LIN_PRESCALE, lin_opt_prescale(c));
+        kind_opt_set_float(ic.opt, &SD_INIT_S, sd_init_s);
+        kind_opt_set_float(ic.opt, &SD_INIT_THETA, sd_init_theta);
+        kind_opt_set_float(ic.opt, &SD_INIT_U, sd_init_u);
         GPT2 fresh;
         gpt2_build_from_config(&fresh, &ic, 42);
         CHECK(fresh.layout.total == model.layout.total, "init: parameter count %zu == %zu",
               fresh.layout.total, model.layout.total);
         if (fresh.layout.total == model.layout.total) {
-            for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+            for (int s = 0; s < param_slot_count(); s++) {
                 const float *a = fresh.params + fresh.layout.slot_offset[s], *b = model.params + model.layout.slot_offset[s];
                 const double err = max_abs_diff(a, b, model.layout.slot_size[s]), ref = max_abs(b, model.layout.slot_size[s]);
                 const double tol = 1e-6 * fmax(1.0, ref / 0.1);
                 CHECK(err <= tol, "init %-8s max |C - torch| = %.2e (tol %.1e, max |w| %.3f)",
-                      PARAM_SLOT_NAMES[s], err, tol, ref);
+                      param_slot_name(s), err, tol, ref);
             }
         }
         gpt2_free(&fresh);
@@ -88,7 +88,10 @@ int main(int argc, char **argv) {
 
     DebugState ds;
     debug_state_read(argv[2], model.layout.total, model.config.vocab_size, &ds);
-    const int decay_sd_skew = ds.decay_sd_skew;
+    KindOptValue opt[LLMC_MAX_KIND_OPTIONS]; /* the trajectory's -sd_decay_s, as the trainer reads it */
+    memcpy(opt, c->opt, sizeof(opt));
+    kind_opt_set_int(opt, &SD_DECAY_S, ds.decay_sd_skew);
+    const unsigned decay_mask = param_decay_mask(opt);
     const int B = ds.B, T = ds.T, V = c->vocab_size;
     const size_t N = (size_t)B * T;
     printf("B = %d, T = %d, %d AdamW steps (lr %g, betas %g %g, eps %g, wd %g, clip %g)\n", B, T,
@@ -108,12 +111,12 @@ int main(int argc, char **argv) {
     gpt2_backward(&model, 1.0f / (float)N);
     /* Gradients: per tensor, max error <= 2e-5 x the tensor's largest gradient magnitude. The
      * observed fp32 noise is <= 4e-7 of it; a wrong head grouping gives >= 5e-3. */
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         const size_t off = model.layout.slot_offset[s], n = model.layout.slot_size[s];
         err = max_abs_diff(model.grads + off, ds.grads + off, n);
         ref = max_abs(ds.grads + off, n);
         CHECK(err <= 2e-5 * ref + 1e-9, "grad %-8s max |C - torch| = %.2e (tol 2e-5 x %.3e)",
-              PARAM_SLOT_NAMES[s], err, ref);
+              param_slot_name(s), err, ref);
     }
 
     /* The AdamW trajectory: losses[i] after i updates on the same batch. */
@@ -129,7 +132,7 @@ int main(int argc, char **argv) {
         double d = fabs((double)model.mean_loss - ds.losses[i]) / fabs(ds.losses[i]);
         worst = worst_err(worst, d);
         printf("  step %d: loss C %.6f torch %.6f  (rel %.1e)\n", i, model.mean_loss, ds.losses[i], d);
-        const AdamWHyper h = {ds.lr, ds.beta1, ds.beta2, ds.eps, ds.wd, decay_sd_skew};
+        const AdamWHyper h = {ds.lr, ds.beta1, ds.beta2, ds.eps, ds.wd, decay_mask};
         if (i + 1 < ds.n_steps) gpt2_update(&model, &h, scale, i + 1);
     }
     /* Measured: C and torch agree to <= 2e-7 relative over the 10 steps. Semantic errors move

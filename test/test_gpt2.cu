@@ -112,7 +112,7 @@ static void check_grad_blocks(const GPT2Config *c, const ParamLayout *pl, const 
     static const char *qkv_names[3] = {"Q", "K", "V"}, *uv_names[2] = {"U", "V"};
     int checked = 0, failed = 0, skipped = 0;
     double worst = 0.0;
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         if (!slot_is_per_layer(s)) continue;
         for (int l = 0; l < c->num_layers; l++) {
             const size_t off = param_offset(pl, s, l), n = layer_slot_size(c, l, s);
@@ -131,7 +131,7 @@ static void check_grad_blocks(const GPT2Config *c, const ParamLayout *pl, const 
                 worst = fmax(worst, err / tol);
                 if (!ok) {
                     failed++;
-                    printf("  grad %s layer %d%s%s: max |GPU - torch| = %.3e > %.3e\n", PARAM_SLOT_NAMES[s], l,
+                    printf("  grad %s layer %d%s%s: max |GPU - torch| = %.3e > %.3e\n", param_slot_name(s), l,
                            nb > 1 ? " block " : "", nb > 1 ? (sd ? uv_names[b] : qkv_names[b]) : "", err, tol);
                 }
             }
@@ -192,7 +192,10 @@ static float gpu_step(Gpu *g, const DebugState *ds, int t) {
     const float loss = gpu_grads(g, ds, 1, NULL);
     const float norm = gpt2gpu_grad_norm(&g->model);
     const float scale = (ds->clip > 0.0f && norm > ds->clip) ? ds->clip / norm : 1.0f;
-    const AdamWHyper h = {ds->lr, ds->beta1, ds->beta2, ds->eps, ds->wd, ds->decay_sd_skew};
+    KindOptValue opt[LLMC_MAX_KIND_OPTIONS]; /* the trajectory's -sd_decay_s, as the trainer reads it */
+    kind_options_defaults(opt);
+    kind_opt_set_int(opt, &SD_DECAY_S, ds->decay_sd_skew);
+    const AdamWHyper h = {ds->lr, ds->beta1, ds->beta2, ds->eps, ds->wd, param_decay_mask(opt)};
     gpt2gpu_update(&g->model, &h, scale, t);
     return loss;
 }
@@ -275,19 +278,19 @@ int main(int argc, char **argv) {
     /* gradients, tensor by tensor */
     float *grads = (float *)xmalloc(P * sizeof(float)), *grads2 = (float *)xmalloc(P * sizeof(float));
     gpu_grads(&g, &ds, 1, grads);
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         const size_t off = pl.slot_offset[s], n = pl.slot_size[s];
         if (n == 0) continue;
         double err, tol, e;
         const int ok = grad_block_ok(&ref, &ds, grads, off, n, TOL_K, &err, &tol, &e);
         const double big = max_abs(ds.grads + off, n);
         CHECK(ok, "grad %-8s max |GPU - torch| = %.3e <= %.3e (%.0f x %.2e + 2^-8 x %.2e)",
-              PARAM_SLOT_NAMES[s], err, tol, TOL_K, e, big);
+              param_slot_name(s), err, tol, TOL_K, e, big);
         /* control: half the gradient (one of two micro-steps lost) must fail. Where |ref| = big, a
          * gradient within tol of ref is >= big/2 - tol from ref/2, more than tol when tol <= big/8
          * (measured on the CPU for the gpu_check states: tol <= 0.05 big) */
         CHECK(tol <= big / 8, "control: grad %s tolerance %.3e <= 1/8 of its largest value %.3e, so half "
-              "the gradient fails", PARAM_SLOT_NAMES[s], tol, big);
+              "the gradient fails", param_slot_name(s), tol, big);
     }
 
     /* the same per layer, and for the qkv projection per Q / K / V block (U / V of S-D layers) */
@@ -301,7 +304,7 @@ int main(int argc, char **argv) {
      * roundings of each gradient (2^-8 of the tensor's largest value) */
     gpu_grads(&g, &ds, 2, grads2);
     int acc_ok = 1;
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         const size_t off = pl.slot_offset[s], n = pl.slot_size[s];
         if (n == 0) continue;
         acc_ok &= max_abs_diff(grads + off, grads2 + off, n) <= ldexp(max_abs(grads + off, n), -7);

@@ -780,7 +780,7 @@ static void test_model_from_args(void) {
     fprintf(f, "4:sd 4:sdlin 4x24:lin 4\n");
     xfclose(f, table);
     TrainArgs a;
-    int given[ARG_TABLE_LEN];
+    int given[TRAIN_ARGS_MAX_FLAGS];
     const char *argv[] = {"x", "-e", "tiny", "-prism", table, "-ln", "0", "-sd_scalar_d", "1", "-sd_sign", "1",
                           "-sd_init_s", "0.5", "-sd_init_theta", "0.3", "-sd_init_u", "0.25", "-lin_prescale", "1",
                           "-seed", "7"};
@@ -788,8 +788,8 @@ static void test_model_from_args(void) {
     GPT2Config c;
     char err[1024];
     int ok = model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err));
-    CHECK(ok && !c.use_ln && c.sd_scalar_d == 1 && c.sd_d_sign == 1 && c.sd_init_s == 0.5f && c.sd_init_theta == 0.3f &&
-              c.sd_init_u == 0.25f && c.lin_prescale == 1 && c.layer[0].kind == ATTN_SD && c.layer[1].kind == ATTN_SDLIN &&
+    CHECK(ok && !c.use_ln && sd_opt_scalar_d(&c) == 1 && sd_opt_sign(&c) == 1 && sd_opt_init_s(&c) == 0.5f && sd_opt_init_theta(&c) == 0.3f &&
+              sd_opt_init_u(&c) == 0.25f && lin_opt_prescale(&c) == 1 && c.layer[0].kind == ATTN_SD && c.layer[1].kind == ATTN_SDLIN &&
               c.layer[2].kind == ATTN_LIN && c.layer[2].head_size == 24 && c.layer[2].n_head == 4 &&
               c.layer[3].kind == ATTN_MHA,
           "descriptor + model options + kinds table -> config (%s)", ok ? "ok" : err);
@@ -798,12 +798,12 @@ static void test_model_from_args(void) {
     char msg[256];
     config_from_descriptor("tiny", &cpu, msg, sizeof(msg));
     cpu.use_ln = 0;
-    cpu.sd_scalar_d = 1;
-    cpu.sd_d_sign = 1;
-    cpu.sd_init_s = 0.5f;
-    cpu.sd_init_theta = 0.3f;
-    cpu.sd_init_u = 0.25f;
-    cpu.lin_prescale = 1;
+    kind_opt_set_int(cpu.opt, &SD_SCALAR_D, 1);
+    kind_opt_set_int(cpu.opt, &SD_SIGN, 1);
+    kind_opt_set_float(cpu.opt, &SD_INIT_S, 0.5f);
+    kind_opt_set_float(cpu.opt, &SD_INIT_THETA, 0.3f);
+    kind_opt_set_float(cpu.opt, &SD_INIT_U, 0.25f);
+    kind_opt_set_int(cpu.opt, &LIN_PRESCALE, 1);
     LayerTable *s = (LayerTable *)xmalloc(sizeof(LayerTable));
     CHECK(layer_table_load(table, &cpu, s) && prism_rules_check(s, table, &cpu), "the table loads (%s)", s->error);
     layer_table_apply(s, &cpu);
@@ -823,12 +823,12 @@ static void test_model_from_args(void) {
     gpt2_free(&m);
     /* a checkpoint -e: model options are errors unless resuming; -prism always */
     const char *argv2[] = {"x", "-e", "model.bin", "-ln", "0"};
-    /* the option list mirrors the CPU trainer's (train_gpt2.c MODEL_OPTION_FLAGS) */
+    /* the model options: -ln and the kinds' options of the model and its init, not -sd_decay_s */
     int listed = 1;
-    const char *cpu_flags[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s", "-sd_init_theta", "-sd_init_u",
-                               "-lin_prescale"};
-    for (int i = 0; i < 7; i++) listed &= i < N_MODEL_OPTION_FLAGS && strcmp(MODEL_OPTION_FLAGS[i], cpu_flags[i]) == 0;
-    CHECK(listed && N_MODEL_OPTION_FLAGS == 7, "the model-option flags are the CPU trainer's seven");
+    const char *model_flags[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s", "-sd_init_theta", "-sd_init_u",
+                                 "-lin_prescale"};
+    for (int i = 0; i < 7; i++) listed &= model_option_flag(i) != NULL && strcmp(model_option_flag(i), model_flags[i]) == 0;
+    CHECK(listed && model_option_flag(7) == NULL, "the model-option flags are -ln and the six S-D and linear ones");
     parse(&a, given, argv2, 5);
     ok = !model_config_from_args(&a, given, a.init, 1, 0, prism_rules_check, &c, err, sizeof(err)) &&
          strncmp(err, "-ln: the checkpoint model.bin carries its own model options", 59) == 0 && !strchr(err, '\n');
@@ -842,8 +842,7 @@ static void test_model_from_args(void) {
     parse(&a, given, argv4, 5);
     ok = !model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) && strstr(err, "no_such_table");
     CHECK(ok, "a missing table is an error naming it: %s", err);
-    /* -layers: any table, no Prism rules; -prism: the rules; -prism_unchecked 1 (older run
-     * folders' flags.txt) reads -prism as -layers */
+    /* -layers: any table, no Prism rules; -prism: the rules */
     f = xfopen(table, "w");
     fprintf(f, "4 2*3\n");   /* decreasing head counts: a negative control of Prism */
     xfclose(f, table);
@@ -857,11 +856,6 @@ static void test_model_from_args(void) {
     ok = !model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) &&
          strstr(err, "must not decrease") && strstr(err, "-layers FILE");
     CHECK(ok, "-prism: the same table is refused, naming -layers: %s", err);
-    const char *argv7[] = {"x", "-e", "tiny", "-prism", table, "-prism_unchecked", "1"};
-    parse(&a, given, argv7, 7);
-    ok = model_config_from_args(&a, given, a.init, 0, 0, prism_rules_check, &c, err, sizeof(err)) &&
-         c.layer[1].n_head == 2;
-    CHECK(ok, "-prism -prism_unchecked 1 reads it as -layers (%s)", ok ? "ok" : err);
     const char *argv8[] = {"x", "-e", "model.bin", "-layers", table};
     parse(&a, given, argv8, 5);
     ok = !model_config_from_args(&a, given, a.init, 1, 0, prism_rules_check, &c, err, sizeof(err)) &&
@@ -873,15 +867,15 @@ static void test_model_from_args(void) {
 static void test_kind_checkpoint_and_shards(void) {
     GPT2Config c = model_of("tiny", "4:sd 4:sdlin 4x24:lin 4");
     c.use_ln = 0;
-    c.sd_scalar_d = 1;
-    c.sd_d_sign = 1;
-    c.lin_prescale = 1;
+    kind_opt_set_int(c.opt, &SD_SCALAR_D, 1);
+    kind_opt_set_int(c.opt, &SD_SIGN, 1);
+    kind_opt_set_int(c.opt, &LIN_PRESCALE, 1);
     const char *path = "build/tmp_gpu_host_sd.bin";
     GPT2Config back;
     int32_t h[256];
     const int same = bf16_roundtrip(path, &c, 1.0f, 5, &back, h);
     CHECK(same && h[1] == 105 && h[9] == 15 && h[18] == ATTN_SD && h[21] == ATTN_SDLIN && h[23] == 24 &&
-              !back.use_ln && back.sd_scalar_d && back.sd_d_sign == 1 && back.lin_prescale,
+              !back.use_ln && sd_opt_scalar_d(&back) && sd_opt_sign(&back) == 1 && lin_opt_prescale(&back),
           "S-D/linear/-ln 0 model: v105, flags %d (no LN | scalar D | +D | prescale), table and bits read back", h[9]);
     remove(path);
     GPT2Config z = model_of("tiny", "4:sd*2 4:sdlin 4:lin");

@@ -93,7 +93,7 @@ int main() {
     float *w = model_init_params_host(&t4, 42);
     ParamLayout pt;
     param_layout_init(&pt, &t4);
-    CHECK(w[param_offset(&pt, P_SDTHETA, 0)] == t4.sd_init_theta && w[param_offset(&pt, P_LN1W, 3)] == 1.0f &&
+    CHECK(w[param_offset(&pt, P_SDTHETA, 0)] == sd_opt_init_theta(&t4) && w[param_offset(&pt, P_LN1W, 3)] == 1.0f &&
               layer_slot_size(&t4, 0, P_QKVW) == 2 * 64 * 64 && layer_slot_size(&t4, 1, P_SDSKEW) == 0,
           "C++: weights initialized from (config, layout, buffer): S-D theta, LayerNorm, U | V rows");
     free(w);

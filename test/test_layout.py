@@ -7,8 +7,10 @@ The test also runs the checker on a small tree with one include against the dire
 framework including a method folder) and expects that include to be the one reported. It also
 holds the README's layout table and design.md's reading path to the tree: every path they name
 exists, and every function or class a reading step names is in that step's files; the three kind
-registries follow kinds/list.h's codes; and commit subjects since SUBJECT_RULE_FROM are at most 72
-characters.
+registries follow kinds/list.h's codes; the framework's code (llmc/, comments aside) names no kind:
+no identifier with a kind's name as a word (sd_*, LIN_*), no kind's flag (-sd_sign) and no kind's
+parameter slot (sdskew), with a control that such names are found; and commit subjects since
+SUBJECT_RULE_FROM are at most 72 characters.
 
     python test/test_layout.py            (from the repository root)
 """
@@ -129,6 +131,21 @@ def main():
     check(codes[-1:] == ["ATTN_NUM_KINDS"] and len(codes) - 1 == len(names) and
           all(c == "ATTN_" + n.upper() for c, n in zip(codes, names)),
           "the registry's rows follow kinds/list.h's codes (%s; %s)" % (codes, names))
+    words, flags, slots = kind_vocabulary()
+    check(len(words) >= 3 and len(flags) >= 7 and len(slots) >= 2,
+          "the kinds' names, flags and slots are read from the registry and the method folders (%s; %s; %s)"
+          % (sorted(words), sorted(flags), sorted(slots)))
+    named_kind = []
+    for rel in sorted(sources(ROOT)):
+        if rel.split("/")[0] == "llmc":
+            text = open(os.path.join(ROOT, rel), errors="replace").read()
+            named_kind += ["%s: %s" % (rel, n) for n in kind_names_in(text, words, flags, slots)]
+    check(named_kind == [], "the framework's code (llmc/, comments aside) names no kind's identifier, flag or "
+          "slot (%d found: %s)" % (len(named_kind), named_kind[:8]))
+    ctl = kind_names_in('/* c->sd_sign, -sd_sign */ int n = c->sd_sign + lin_x("-lin_prescale") + P_SDSKEW;\n'
+                        'const char *s = "sdskew"; // sd_in_comment\nint sdk, linear, sd;\n', words, flags, slots)
+    check(sorted(ctl) == sorted(["sd_sign", "lin_x", "-lin_prescale", "P_SDSKEW", "sdskew"]),
+          "control: kind names in code and strings are found, in comments and other words not (%s)" % ctl)
     long_subjects = commit_subjects_over(72)
     if long_subjects is None:
         print("skipped: commit subjects (not a git checkout, or git missing)")
@@ -159,6 +176,46 @@ def commit_subjects_over(limit):
     if out.returncode != 0:
         return None
     return [line for line in out.stdout.splitlines() if len(line.split(" ", 1)[-1]) > limit]
+
+
+def kind_vocabulary():
+    """The kinds' names other than the framework's mha (kinds/registry.h), the flags of their
+    options (KIND_OPT_INT / KIND_OPT_FLT in the method folders) and their slot names (KindSlot)."""
+    words = set(n for n in registry_rows().get("kinds/registry.h", []) if n != "mha")
+    flags, slots = set(), set()
+    for folder in ALLOWED:
+        if folder.split("/")[0] in ("llmc", "kinds"):
+            continue
+        for f in os.listdir(os.path.join(ROOT, folder)):
+            if f.endswith(SOURCE_EXT):
+                text = open(os.path.join(ROOT, folder, f), errors="replace").read()
+                flags.update(re.findall(r'KIND_OPT_(?:INT|FLT)\(\s*"(-[A-Za-z0-9_]+)"', text))
+                slots.update(re.findall(r'KindSlot\s+\w+\s*=\s*\{\s*\w+\s*,\s*"(\w+)"', text))
+    return words, flags, slots
+
+
+COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def kind_names_in(text, words, flags, slots):
+    """The kind-specific names in C code: identifiers with a kind's name as one of their
+    underscore-separated words, a kind's flag or slot name in a string; comments are skipped."""
+    found, strings = [], []
+
+    def blank(m):
+        if m.group(0).startswith(("//", "/*")):
+            return " "
+        strings.append(m.group(0)[1:-1])
+        return " "
+    code = COMMENT_OR_STRING.sub(blank, text)
+    for ident in re.findall(r"[A-Za-z_]\w*", code):
+        parts = [p.lower() for p in ident.split("_") if p]
+        if any(p in slots for p in parts) or (len(parts) > 1 and any(p in words for p in parts)):
+            found.append(ident)
+    for st in strings:
+        found += [f for f in flags if re.search(r"(^|[^\w-])%s\b" % re.escape(f), st)]
+        found += [w for w in slots if re.search(r"\b%s\b" % re.escape(w), st)]
+    return found
 
 
 def registry_rows():

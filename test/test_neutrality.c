@@ -48,15 +48,15 @@ static int layouts_equal(const ParamLayout *a, const ParamLayout *b, int L, char
         snprintf(why, cap, "total %zu != %zu", a->total, b->total);
         return 0;
     }
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         if (a->slot_size[s] != b->slot_size[s] || a->slot_offset[s] != b->slot_offset[s]) {
-            snprintf(why, cap, "slot %s: size %zu vs %zu, offset %zu vs %zu", PARAM_SLOT_NAMES[s],
+            snprintf(why, cap, "slot %s: size %zu vs %zu, offset %zu vs %zu", param_slot_name(s),
                      a->slot_size[s], b->slot_size[s], a->slot_offset[s], b->slot_offset[s]);
             return 0;
         }
         for (int l = 0; l <= L; l++) {
             if (a->layer_offset[s][l] != b->layer_offset[s][l]) {
-                snprintf(why, cap, "slot %s layer %d: offset %zu vs %zu", PARAM_SLOT_NAMES[s], l,
+                snprintf(why, cap, "slot %s layer %d: offset %zu vs %zu", param_slot_name(s), l,
                          a->layer_offset[s][l], b->layer_offset[s][l]);
                 return 0;
             }
@@ -80,7 +80,7 @@ static void check_neutral(const char *name, const GPT2Config *uni, const GPT2Con
     int per_layer_ok = 1;
     for (int l = 0; l < L; l++) {
         size_t n = 0;
-        for (int s = 0; s < NUM_PARAM_SLOTS; s++)
+        for (int s = 0; s < param_slot_count(); s++)
             if (slot_is_per_layer(s)) n += layer_slot_size(pc, l, s);
         if (n != 12 * C * C + 13 * C) per_layer_ok = 0;
     }
@@ -216,7 +216,7 @@ int main(void) {
               pu.slot_size[P_QKVW] - pn.slot_size[P_QKVW], pu.slot_size[P_QKVB] - pn.slot_size[P_QKVB],
               pu.slot_size[P_ATTPROJW] - pn.slot_size[P_ATTPROJW]);
         int others = 1;
-        for (int s = 0; s < NUM_PARAM_SLOTS; s++)
+        for (int s = 0; s < param_slot_count(); s++)
             if (s != P_QKVW && s != P_QKVB && s != P_ATTPROJW) others &= pu.slot_size[s] == pn.slot_size[s];
         CHECK(others, "12x32*12: every other slot keeps its size");
         int off_ok = 1;

@@ -194,8 +194,8 @@ static void model_case(int use_ln, uint32_t seed) {
     const int kinds[4] = {ATTN_SD, ATTN_SDLIN, ATTN_LIN, ATTN_MHA};
     for (int l = 0; l < 4; l++) c.layer[l].kind = kinds[l];
     c.use_ln = use_ln;
-    c.sd_init_s = 0.5f;
-    c.sd_init_theta = -0.5f;
+    kind_opt_set_float(c.opt, &SD_INIT_S, 0.5f);
+    kind_opt_set_float(c.opt, &SD_INIT_THETA, -0.5f);
     GPT2 m;
     gpt2_build_from_config(&m, &c, seed);
     /* larger attention weights so that the heads are far from uniform mixing */
@@ -237,7 +237,7 @@ static void model_case(int use_ln, uint32_t seed) {
         /* whole-model differences go through the 50257-way softmax: measured rel L2 <= 3e-3;
          * asserted 2e-2 (a 10% error in the parameter's gradient gives >= 0.1). */
         CHECK(e.rel_l2 <= 2e-2, "model (sd, sdlin, lin, mha)%s: d%s vs FD on 30 sampled values: rel L2 %.1e (max|a| %.2e)",
-              use_ln ? "" : " -ln 0", PARAM_SLOT_NAMES[s], e.rel_l2, e.max_a);
+              use_ln ? "" : " -ln 0", param_slot_name(s), e.rel_l2, e.max_a);
     }
     gpt2_free(&m);
 }

@@ -30,9 +30,9 @@ int main(void) {
     CHECK(layer_slot_size(&c, 0, P_QKVW) == 2u * 768 * 768 && layer_slot_size(&c, 0, P_QKVB) == 2u * 768 &&
               layer_slot_size(&c, 0, P_SDSKEW) == 12u * 2016 && layer_slot_size(&c, 0, P_SDTHETA) == 12u * 64,
           "S-D layer: qkvw (2A, C), qkvb 2A, skew h d(d-1)/2, theta h d");
-    c.sd_scalar_d = 1;
+    kind_opt_set_int(c.opt, &SD_SCALAR_D, 1);
     CHECK(layer_slot_size(&c, 0, P_SDTHETA) == 12u, "scalar D: theta has one value per head");
-    c.sd_scalar_d = 0;
+    kind_opt_set_int(c.opt, &SD_SCALAR_D, 0);
     c.layer[1].kind = ATTN_LIN;
     c.layer[2].kind = ATTN_SDLIN;
     CHECK(layer_slot_size(&c, 1, P_QKVW) == 3u * 768 * 768 && layer_slot_size(&c, 1, P_SDSKEW) == 0 &&
@@ -47,7 +47,7 @@ int main(void) {
     ParamLayout p;
     param_layout_init(&p, &c);
     size_t sum = 0;
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) sum += p.slot_size[s];
+    for (int s = 0; s < param_slot_count(); s++) sum += p.slot_size[s];
     CHECK(sum == p.total && p.slot_offset[P_SDSKEW] == p.slot_offset[P_LNFB] + 768 &&
               p.slot_offset[P_SDTHETA] == p.slot_offset[P_SDSKEW] + p.slot_size[P_SDSKEW],
           "the S-D slots follow llm.c's 16 slots, in order");
@@ -67,20 +67,20 @@ int main(void) {
 
     /* header round trip with every flag */
     c.use_ln = 0;
-    c.sd_scalar_d = 1;
-    c.sd_d_sign = 1;
-    c.lin_prescale = 1;
+    kind_opt_set_int(c.opt, &SD_SCALAR_D, 1);
+    kind_opt_set_int(c.opt, &SD_SIGN, 1);
+    kind_opt_set_int(c.opt, &LIN_PRESCALE, 1);
     int32_t h[HEADER_INTS];
     checkpoint_header_encode(&c, 0, h);
     CHECK(h[1] == 103 && h[9] == 15, "flags: no LN 1 | scalar D 2 | +D 4 | prescale 8 = %d in header[9]", h[9]);
     GPT2Config back;
     int bf16 = 0;
     checkpoint_header_decode("mem", h, &back, &bf16);
-    int same = back.use_ln == 0 && back.sd_scalar_d == 1 && back.sd_d_sign == 1 && back.lin_prescale == 1;
+    int same = back.use_ln == 0 && sd_opt_scalar_d(&back) == 1 && sd_opt_sign(&back) == 1 && lin_opt_prescale(&back) == 1;
     for (int l = 0; l < 12; l++) same &= memcmp(&back.layer[l], &c.layer[l], sizeof(LayerSpec)) == 0;
     CHECK(same, "encode + decode restores the flags and the table (kinds, explicit sizes)");
     config_from_descriptor("d12", &u, msg, sizeof(msg));
-    u.sd_scalar_d = 1; /* irrelevant without S-D layers */
+    kind_opt_set_int(u.opt, &SD_SCALAR_D, 1); /* irrelevant without S-D layers */
     checkpoint_header_encode(&u, 0, h);
     CHECK(h[1] == 3 && h[9] == 0, "a uniform mha model stays llm.c's v3 whatever the S-D options");
     return test_finish();

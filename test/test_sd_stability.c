@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
         if (!(ls->kind == ATTN_SD || ls->kind == ATTN_SDLIN)) continue;
         LayerParams p = layer_params(m.params, &m.layout, l);
         float *L = (float *)xmalloc(sizeof(float) * ls->n_head * ls->head_size * ls->head_size);
-        sd_build_generator(L, p.sdskew, p.sdtheta, ls->n_head, ls->head_size, c->sd_scalar_d, c->sd_d_sign);
+        sd_build_generator(L, p.slot[P_SDSKEW], p.slot[P_SDTHETA], ls->n_head, ls->head_size, sd_opt_scalar_d(c), sd_opt_sign(c));
         for (int k = 0; k < ls->n_head; k++) {
             const double a = spectral_abscissa(L + (size_t)k * ls->head_size * ls->head_size, ls->head_size);
             worst = fmax(worst, a);

@@ -47,10 +47,10 @@ static void small_config(GPT2Config *c, int scalar_d, int kind1) {
     c->channels = 32;
     c->num_heads = 2;
     c->use_ln = 1;
-    c->sd_scalar_d = scalar_d;
-    c->sd_d_sign = -1;
-    c->sd_init_s = 0.5f;
-    c->sd_init_theta = 0.1f;
+    kind_opt_set_int(c->opt, &SD_SCALAR_D, scalar_d);
+    kind_opt_set_int(c->opt, &SD_SIGN, -1);
+    kind_opt_set_float(c->opt, &SD_INIT_S, 0.5f);
+    kind_opt_set_float(c->opt, &SD_INIT_THETA, 0.1f);
     for (int l = 0; l < 2; l++) c->layer[l] = (LayerSpec){2, 8, l == 0 ? ATTN_SD : kind1};
 }
 
@@ -62,7 +62,7 @@ static void randomize(GPT2 *m) {
         for (int i = 0; i < c->channels; i++) p.attprojb[i] = (float)(0.1 * nrand());
         for (size_t i = 0; i < layer_slot_size(c, l, P_ATTPROJW); i++) p.attprojw[i] = (float)(0.2 * nrand());
         for (size_t i = 0; i < layer_slot_size(c, l, P_QKVW); i++) p.qkvw[i] = (float)(0.3 * nrand());
-        for (size_t i = 0; i < layer_slot_size(c, l, P_SDTHETA); i++) p.sdtheta[i] = (float)nrand();
+        for (size_t i = 0; i < layer_slot_size(c, l, P_SDTHETA); i++) p.slot[P_SDTHETA][i] = (float)nrand();
     }
 }
 
@@ -88,7 +88,7 @@ static void make_head_in_span(GPT2 *m, int m_planes) {
     LayerParams p = layer_params(m->params, &m->layout, 0);
     double S[64], Q[64], om[8], P[64];
     for (int k = 0; k < h; k++) {
-        spec_skew_unpack(p.sdskew + (size_t)k * d * (d - 1) / 2, d, S);
+        spec_skew_unpack(p.slot[P_SDSKEW] + (size_t)k * d * (d - 1) / 2, d, S);
         surg_schur_planes(S, d, Q, om);
         for (int i = 0; i < d; i++)
             for (int j = 0; j < d; j++) {
@@ -151,9 +151,9 @@ static void test_shrink_exact(void) {
     param_layout_init(&ol, &oc);
     LayerParams po = layer_params(op, &ol, 0);
     const double s = sqrt(4.0 / 8.0);
-    for (size_t i = 0; i < layer_slot_size(&oc, 0, P_SDSKEW); i++) po.sdskew[i] /= (float)s;
+    for (size_t i = 0; i < layer_slot_size(&oc, 0, P_SDSKEW); i++) po.slot[P_SDSKEW][i] /= (float)s;
     for (size_t i = 0; i < layer_slot_size(&oc, 0, P_SDTHETA); i++)
-        po.sdtheta[i] = (float)surg_softplus_inv(spec_softplus(po.sdtheta[i]) / s);
+        po.slot[P_SDTHETA][i] = (float)surg_softplus_inv(spec_softplus(po.slot[P_SDTHETA][i]) / s);
     logits_of(&oc, op, x, B, T, got);
     diff = max_abs_diff(ref, got, n);
     CHECK(diff > 1e-3, "negative control: without the sqrt(2m/d) logit-scale correction the logits "
@@ -245,11 +245,11 @@ static void test_scalar_d_and_linearize(void) {
         LayerParams pi = layer_params(m.params, &m.layout, l), ps = layer_params(sp, &sl, l);
         for (int k = 0; k < 2; k++) {
             double mean = 0.0;
-            for (int i = 0; i < 8; i++) mean += spec_softplus(pi.sdtheta[k * 8 + i]) / 8;
-            err = worst_err(err, fabs(spec_softplus(ps.sdtheta[k]) - mean) / mean);
+            for (int i = 0; i < 8; i++) mean += spec_softplus(pi.slot[P_SDTHETA][k * 8 + i]) / 8;
+            err = worst_err(err, fabs(spec_softplus(ps.slot[P_SDTHETA][k]) - mean) / mean);
         }
     }
-    CHECK(sc.sd_scalar_d == 1 && layer_slot_size(&sc, 0, P_SDTHETA) == 2 && err < 1e-6,
+    CHECK(sd_opt_scalar_d(&sc) == 1 && layer_slot_size(&sc, 0, P_SDTHETA) == 2 && err < 1e-6,
           "scalar_d: the scalar-D layout (one theta per head) keeps each head's mean softplus "
           "(rel. err %.1e)", err);
     const int B = 1, T = 10, n = B * T * c.vocab_size;
@@ -258,13 +258,13 @@ static void test_scalar_d_and_linearize(void) {
     float *a = (float *)xmalloc(sizeof(float) * n), *b = (float *)xmalloc(sizeof(float) * n);
     logits_of(&sc, sp, x, B, T, a);
     logits_of(&kc, kp, x, B, T, b);
-    CHECK(kc.sd_scalar_d == 0 && max_abs_diff(a, b, n) == 0.0,
+    CHECK(sd_opt_scalar_d(&kc) == 0 && max_abs_diff(a, b, n) == 0.0,
           "-keep_layout 1 (d equal values) and the scalar layout give bit-identical logits");
     HeadStats hs;
     ParamLayout kl;
     param_layout_init(&kl, &kc);
     LayerParams pk = layer_params(kp, &kl, 1);
-    spec_head_sd(pk.qkvw, pk.sdskew, pk.sdtheta, 32, 8, 1, 1, ATTN_SDLIN, 0, -1, 1e-6, &hs);
+    spec_head_sd(pk.qkvw, pk.slot[P_SDSKEW], pk.slot[P_SDTHETA], 32, 8, 1, 1, ATTN_SDLIN, 0, -1, 1e-6, &hs);
     CHECK(hs.d_spread < 1e-7, "after scalar_d every head's D spread is 0 (%.1e)", hs.d_spread);
     free(sp);
     free(kp);

@@ -452,8 +452,8 @@ static inline float gpt2_grad_norm(const GPT2 *model) {
 
 /*
  * AdamW (doc/formats.md 11), t = number of this update (1-based). grad_scale = min(1,
- * clip/norm) from the caller. Weight decay on the 2-D slots, and on the packed S-D skew
- * parameters only when h->decay_sd_skew is set.
+ * clip/norm) from the caller. Weight decay on the slots of h->decay_mask (llmc/param_layout.h
+ * param_decay_mask).
  *   g <- s g;  m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2
  *   p <- p - lr (mhat / (sqrt(vhat) + eps) + wd p)
  */
@@ -465,9 +465,9 @@ static inline void gpt2_update(GPT2 *model, const AdamWHyper *h, float grad_scal
     }
     const float bc1 = 1.0f - powf(beta1, (float)t);
     const float bc2 = 1.0f - powf(beta2, (float)t);
-    for (int s = 0; s < NUM_PARAM_SLOTS; s++) {
+    for (int s = 0; s < param_slot_count(); s++) {
         const size_t off = model->layout.slot_offset[s], n = model->layout.slot_size[s];
-        const float wd = slot_has_weight_decay(s, h->decay_sd_skew) ? h->weight_decay : 0.0f;
+        const float wd = slot_has_weight_decay(s, h->decay_mask) ? h->weight_decay : 0.0f;
         float *p = model->params + off, *gr = model->grads + off;
         float *m = model->m + off, *v = model->v + off;
 #pragma omp parallel for schedule(static)

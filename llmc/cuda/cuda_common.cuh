@@ -69,11 +69,9 @@ typedef struct {
     size_t lt_workspace_size;
     /* Host-side memos that launchers fill in through a const GpuCtx * (hence mutable; they only
      * save repeated work): cuBLASLt's algorithm per matmul problem (matmul.cu, created on the
-     * first matmul, freed by gpu_ctx_free), and the largest dynamic shared memory the
-     * linear-attention scan kernel has been allowed so far (sd_attention/linear_scan.cu), and the same
-     * for the three flash attention kernels (llmc/attention/flash.cu). */
+     * first matmul, freed by gpu_ctx_free), and the largest dynamic shared memory the three flash
+     * attention kernels have been allowed so far (llmc/attention/flash.cu). */
     mutable struct LtAlgoCache *lt_algos;
-    mutable size_t lin_scan_smem_set;
     mutable size_t flash_smem_set[3];
 } GpuCtx;
 

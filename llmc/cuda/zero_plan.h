@@ -29,7 +29,7 @@ typedef struct {
     size_t shard_off;  /* offset in this rank's m / v / master buffers */
 } ShardSeg;
 
-#define SHARD_MAX_SEGS (NUM_PARAM_SLOTS * LLMC_MAX_LAYERS)
+#define SHARD_MAX_SEGS (LLMC_MAX_PARAM_SLOTS * LLMC_MAX_LAYERS)
 
 typedef struct {
     int zero_stage, nproc, rank;
@@ -51,7 +51,7 @@ static inline int shard_plan_init(ShardPlan *s, const ParamLayout *pl, const GPT
     }
     const int sharded = zero_stage == 1 && nproc > 1;
     size_t shard_off = 0;
-    for (int slot = 0; slot < NUM_PARAM_SLOTS; slot++) {
+    for (int slot = 0; slot < param_slot_count(); slot++) {
         const int layers = slot_is_per_layer(slot) ? c->num_layers : 1;
         for (int l = 0; l < layers; l++) {
             const size_t block_off = param_offset(pl, slot, l);
@@ -60,7 +60,7 @@ static inline int shard_plan_init(ShardPlan *s, const ParamLayout *pl, const GPT
             if (sharded && size % (size_t)nproc != 0) {
                 snprintf(err, cap, "-z 1: tensor %s, layer %d: %zu elements are not divisible by %d "
                          "processes (ZeRO-1 shards every tensor evenly); use -z 0",
-                         PARAM_SLOT_NAMES[slot], l, size, nproc);
+                         param_slot_name(slot), l, size, nproc);
                 return 0;
             }
             ShardSeg *g = &s->seg[s->nseg++];

@@ -398,7 +398,7 @@ static GpuStageArgs stage_args(const GPT2GPU *m, int l, const LayerActs *a, floa
     s.B = m->cur.B;
     s.T = m->cur.T;
     s.N = ntok(m);
-    for (int slot = 0; slot < NUM_PARAM_SLOTS; slot++) {
+    for (int slot = 0; slot < param_slot_count(); slot++) {
         s.w[slot] = param(m->params, m, slot, l);
         s.g[slot] = m->grads ? param(m->grads, m, slot, l) : NULL;
     }
@@ -758,9 +758,9 @@ void gpt2gpu_update(GPT2GPU *m, const AdamWHyper *h, float grad_scale, int t) {
     a.bias_corr2 = 1.0f - powf(h->beta2, (float)t);
     m->rng_state_last_update = m->rng_state;
     int i = 0;
-    for (int slot = 0; slot < NUM_PARAM_SLOTS; slot++) {
+    for (int slot = 0; slot < param_slot_count(); slot++) {
         a.seed = xorshift_u32(&m->rng_state); /* one seed per tensor slot, every update */
-        a.weight_decay = slot_has_weight_decay(slot, h->decay_sd_skew) ? h->weight_decay : 0.0f;
+        a.weight_decay = slot_has_weight_decay(slot, h->decay_mask) ? h->weight_decay : 0.0f;
         for (; i < m->shard.nseg && m->shard.seg[i].slot == slot; i++) {
             const ShardSeg *g = &m->shard.seg[i];
             adamw_update(m->params, m->master, m->grads, m->m, m->v, g->global_off, g->shard_off,

@@ -56,9 +56,9 @@ typedef struct {
     AttPath path[LLMC_MAX_LAYERS];
     ShardPlan shard;
     /* segment indices for the reductions: the per-layer tensors of each layer, then the rest */
-    int layer_seg[LLMC_MAX_LAYERS][NUM_PARAM_SLOTS];
+    int layer_seg[LLMC_MAX_LAYERS][LLMC_MAX_PARAM_SLOTS];
     int n_layer_seg[LLMC_MAX_LAYERS];
-    int tail_seg[NUM_PARAM_SLOTS];
+    int tail_seg[LLMC_MAX_PARAM_SLOTS];
     int n_tail_seg;
     /* contiguous runs of this rank's segments (one run under ZeRO-0), for the gradient norm */
     int n_runs;

@@ -28,8 +28,8 @@ typedef struct {
     const LayerSpec *ls;
     int B, T;
     size_t N;                      /* B T */
-    floatX *w[NUM_PARAM_SLOTS];    /* the layer's block of each parameter slot */
-    floatX *g[NUM_PARAM_SLOTS];    /* and of its gradient (backward only) */
+    floatX *w[LLMC_MAX_PARAM_SLOTS];    /* the layer's block of each parameter slot */
+    floatX *g[LLMC_MAX_PARAM_SLOTS];    /* and of its gradient (backward only) */
     const floatX *x;               /* (N, C) the sub-block's input */
     floatX *dx;                    /* (N, C) backward: overwritten */
     floatX *qkv;                   /* (N, 3A) Q | K | V */
