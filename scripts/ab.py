@@ -63,7 +63,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from common import build_missing, make_target, write_atomic  # noqa: E402
-from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
+from ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
 from plot_logs import LogError  # noqa: E402
 
 TASK_FILES = {"hellaswag": "hellaswag/hellaswag_val.bin", "piqa": "piqa/piqa_val.bin",

@@ -4,11 +4,12 @@ paired zero-shot accuracy, the attention distance per layer, steps to a target l
 and MFU, with plots. scripts/ab.py writes such a directory and calls this at its end.
 
   python scripts/ab_report.py DIR [--arms uniform,prism,...] [--target-loss X] [--smooth BETA]
+                              [--plots 0|1] [--markdown FILE] [--json FILE]
 
 DIR holds one run per arm and seed, DIR/<arm>_seed<S>/, with
   main.log          the trainer's log (doc/formats.md 9): the final val loss is the last `tel`
                     record, which must be one past the last train step (an unfinished run is an
-                    error; see ab_summary.final_val_loss);
+                    error; see ab_stats.final_val_loss);
   stdout.log, or DIR/<arm>_seed<S>.log
                     the trainer's stdout: tokens/s (tokens per step / "total average iteration
                     time") and, from the GPU trainer, the median MFU of its step lines;
@@ -19,8 +20,9 @@ DIR/ab.json (written by scripts/ab.py), else from the run folders in sorted orde
 is the reference against which every other is paired.
 
 For each other arm, paired over the seeds both arms have (same init weights, same data order):
-  - the val loss difference arm - reference: mean, se, and the 95% interval mean +- t(0.975, n-1) se;
-    "within the noise" when the interval contains 0 (ab_summary.paired, ab_summary.t975);
+  - the val loss difference arm - reference: per seed, and its mean, se and 95% interval
+    mean +- t(0.975, n-1) se; "within the noise" when the interval contains 0 (ab_stats.paired,
+    ab_stats.t975); no conclusion when a final val loss is NaN (a diverged run);
   - per zero-shot task the accuracy difference (acc_norm where the task has it, else acc: LAMBADA
     and WinoGrande score acc only), with the same interval;
   - per layer, Delta D_l = D_l(arm) - D_l(reference) (the mean attention distance, doc/methods.md
@@ -29,10 +31,13 @@ For each other arm, paired over the seeds both arms have (same init weights, sam
     largest final val loss of all runs, the level every run reached); per run, and the ratio
     arm / reference paired by seed;
   - tokens/s: the ratio of the arms' medians; MFU: the median of each arm's runs.
-Writes DIR/summary.md, DIR/summary.json, DIR/loss.png (train loss smoothed by an exponential
-moving average, the raw values faint, val loss with markers; one colour per arm) and, when
-attention distances are there, DIR/attn_delta.png (Delta D_l per layer with its 95% interval and
-the zero line). Errors are one line naming the file.
+A verdict on the val loss needs DIR/floors.json (scripts/floors.py --json) and every run of both
+arms below its bigram floor (gate); otherwise the statement says why there is none.
+Prints the summary (Markdown) and writes it to DIR/summary.md (or --markdown FILE), the numbers to
+DIR/summary.json (or --json FILE) and, unless --plots 0, DIR/loss.png (train loss smoothed by an
+exponential moving average, the raw values faint, val loss with markers; one colour per arm) and,
+when attention distances are there, DIR/attn_delta.png (Delta D_l per layer with its 95% interval
+and the zero line). Errors are one line naming the file.
 """
 import argparse
 import glob
@@ -44,7 +49,8 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_summary import SummaryError, describe, final_val_loss, fmt, paired, t975, tokens_per_second  # noqa: E402
+from ab_stats import (SummaryError, describe, final_val_loss, fmt, paired, stdout_path, t975,  # noqa: E402
+                      tokens_per_second)
 from common import json_safe, pyplot, read_json, save_png, write_atomic  # noqa: E402
 from floors import above_bigram, bits_per_byte  # noqa: E402
 from floors import describe as describe_floors  # noqa: E402
@@ -53,11 +59,6 @@ from plot_logs import LogError, parse_main_log  # noqa: E402
 RUN_DIR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*?)_seed(\d+)")
 TASKS = ("hellaswag", "piqa", "arc_easy", "winogrande", "lambada")
 MFU = re.compile(r"\| *(-?[0-9.]+)% bf16 MFU \|")
-
-
-def stdout_path(run_dir):
-    return next((p for p in (run_dir + ".log", os.path.join(run_dir, "stdout.log"))
-                 if os.path.isfile(p)), None)
 
 
 def median_mfu(run_dir):
@@ -192,7 +193,9 @@ def summarize(directory, runs, arms, target, floors=None):
         d["delta_D"] = {layer: paired(v) for layer, v in sorted(per_layer.items()) if v}
         d["delta_D_skipped"] = sorted(layer for layer, v in per_layer.items() if not v)
         d["testable"], why = gate(runs, [ref, a], floors)
-        d["statement"] = statement(a, ref, d["val"]) if d["testable"] else f"{a} vs {ref}: {why}."
+        # a diverged run has no verdict for its own reason, before the gate's (a NaN is above any floor)
+        diverged = d["val"]["n"] > 0 and math.isnan(d["val"]["mean"])
+        d["statement"] = statement(a, ref, d["val"]) if d["testable"] or diverged else f"{a} vs {ref}: {why}."
         out["vs_reference"][a] = d
     return out
 
@@ -311,6 +314,10 @@ def markdown(directory, runs, s, settings=None):
         L.append(f"| {a} | {interval(d['val'])} | {fmt(d['tok_s_ratio'], '.3f')} | "
                  f"{interval(d['steps_ratio'], '.3f')} |")
     L.append("")
+    L += [f"- {a} - {ref} by seed: " + ", ".join(f"{seed}: {fmt(v)}" for seed, v in
+                                                 sorted(s["vs_reference"][a]["val_by_seed"].items()))
+          for a in arms[1:]]
+    L.append("")
     L += [s["vs_reference"][a]["statement"] for a in arms[1:]]
     L += ["", f"Steps to the target val loss {fmt(s['target_loss'], '.4f')} (the first val record "
           f"at or below it; '-': not reached):", ""]
@@ -406,6 +413,8 @@ def main(argv=None):
     p.add_argument("--smooth", type=float, default=None,
                    help="EMA factor of the plotted train loss (default 1 - 20 / steps, within [0, 0.9])")
     p.add_argument("--plots", type=int, choices=(0, 1), default=1)
+    p.add_argument("--markdown", default=None, help="write the Markdown summary here (default DIR/summary.md)")
+    p.add_argument("--json", default=None, help="write the numbers here (default DIR/summary.json)")
     a = p.parse_args(argv)
     if a.smooth is not None and not 0.0 <= a.smooth < 1.0:
         print(f"error: --smooth {a.smooth}: expected a factor in [0, 1)", file=sys.stderr)
@@ -422,18 +431,23 @@ def main(argv=None):
         return 1
     md = markdown(a.dir, runs, s, settings)
     print(md, end="")
-    write_atomic(os.path.join(a.dir, "summary.md"), md)
+    md_path = a.markdown or os.path.join(a.dir, "summary.md")
+    json_path = a.json or os.path.join(a.dir, "summary.json")
     slim = {arm: {seed: {k: v for k, v in r.items() if k != "series"} for seed, r in rs.items()}
             for arm, rs in runs.items()}
-    write_atomic(os.path.join(a.dir, "summary.json"),
-                 json.dumps(json_safe({"runs": slim, "summary": s}), indent=1) + "\n")
+    try:
+        write_atomic(md_path, md)
+        write_atomic(json_path, json.dumps(json_safe({"runs": slim, "summary": s}), indent=1) + "\n")
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     if a.plots:
         steps = max(r["steps"] for rs in runs.values() for r in rs.values())
         beta = a.smooth if a.smooth is not None else min(0.9, max(0.0, 1.0 - 20.0 / steps))
         plot_loss(runs, arms, os.path.join(a.dir, "loss.png"), round(beta, 3))
         if any(s["vs_reference"][x]["delta_D"] for x in arms[1:]):
             plot_delta(s, os.path.join(a.dir, "attn_delta.png"))
-    print(f"wrote {os.path.join(a.dir, 'summary.md')}, summary.json and the plots")
+    print(f"wrote {md_path}, {json_path}" + (" and the plots" if a.plots else ""))
     return 0
 
 

@@ -16,7 +16,8 @@ Defines
   files) with one `make -jN TARGETS` before the first run, so that they run from one command on a
   fresh clone; anything else missing stays one error line per input.
 
-The llm.c main.log parser is plot_logs.parse_main_log; ab_summary.py uses it too.
+The llm.c main.log parser is plot_logs.parse_main_log; ab_stats.py, the A/B summaries' run
+reader, uses it too.
 """
 import json
 import math

@@ -56,7 +56,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from common import build_missing, make_target, read_json, write_atomic  # noqa: E402
-from ab_summary import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
+from ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
 from plot_logs import LogError, parse_main_log  # noqa: E402
 from floors import FloorsError, above_bigram, bits_per_byte, describe, floors  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "sd_attention"))

@@ -11,8 +11,9 @@
 #   - ab_compare.py on synthetic stdout logs (agree, diverge at a known step, tokens/s ratio,
 #     a malformed line), and ab_upstream.sh end to end with fake upstream/our trainers;
 #   - dev/gpu_science.sh: its environment settings out of range are one error line each;
-#   - ab_summary.py on synthetic runs with known mean, std, paired difference and 95% interval
-#     (one "within the noise" case, one "excludes 0" case), and its errors;
+#   - ab_report.py --arms uniform,prism on synthetic runs with known mean, std, paired difference
+#     and 95% interval (one "within the noise" case, one "excludes 0" case), tokens/s, a diverged
+#     seed, --markdown and --json, and its errors;
 #   - run_gpt2.sh --data-seed; sd_init_sweep.py --dry-run prints its arms' trainer commands;
 #   - sd_cpu_experiment.sh --dry-run prints every command with its log and writes nothing;
 #     bench_cpu.sh --help prints its usage, a bad argument or a failing trainer is one error line
@@ -260,41 +261,50 @@ expect_error "slurm_run.sh: a flag without its value" "^error: --fs-dir: expecte
   bash scripts/multi_node/slurm_run.sh fs --fs-dir
 
 # ------------------------------------------------------------------------------------------------
-# ab_summary.py on synthetic runs
+# ab_report.py on a uniform vs Prism A/B of synthetic runs (--arms uniform,prism: uniform is the
+# reference; the runs' stdout gives tokens/s; floors.json puts every run below the bigram floor)
 mkrun() {  # dir arm seed final_val
   mkdir -p "$1/$2_seed$3"
   printf 's:0 tel:10.8\ns:0 trl:10.7 lr:0.001 norm:1.0\ns:1 trl:9.0 lr:0.001 norm:1.0\ns:2 tel:%s\n' "$4" > "$1/$2_seed$3/main.log"
   printf 'batch: B 4 x T 128 x 1 micro-steps = 512 tokens per step, 2 steps\ntotal average iteration time: %s ms\n' \
     "$([ "$2" = prism ] && echo 500.0 || echo 512.0)" > "$1/$2_seed$3.log"
 }
+mkfloors() {  # dir
+  printf '{"unigram": 6.0, "bigram": 4.0, "bigram_lambda": 0.6, "targets": 1000, "train_tokens": 100000, "B": 4, "T": 128, "batches": 2}\n' > "$1/floors.json"
+}
 s1=$d/sum1; mkrun $s1 uniform 1 3.00; mkrun $s1 uniform 2 3.10; mkrun $s1 uniform 3 3.05
-mkrun $s1 prism 1 2.98; mkrun $s1 prism 2 3.07; mkrun $s1 prism 3 3.04
-$PYTHON scripts/ab_summary.py $s1 --markdown $s1/summary.md --json $s1/summary.json > $s1/out 2>&1
+mkrun $s1 prism 1 2.98; mkrun $s1 prism 2 3.07; mkrun $s1 prism 3 3.04; mkfloors $s1
+$PYTHON scripts/ab_report.py $s1 --arms uniform,prism --plots 0 --markdown $s1/md/ab.md --json $s1/md/ab.json > $s1/out 2>&1; rc=$?
 # diffs -0.02 -0.03 -0.01: mean -0.02, sd 0.01, se 0.01/sqrt(3) = 0.005774, t(0.975, 2) = 4.303
 # -> half width 0.024843, CI [-0.0448, +0.0048] contains 0
-check "ab_summary: per-arm mean and std (uniform 3.0500 +- 0.0500)" grep -q '^uniform  n 3  mean 3.0500  std 0.0500' $s1/out
-check "ab_summary: paired differences and 95% CI [-0.0448, +0.0048] (t 4.303, se 0.0058)" \
-  grep -q '^mean difference -0.0200  se 0.0058  95% CI \[-0.0448, +0.0048\]' $s1/out
-check "ab_summary: says the difference is within the noise" grep -q '^The difference is within the noise: Prism - uniform = -0.0200' $s1/out
-check "ab_summary: tokens/s 1000 vs 1024, ratio 1.024" grep -q 'tokens/s: uniform 1000, prism 1024, prism/uniform 1.024' $s1/out
-check "ab_summary: markdown and JSON written" \
-  bash -c "grep -q '^| 2 | 3.1000 | 3.0700 | -0.0300 |$' $s1/summary.md && $PYTHON -c \"import json; j = json.load(open('$s1/summary.json')); assert abs(j['summary']['mean_diff'] + 0.02) < 1e-12\""
+export -f near
+js() { $PYTHON -c "import json,sys; s=json.load(open(sys.argv[1]))['summary']; print($2)" "$1"; }
+check "ab_report (uniform, prism): per-arm mean and std (uniform 3.0500 +- 0.0500) (exit $rc)" \
+  bash -c "[ $rc -eq 0 ] && grep -q '^| uniform | 3 | 3.0500 | 0.0500 |' $s1/out"
+check "ab_report (uniform, prism): paired differences and 95% CI [-0.0448, +0.0048] (t 4.303, se 0.0058)" \
+  bash -c "grep -q '^| prism | -0.0200 \[-0.0448, +0.0048\] (n 3) |' $s1/out && near $(js $s1/md/ab.json "s['vs_reference']['prism']['val']['se']") 0.0057735 1e-6 && near $(js $s1/md/ab.json "(s['vs_reference']['prism']['val']['ci95'][1] - s['vs_reference']['prism']['val']['mean']) / s['vs_reference']['prism']['val']['se']") 4.303 1e-9"
+check "ab_report (uniform, prism): says the difference is within the noise" \
+  grep -q '^prism - uniform = -0.0200 +- 0.0058 (se) nats over 3 paired seeds: within the noise (95% interval \[-0.0448, +0.0048\] contains 0)' $s1/out
+check "ab_report (uniform, prism): tokens/s 1000 vs 1024, ratio 1.024" \
+  bash -c "grep -q '^| uniform | 3 | .* | 1000 | n/a |$' $s1/out && grep -q '^| prism | 3 | .* | 1024 | n/a |$' $s1/out && grep -q '^| prism | .* | 1.024 |' $s1/out"
+check "ab_report --markdown, --json: written there, with the paired differences by seed (2: 3.07 - 3.10 = -0.0300)" \
+  bash -c "grep -q '^- prism - uniform by seed: 1: -0.0200, 2: -0.0300, 3: -0.0100$' $s1/md/ab.md && near $(js $s1/md/ab.json "s['vs_reference']['prism']['val']['mean']") -0.02 1e-12 && [ ! -e $s1/summary.md ] && [ ! -e $s1/summary.json ]"
 s2=$d/sum2; mkrun $s2 uniform 1 3.000; mkrun $s2 uniform 2 3.100; mkrun $s2 uniform 3 3.050
-mkrun $s2 prism 1 2.980; mkrun $s2 prism 2 3.079; mkrun $s2 prism 3 3.031
+mkrun $s2 prism 1 2.980; mkrun $s2 prism 2 3.079; mkrun $s2 prism 3 3.031; mkfloors $s2
 # diffs -0.020 -0.021 -0.019: sd 0.001, half width 0.0025 -> CI [-0.0225, -0.0175] excludes 0
-$PYTHON scripts/ab_summary.py $s2 > $s2/out 2>&1
-check "ab_summary: a consistent -0.02 (sd 0.001) is reported as Prism lower, CI excludes 0" \
-  grep -q "^Prism's final val loss is lower (better) than uniform's by 0.0200 nats .* \[-0.0225, -0.0175\] excludes 0" $s2/out
-s3=$d/sum3; mkrun $s3 uniform 1 3.00; mkrun $s3 uniform 2 3.10; mkrun $s3 prism 1 2.98; mkrun $s3 prism 2 nan
+$PYTHON scripts/ab_report.py $s2 --arms uniform,prism --plots 0 > $s2/out 2>&1
+check "ab_report (uniform, prism): a consistent -0.02 (sd 0.001) is reported as Prism lower, CI excludes 0" \
+  grep -q "^prism's final val loss is lower (better) than uniform's by 0.0200 nats .* \[-0.0225, -0.0175\] excludes 0" $s2/out
+s3=$d/sum3; mkrun $s3 uniform 1 3.00; mkrun $s3 uniform 2 3.10; mkrun $s3 prism 1 2.98; mkrun $s3 prism 2 nan; mkfloors $s3
 sed -i 's/^s:1 trl:9.0/s:1 trl:nan/' $s3/prism_seed2/main.log
-$PYTHON scripts/ab_summary.py $s3 > $s3/out 2>&1; rc=$?
-check "ab_summary: a diverged seed (trl:nan, tel:nan) is summarized, its statistics n/a (exit $rc)" \
-  bash -c "[ $rc -eq 0 ] && grep -Eq '^prism +n 2 +mean n/a' $s3/out && grep -Eq '^uniform +n 2 +mean 3.0500' $s3/out && grep -q '^No conclusion: a final val loss is NaN' $s3/out"
+$PYTHON scripts/ab_report.py $s3 --arms uniform,prism > $s3/out 2>&1; rc=$?
+check "ab_report (uniform, prism): a diverged seed (trl:nan, tel:nan) is summarized and plotted, its statistics n/a (exit $rc)" \
+  bash -c "[ $rc -eq 0 ] && grep -q '^| prism | 2 | n/a | n/a |' $s3/out && grep -q '^| uniform | 2 | 3.0500 |' $s3/out && grep -q '^prism: no conclusion: a final val loss is NaN' $s3/out && [ -s $s3/loss.png ]"
 printf 's:0 tel:10.8\ns:0 trl:10.7 lr:0.001 norm:1.0\ns:1 trl:9.0 lr:0.001 norm:1.0\n' > $s2/prism_seed3/main.log
-expect_error "ab_summary: an unfinished run is an error" "^error: $s2/prism_seed3/main.log: unfinished run" \
-  $PYTHON scripts/ab_summary.py $s2
-expect_error "ab_summary: an empty directory is an error" "^error: $d/ab: no <arm>_seed<S>/main.log runs" \
-  $PYTHON scripts/ab_summary.py $d/ab
+expect_error "ab_report (uniform, prism): an unfinished run is an error" "^error: $s2/prism_seed3/main.log: unfinished run" \
+  $PYTHON scripts/ab_report.py $s2 --arms uniform,prism
+expect_error "ab_report: an empty directory is an error" "^error: $d/ab: no <arm>_seed<S>/main.log runs" \
+  $PYTHON scripts/ab_report.py $d/ab
 
 # ------------------------------------------------------------------------------------------------
 # run_gpt2.sh's data order, sd_init_sweep.py's arms

@@ -6,7 +6,8 @@
 #     windows) gives the trainer's last record within the record's 4 significant digits;
 #   - the record grows where it must: an S-D model without LayerNorm at lr 1e-2 has a larger
 #     stream after 8 steps than at step 0, in its last layer first;
-#   - plot_logs and ab_summary read a main.log with the records; bad input is one line.
+#   - plot_logs and ab_stats (ab_report's main.log reader) read a main.log with the records; bad
+#     input is one line.
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -37,6 +38,10 @@ check "stream_rms.py --log: one row per val step (0, 4, 8) and a column per bloc
   bash -c "grep -q '^| step | block 0 | block 1 | block 2 | ln_f |$' $d/log.out && [ \$(grep -cE '^\| (0|4|8) \| ' $d/log.out) -eq 3 ]"
 "$PYTHON" scripts/plot_logs.py "$d/run" -o "$d/loss.png" > "$d/plot.out" 2>&1; rc=$?
 check "plot_logs reads a main.log with rms records (exit $rc)" test "$rc" -eq 0
+got=$("$PYTHON" -c "import sys; sys.path.insert(0, 'scripts'); from ab_stats import final_val_loss; v, n = final_val_loss(sys.argv[1]); print(f'{v:.6f} {n}')" "$d/run/main.log" 2>&1)
+want=$(sed -nE 's/^s:8 tel:([0-9.]+)$/\1/p' "$d/run/main.log")
+check "ab_stats.final_val_loss (ab_report's reader) reads a main.log with rms records: step 8's val loss $want ($got)" \
+  bash -c "[ -n \"\$1\" ] && [ \"\$2\" = \"\$(printf '%.6f 8' \"\$1\")\" ]" _ "$want" "$got"
 ./train_gpt2 -e L2C64H2T64 -i "$TS/tiny_shakespeare_train.bin" -j "$TS/tiny_shakespeare_val.bin" \
   -b 2 -t 32 -x 2 -v 2 -m 1 -s 0 -n 0 -o "$d/ln" > "$d/ln.out" 2>&1
 check "a model with LayerNorm logs the record too, and prints no stream line" \
