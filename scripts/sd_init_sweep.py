@@ -19,8 +19,8 @@ with the initial one, which train_gpt2.py draws from the same seed exactly as th
   x-erank   erank of the token-space routing U S U^T
 and the final val loss (the trainer's, 20 val windows). Arms (override none; edit ARMS below to
 sweep others):
-  default       -sd_init_s 0.1, no decay on S, lr 1e-3, -sd_init_u 1.0 (the sd_noln arm of
-                scripts/sd_cpu_experiment.sh)
+  default       -sd_init_s 0.1, no decay on S, lr 1e-3, -sd_init_u 1.0 (the sd_noln arm of the
+                small-scale run of doc/sd_attention.md)
   decay         as default with -sd_decay_s 1
   small_init    -sd_init_s 0.01
   zero_init     -sd_init_s 0

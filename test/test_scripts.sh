@@ -15,7 +15,8 @@
 #     and 95% interval (one "within the noise" case, one "excludes 0" case), tokens/s, a diverged
 #     seed, --markdown and --json, and its errors;
 #   - run_gpt2.sh --data-seed; sd_init_sweep.py --dry-run prints its arms' trainer commands;
-#   - sd_cpu_experiment.sh --dry-run prints every command with its log and writes nothing;
+#   - sd_claims.py --dry-run of doc/sd_attention.md's small-scale command prints every training
+#     and linearization with its log and writes nothing;
 #     bench_cpu.sh --help prints its usage, a bad argument or a failing trainer is one error line
 #     and a non-zero exit (never "inf tok/s");
 #   - sample.py continues a prompt from a checkpoint: the prompt first, the same text for a seed,
@@ -320,14 +321,13 @@ check "sd_init_sweep --dry-run: 8 arms, each -ln 0 on 4:sd*4 with its own S-D op
 expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" scripts/sd_init_sweep.py --steps 0
 
 # ------------------------------------------------------------------------------------------------
-# sd_cpu_experiment.sh --dry-run, bench_cpu.sh's arguments
-scripts/sd_cpu_experiment.sh --dry-run --steps 10 --model L3C64H2 --out "$d/sdx" > "$d/sdx.out" 2>&1
-rc=$?
-n_train=$(grep -c '^+ ./train_gpt2 .* > '"$d"'/sdx/[a-z_]*.train.log$' "$d/sdx.out")
-n_surg=$(grep -c '^+ ./sd_surgery .* > '"$d"'/sdx/[a-z_]*.lin[12].log$' "$d/sdx.out")
-check "sd_cpu_experiment --dry-run: exit 0, 3 training and 6 surgery commands printed with their logs ($rc, $n_train, $n_surg)" \
-  test "$rc" = 0 -a "$n_train" = 3 -a "$n_surg" = 6
-check "sd_cpu_experiment --dry-run writes nothing" test ! -e "$d/sdx"
+# sd_claims.py --dry-run of doc/sd_attention.md's small-scale command, bench_cpu.sh's arguments
+out=$("$PYTHON" scripts/sd_claims.py --sizes small --data shakespeare --steps 400 --arms sd_noln,mha --out "$d/sdx" --dry-run 2>&1); rc=$?
+n_train=$(grep -c "^OMP_NUM_THREADS=[0-9]* ./train_gpt2 -e L8C256H4T256 .* -i dev/data/tinyshakespeare/tiny_shakespeare_train.bin .* -b 4 -t 128 -x 400 .* > $d/sdx/small/seed1/[a-z_]*.train.log$" <<< "$out")
+n_surg=$(grep -c "^OMP_NUM_THREADS=[0-9]* ./sd_surgery .* -op linearize -k [1-7] .* > $d/sdx/small/seed1/[a-z_]*.lin[1-7].log$" <<< "$out")
+check "sd_claims --dry-run (small, TinyShakespeare, 400 steps, sd_noln and mha): exit 0, 2 trainings and 14 linearizations printed with their logs ($rc, $n_train, $n_surg)" \
+  test "$rc" = 0 -a "$n_train" = 2 -a "$n_surg" = 14
+check "sd_claims --dry-run writes nothing" test ! -e "$d/sdx"
 out=$(scripts/bench_cpu.sh --help 2>&1); rc=$?
 check "bench_cpu --help: usage, exit 0" bash -c "[ $rc = 0 ] && grep -q 'bash scripts/bench_cpu.sh \[MODEL' <<< \"\$1\"" _ "$out"
 expect_error "bench_cpu: an unknown flag" "^error: --foo: unknown flag" scripts/bench_cpu.sh --foo
