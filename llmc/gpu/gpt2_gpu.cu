@@ -5,9 +5,10 @@
  *   qkv = project(ln1)                     the kind's projection (llmc/gpu/kind_gpu.cuh): mha and
  *                                          lin x W^T + b on cuBLASLt; S-D layers U | U L^T | V
  *                                          (sd_attention/stages_gpu.cu)
- *   atty = mix(qkv; h_l, d_l)              softmax kinds on the layer's path (cuDNN or own
- *                                          kernels, llmc/attention/), scale 1/sqrt(d_l); others on
- *                                          their kind's mixer (the ELU+1 scan)
+ *   atty = mix(qkv; h_l, d_l)              the layer's mixer stage: for softmax kinds the stage of
+ *                                          its path (cuDNN, own, flash or mma kernels of
+ *                                          llmc/attention/, scale 1/sqrt(d_l)); others their
+ *                                          kind's mixer (the ELU+1 scan)
  *   out = atty W_o^T + b
  *   residual2 = residual + out; ln2 = LN(residual2)              one fused kernel
  *   fch_gelu = gelu(ln2 W_fc^T + b)        GELU in the epilogue with -ge >= 1
@@ -199,6 +200,11 @@ void gpt2gpu_init(GPT2GPU *m, const GPT2Config *c, int B, int T, const GPT2GPUOp
                      GPU_KINDS[k].name, LAYER_KINDS[k].name);
         }
     }
+    for (int l = 0; l < c->num_layers; l++) { /* each layer's two stages, its mixer on its path */
+        const GpuKind *k = &GPU_KINDS[c->layer[l].kind];
+        m->proj[l] = k->proj;
+        m->mix[l] = softmax_stage(path[l], k->mix);
+    }
     param_layout_init(&m->layout, c);
     char err[512];
     if (!shard_plan_init(&m->shard, &m->layout, c, zero_stage, mg->nproc, mg->rank, err, sizeof(err))) {
@@ -387,7 +393,44 @@ static void qkv_projection_backward(const GpuStageArgs *a) {
 }
 
 const GpuStage QKV_PROJECTION_GPU = {qkv_projection_forward, qkv_projection_backward, NULL};
-const GpuStage SOFTMAX_MIXER_GPU = {NULL, NULL, NULL};
+
+/* Softmax attention qkv -> atty on each path of llmc/attention/ (the cuDNN, flash and mma paths
+ * also save the rows' log-sum-exps for their backward; the own path the weights att). Which path
+ * runs which layer is llmc/attention/paths.h's choice; the model looks its stage up once. */
+static void softmax_own_forward(const GpuStageArgs *a) {
+    attention_own_forward(a->atty, a->att, a->att_scratch, a->qkv, a->B, a->T, a->ls->n_head, a->ls->head_size,
+                          a->ctx);
+}
+static void softmax_own_backward(const GpuStageArgs *a) {
+    attention_own_backward(a->dqkv, a->datt, a->att_scratch, a->datty, a->qkv, a->att, a->B, a->T, a->ls->n_head,
+                           a->ls->head_size, a->ctx);
+}
+static void softmax_cudnn_forward(const GpuStageArgs *a) {
+    cudnn_att_forward(a->cudnn, a->atty, a->stats, a->qkv, a->B, a->ls->n_head, a->T, a->ls->head_size);
+}
+static void softmax_cudnn_backward(const GpuStageArgs *a) {
+    cudnn_att_backward(a->cudnn, a->dqkv, a->datty, a->qkv, a->atty, a->stats, a->B, a->ls->n_head, a->T,
+                       a->ls->head_size);
+}
+static void softmax_flash_forward(const GpuStageArgs *a) {
+    attention_flash_forward(a->atty, a->stats, a->qkv, a->B, a->T, a->ls->n_head, a->ls->head_size, a->ctx);
+}
+static void softmax_flash_backward(const GpuStageArgs *a) {
+    attention_flash_backward(a->dqkv, a->flash_d, a->datty, a->qkv, a->atty, a->stats, a->B, a->T, a->ls->n_head,
+                             a->ls->head_size, a->ctx);
+}
+static void softmax_mma_forward(const GpuStageArgs *a) {
+    attention_flash_mma_forward(a->atty, a->stats, a->qkv, a->B, a->T, a->ls->n_head, a->ls->head_size, a->ctx);
+}
+static void softmax_mma_backward(const GpuStageArgs *a) {
+    attention_flash_mma_backward(a->dqkv, a->flash_d, a->datty, a->qkv, a->atty, a->stats, a->B, a->T,
+                                 a->ls->n_head, a->ls->head_size, a->ctx);
+}
+
+const GpuStage SOFTMAX_MIXER_GPU = {softmax_own_forward, softmax_own_backward, NULL};
+const GpuStage SOFTMAX_CUDNN_GPU = {softmax_cudnn_forward, softmax_cudnn_backward, NULL};
+const GpuStage SOFTMAX_FLASH_GPU = {softmax_flash_forward, softmax_flash_backward, NULL};
+const GpuStage SOFTMAX_MMA_GPU = {softmax_mma_forward, softmax_mma_backward, NULL};
 
 /* The stage arguments of layer l for the current plan; dx, dqkv and datty for the backward. */
 static GpuStageArgs stage_args(const GPT2GPU *m, int l, const LayerActs *a, floatX *dx, floatX *dqkv,
@@ -412,33 +455,21 @@ static GpuStageArgs stage_args(const GPT2GPU *m, int l, const LayerActs *a, floa
     s.proj_scratch = actb(m, ACT_PROJ_SCRATCH);
     s.proj_scratch_f32 = actf(m, ACT_PROJ_SCRATCH_F32);
     s.mix_scratch = actf(m, ACT_MIX_SCRATCH);
+    s.stats = a->stats;
+    s.att = a->att;
+    s.att_scratch = actb(m, ACT_ATT_SCRATCH);
+    s.datt = actb(m, ACT_DATT);
+    s.flash_d = actf(m, ACT_FLASH_D);
+    s.cudnn = m->cudnn;
     s.colsum_scratch = m->colsum_scratch;
     s.ctx = m->ctx;
     return s;
 }
 
-/* Softmax attention of layer l on its path: qkv -> atty (plus the path's saved statistics). */
-static void softmax_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
-    const LayerSpec *ls = &m->config.layer[l];
-    const int B = m->cur.B, T = m->cur.T;
-    if (m->path[l] == ATT_PATH_CUDNN) {
-        cudnn_att_forward(m->cudnn, a->atty, a->stats, a->qkv, B, ls->n_head, T, ls->head_size);
-    } else if (m->path[l] == ATT_PATH_FLASH) {
-        attention_flash_forward(a->atty, a->stats, a->qkv, B, T, ls->n_head, ls->head_size, m->ctx);
-    } else if (m->path[l] == ATT_PATH_MMA) {
-        attention_flash_mma_forward(a->atty, a->stats, a->qkv, B, T, ls->n_head, ls->head_size, m->ctx);
-    } else {
-        attention_own_forward(a->atty, a->att, actb(m, ACT_ATT_SCRATCH), a->qkv, B, T, ls->n_head,
-                              ls->head_size, m->ctx);
-    }
-}
-
 static void attention_forward_layer(GPT2GPU *m, int l, const LayerActs *a) {
-    const GpuKind *k = &GPU_KINDS[m->config.layer[l].kind];
     const GpuStageArgs s = stage_args(m, l, a, NULL, NULL, NULL);
-    k->proj->forward(&s);
-    if (m->path[l] == ATT_PATH_MIXER) k->mix->forward(&s);
-    else softmax_forward_layer(m, l, a);
+    m->proj[l]->forward(&s);
+    m->mix[l]->forward(&s);
 }
 
 /* res_out = a + b, then (with LayerNorms) normed = LN(res_out) with slot's weights of layer l. */
@@ -629,32 +660,13 @@ void gpt2gpu_zero_grads(GPT2GPU *m) {
     CUDA_CHECK(cudaMemsetAsync(m->grads, 0, m->layout.total * sizeof(floatX), m->ctx->stream));
 }
 
-static void softmax_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floatX *dqkv, const floatX *datty) {
-    const LayerSpec *ls = &m->config.layer[l];
-    const int B = m->cur.B, T = m->cur.T;
-    if (m->path[l] == ATT_PATH_CUDNN) {
-        cudnn_att_backward(m->cudnn, dqkv, datty, a->qkv, a->atty, a->stats, B, ls->n_head, T, ls->head_size);
-    } else if (m->path[l] == ATT_PATH_FLASH) {
-        attention_flash_backward(dqkv, actf(m, ACT_FLASH_D), datty, a->qkv, a->atty, a->stats, B, T, ls->n_head,
-                                 ls->head_size, m->ctx);
-    } else if (m->path[l] == ATT_PATH_MMA) {
-        attention_flash_mma_backward(dqkv, actf(m, ACT_FLASH_D), datty, a->qkv, a->atty, a->stats, B, T, ls->n_head,
-                                     ls->head_size, m->ctx);
-    } else {
-        attention_own_backward(dqkv, actb(m, ACT_DATT), actb(m, ACT_ATT_SCRATCH), datty, a->qkv, a->att,
-                               B, T, ls->n_head, ls->head_size, m->ctx);
-    }
-}
-
 /* From datty to dqkv (the mixer) and on to dx = dln, overwritten, and the projection's parameter
  * gradients (the projection). */
 static void attention_backward_layer(GPT2GPU *m, int l, const LayerActs *a, floatX *dln, floatX *dqkv,
                                      const floatX *datty) {
-    const GpuKind *k = &GPU_KINDS[m->config.layer[l].kind];
     const GpuStageArgs s = stage_args(m, l, a, dln, dqkv, datty);
-    if (m->path[l] == ATT_PATH_MIXER) k->mix->backward(&s);
-    else softmax_backward_layer(m, l, a, dqkv, datty);
-    k->proj->backward(&s);
+    m->mix[l]->backward(&s);
+    m->proj[l]->backward(&s);
 }
 
 /* dresidual += the gradient through the LayerNorm of slots (w_slot, b_slot) of layer l, whose

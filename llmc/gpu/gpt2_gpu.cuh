@@ -54,6 +54,8 @@ typedef struct {
     ParamLayout layout;
     GPT2GPUOptions opt;
     AttPath path[LLMC_MAX_LAYERS];
+    /* each layer's projection and mixer (a softmax layer's: the stage of its path) */
+    const struct GpuStage *proj[LLMC_MAX_LAYERS], *mix[LLMC_MAX_LAYERS];
     ShardPlan shard;
     /* segment indices for the reductions: the per-layer tensors of each layer, then the rest */
     int layer_seg[LLMC_MAX_LAYERS][LLMC_MAX_PARAM_SLOTS];
