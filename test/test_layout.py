@@ -9,7 +9,8 @@ holds the README's layout table and design.md's reading path to the tree: every 
 exists, and every function or class a reading step names is in that step's files; the three kind
 registries follow kinds/list.h's codes; the framework's code (llmc/, comments aside) names no kind:
 no identifier with a kind's name as a word (sd_*, LIN_*), no kind's flag (-sd_sign) and no kind's
-parameter slot (sdskew), with a control that such names are found; and commit subjects since
+parameter slot (sdskew), with a control that such names are found; test/README.md's table names
+every source file of those folders and only tests that exist; and commit subjects since
 SUBJECT_RULE_FROM are at most 72 characters.
 
     python test/test_layout.py            (from the repository root)
@@ -146,6 +147,10 @@ def main():
                         'const char *s = "sdskew"; // sd_in_comment\nint sdk, linear, sd;\n', words, flags, slots)
     check(sorted(ctl) == sorted(["sd_sign", "lin_x", "-lin_prescale", "P_SDSKEW", "sdskew"]),
           "control: kind names in code and strings are found, in comments and other words not (%s)" % ctl)
+    unmapped, missing_tests, n_rows = test_map_gaps()
+    check(n_rows >= 20 and unmapped == [] and missing_tests == [],
+          "test/README.md maps every source file of llmc/, kinds/, sd_attention/ and prism/ to tests that exist "
+          "(%d rows; unmapped %s; missing tests %s)" % (n_rows, unmapped, missing_tests))
     long_subjects = commit_subjects_over(72)
     if long_subjects is None:
         print("skipped: commit subjects (not a git checkout, or git missing)")
@@ -176,6 +181,42 @@ def commit_subjects_over(limit):
     if out.returncode != 0:
         return None
     return [line for line in out.stdout.splitlines() if len(line.split(" ", 1)[-1]) > limit]
+
+
+def test_map_gaps():
+    """test/README.md's table: the module files no row names (a bare name in a row continues the
+    folder of the path before it) and the tests named that are not there (a test/ file, a suite
+    name of test/suites.d, or a path from the root)."""
+    text = open(os.path.join(ROOT, "test", "README.md")).read()
+    suites = set()
+    for f in os.listdir(os.path.join(ROOT, "test", "suites.d")):
+        for line in open(os.path.join(ROOT, "test", "suites.d", f)):
+            if "|" in line and not line.startswith("#"):
+                suites.add(line.split("|")[0].strip())
+    mapped, missing, rows = set(), [], 0
+    for row in re.findall(r"^\| (`[^|]+) \| ([^\n]+) \|$", text, re.M):
+        rows += 1
+        folder = ""
+        for name in re.findall(r"`([^`]+)`", row[0]):
+            if "/" in name:
+                folder = os.path.dirname(name)
+                mapped.add(name)
+            else:
+                mapped.add(folder + "/" + name)
+        for name in re.findall(r"`([^`]+)`", row[1]):
+            if name.startswith("-"):
+                continue
+            ok = os.path.exists(os.path.join(ROOT, name)) if "/" in name else \
+                os.path.exists(os.path.join(ROOT, "test", name)) or name in suites
+            if not ok:
+                missing.append(name)
+    files = []
+    for top in ("llmc", "kinds", "sd_attention", "prism"):
+        for base, dirs, names in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = [d for d in dirs if d not in ("schedules",)]
+            files += [os.path.relpath(os.path.join(base, n), ROOT) for n in names
+                      if n.endswith(SOURCE_EXT + (".py",))]
+    return sorted(f for f in files if f not in mapped), missing, rows
 
 
 def kind_vocabulary():
