@@ -128,7 +128,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 return 1;
             }
         }
-        snprintf(msg, cap, "descriptor '%.300s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
+        snprintf(msg, cap, "descriptor '%s': depth %d not in {6,12,24,36,48,60,72,84}", desc, v);
         return 0;
     }
     if (strncmp(desc, "gpt3:c", 6) == 0) {
@@ -136,7 +136,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
             for (int i = 0; i < 9; i++) {
                 if (gpt3_width[i] == v) {
                     if (v % gpt3_hsize[i] != 0) {
-                        snprintf(msg, cap, "descriptor '%.300s': C %d is not a multiple of head size %d",
+                        snprintf(msg, cap, "descriptor '%s': C %d is not a multiple of head size %d",
                                  desc, v, gpt3_hsize[i]);
                         return 0;
                     }
@@ -145,7 +145,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                 }
             }
         }
-        snprintf(msg, cap, "descriptor '%.300s': C not in llm.c's GPT-3 table "
+        snprintf(msg, cap, "descriptor '%s': C not in llm.c's GPT-3 table "
                  "{384,768,1024,1536,2048,2560,4096,12288}", desc);
         return 0;
     }
@@ -158,29 +158,29 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
         if (ok && *end == 'V') {
             /* the vocabulary: V = 256 is the byte vocabulary (doc/formats.md 3.1) */
             if (!parse_positive_int(end + 1, &end, &V) || *end != '\0' || V < 2 || V > LLMC_MAX_VOCAB) {
-                snprintf(msg, cap, "descriptor '%.300s': V<vocab> expects an integer in [2, %d] at the end, e.g. L2C64H2T64V256", desc,
+                snprintf(msg, cap, "descriptor '%s': V<vocab> expects an integer in [2, %d] at the end, e.g. L2C64H2T64V256", desc,
                          LLMC_MAX_VOCAB);
                 return 0;
             }
         }
         if (ok && *end == '\0') {
             if (L > LLMC_MAX_LAYERS) {
-                snprintf(msg, cap, "descriptor '%.300s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
+                snprintf(msg, cap, "descriptor '%s': %d layers, at most %d", desc, L, LLMC_MAX_LAYERS);
                 return 0;
             }
             if (C % H != 0) {
-                snprintf(msg, cap, "descriptor '%.300s': %d heads do not divide C = %d", desc, H, C);
+                snprintf(msg, cap, "descriptor '%s': %d heads do not divide C = %d", desc, H, C);
                 return 0;
             }
             config_shape(c, T, L, C, H);
             config_set_vocab(c, V);
             return 1;
         }
-        snprintf(msg, cap, "descriptor '%.300s': expected L<layers>C<channels>H<heads>[T<maxT>][V<vocab>], "
+        snprintf(msg, cap, "descriptor '%s': expected L<layers>C<channels>H<heads>[T<maxT>][V<vocab>], "
                  "e.g. L6C128H2T256 or L4C128H4T256V256", desc);
         return 0;
     }
-    snprintf(msg, cap, "descriptor '%.300s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
+    snprintf(msg, cap, "descriptor '%s': expected a .bin checkpoint, dN, gpt2:dN, gpt3:cC, tiny "
              "or L<l>C<c>H<h>[T<t>][V<v>]", desc);
     return 0;
 }

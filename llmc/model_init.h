@@ -63,7 +63,7 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
         }
         return 1;
     }
-    char msg[512];
+    char msg[2048]; /* room for a descriptor as long as -e allows */
     if (!config_from_descriptor(init_path, c, msg, sizeof(msg))) {
         snprintf(err, cap, "-e: %.500s", msg);
         return 0;
