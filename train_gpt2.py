@@ -1,25 +1,28 @@
 """train_gpt2.py: the PyTorch reference model for the C/CUDA trainer.
 
 Defines
-  - GPTConfig / GPT: a GPT-2 pre-LN model (fp32, explicit attention) whose attention layers each
-    have their own head count h_l, head size d_l and kind (the layer table, doc/formats.md):
+  - GPT: a GPT-2 pre-LN model (fp32, explicit attention; its GPTConfig is llmc_formats/checkpoint.py's)
+    whose attention layers each have their own head count h_l, head size d_l and kind (the layer
+    table, doc/formats.md 2.4):
     mha softmax attention, sd S-D attention (doc/methods.md 3.4), lin ELU+1 linear attention and
     sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11);
-  - parse_descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]);
-  - parse_schedule: Prism schedule files (`--prism`, doc/methods.md 2.2);
   - init_weights: the init of doc/formats.md 2.3, drawn in the C trainer's order;
-  - write_model / load_model: checkpoints, versions 3/5 (llm.c) and 103/105 (with a layer table);
+  - write_model / load_model: a GPT to and from a checkpoint, versions 3/5 (llm.c) and 103/105
+    (with a layer table);
   - a command line that writes checkpoints, the debug-state file (with our AdamW trailer) that the
     C/CUDA tests compare against, and a val loss over a token shard.
+
+The file formats are llmc_formats/'s (the package next to this file), and this module re-exports
+what its users import from here: GPTConfig and the checkpoint constants (llmc_formats/checkpoint.py),
+parse_descriptor (descriptor.py), parse_schedule (layer_table.py), read_shard (shards.py) and
+FormatError.
 
 Importing this module runs nothing. Everything runs on the CPU in fp32 and is deterministic.
 """
 import argparse
 import math
 import os
-import re
 import sys
-from dataclasses import dataclass
 
 try:
     import numpy as np
@@ -31,250 +34,27 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 # ---------------------------------------------------------------------------------------------
-# Constants (doc/formats.md 1 and 2)
+# Constants (doc/formats.md 1 and 2) and the formats, from llmc_formats/ (the package at the
+# repository root, next to this file): checkpoints, descriptors, layer tables, shards. The names
+# below are this module's too, for the code and tests that import them from here.
 
-MODEL_MAGIC = 20240326
+from llmc_formats import FormatError  # noqa: E402,F401
+from llmc_formats.checkpoint import (FLAG_LIN_PRESCALE, FLAG_NO_LN, FLAG_SD_PLUS_D,  # noqa: E402,F401
+                                     FLAG_SD_SCALAR_D, GPT2_VOCAB, KINDS, KNOWN_FLAGS, LINEAR_KINDS,
+                                     MAX_TABLE_LAYERS, MODEL_MAGIC, SD_KINDS, SLOT_NAMES, GPTConfig,
+                                     padded_vocab)
+from llmc_formats import checkpoint  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
+from llmc_formats.descriptor import GPT2_SHAPES, GPT3_SHAPES, MAX_VOCAB, parse_descriptor  # noqa: E402,F401
+from llmc_formats.layer_table import parse_schedule  # noqa: E402,F401
+from llmc_formats.shards import SHARD_MAGIC, read_shard  # noqa: E402,F401
+
 STATE_MAGIC = 20240327          # debug state
-SHARD_MAGIC = 20240520
 DEBUG_STATE_VERSION = 2         # v2 = gradients with the padded vocabulary
-GPT2_VOCAB = 50257
-MAX_VOCAB = 16777216            # LLMC_MAX_VOCAB of llmc/config.h: V and Vp
-
-
-def padded_vocab(v):
-    # Vp = ceil(V/128)*128 (doc/formats.md 2.1): 50257 -> 50304.
-    return (v + 127) // 128 * 128
-
-
-# Attention kinds of the layer table (doc/formats.md 2.4).
-KINDS = ("mha", "sd", "lin", "sdlin")
-SD_KINDS = (1, 3)               # a shared query/key projection U, skew S, theta
-LINEAR_KINDS = (2, 3)           # ELU+1 linear attention instead of softmax
-# header[9] flags (doc/formats.md)
-FLAG_NO_LN, FLAG_SD_SCALAR_D, FLAG_SD_PLUS_D, FLAG_LIN_PRESCALE = 1, 2, 4, 8
-KNOWN_FLAGS = 15
 LIN_EPS = 1e-6                  # the linear-attention normalizer's epsilon, as the C kernels
-MAX_TABLE_LAYERS = 80           # 16 + 3L <= 256 header slots
-
-# The 16 parameter slots in checkpoint order (doc/formats.md 2.2); the per-layer ones are stored layer 0
-# first. Weight decay applies to the 2-D slots only (doc/formats.md 11).
-SLOT_NAMES = ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-              "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
-              "sdskew", "sdtheta")   # the S-D slots follow llm.c's 16 (doc/formats.md)
+# Weight decay applies to the 2-D slots only (doc/formats.md 11).
 DECAY_SLOTS = frozenset((0, 1, 4, 6, 10, 12))
 SDSKEW_SLOT = 16                # decayed only with --sd_decay_s (doc/methods.md 3.7)
-
-# Descriptor tables (doc/formats.md 2.2): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
-GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
-               48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
-GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96),
-               2048: (24, 128), 2560: (32, 80), 4096: (32, 128), 5140: (40, 128),
-               12288: (96, 128)}
-
-
-class FormatError(ValueError):
-    """A file that does not match its format; the message names the file and the field."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Configuration
-
-@dataclass
-class GPTConfig:
-    n_layer: int
-    n_embd: int
-    n_head: int                       # base heads: the descriptor's (checkpoint header[5])
-    block_size: int = 1024            # maxT, the number of wpe rows
-    vocab_size: int = GPT2_VOCAB
-    padded_vocab_size: int = 0        # 0 -> derived from vocab_size
-    layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
-    flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
-    sd_init_s: float = 0.0            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md 3.7)
-    sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
-    sd_init_u: float = 0.02           # init only: std of the S-D U rows (logit scale ~ its square)
-
-    def __post_init__(self):
-        if self.padded_vocab_size == 0:
-            self.padded_vocab_size = padded_vocab(self.vocab_size)
-        for name in ("n_layer", "n_embd", "n_head", "block_size", "vocab_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"GPTConfig: {name} must be >= 1, got {getattr(self, name)}")
-        if self.padded_vocab_size < self.vocab_size:
-            raise ValueError(f"GPTConfig: padded_vocab_size {self.padded_vocab_size} < "
-                             f"vocab_size {self.vocab_size}")
-        if self.layers is None:
-            # The uniform table of a descriptor: h heads of size C/h (doc/formats.md 18 #8: check it).
-            if self.n_embd % self.n_head:
-                raise ValueError(f"GPTConfig: {self.n_head} heads do not divide C={self.n_embd}")
-            d = self.n_embd // self.n_head
-            self.layers = tuple((self.n_head, d, 0) for _ in range(self.n_layer))
-        self.layers = tuple(tuple(int(v) for v in entry) for entry in self.layers)
-        if len(self.layers) != self.n_layer:
-            raise ValueError(f"GPTConfig: layer table has {len(self.layers)} entries, "
-                             f"L={self.n_layer}")
-        for l, (h, d, kind) in enumerate(self.layers):
-            if h < 1 or d < 1 or not 0 <= kind < len(KINDS):
-                raise ValueError(f"GPTConfig: bad layer table entry {l}: h={h} d={d} kind={kind}")
-        if self.flags & ~KNOWN_FLAGS:
-            raise ValueError(f"GPTConfig: unknown flags {self.flags:#x}")
-
-    @property
-    def use_ln(self):
-        return not self.flags & FLAG_NO_LN
-
-    @property
-    def sd_scalar_d(self):
-        return bool(self.flags & FLAG_SD_SCALAR_D)
-
-    @property
-    def sd_sign(self):
-        return 1.0 if self.flags & FLAG_SD_PLUS_D else -1.0
-
-    @property
-    def lin_prescale(self):
-        return bool(self.flags & FLAG_LIN_PRESCALE)
-
-    def is_uniform(self):
-        """True when llm.c can read the model: every layer mha with the same h and h*d == C
-        (doc/formats.md 2.1, 2.4); such a model is written as version 3/5."""
-        h0 = self.layers[0][0]
-        return self.use_ln and all(
-            kind == 0 and h == h0 and h * d == self.n_embd for h, d, kind in self.layers)
-
-    def slot_shapes(self):
-        """The 18 slots as lists of per-tensor shapes: one shape per layer that has the tensor
-        (ln1/ln2 only with LayerNorms, the S-D slots only for sd/sdlin layers)."""
-        C, L, T, Vp = self.n_embd, self.n_layer, self.block_size, self.padded_vocab_size
-        A = [h * d for h, d, _ in self.layers]
-        nqk = [2 if k in SD_KINDS else 3 for _, _, k in self.layers]  # U|V or Q|K|V
-        per = lambda f, cond=lambda l: True: [f(l) for l in range(L) if cond(l)]
-        ln = lambda l: self.use_ln
-        sd = lambda l: self.layers[l][2] in SD_KINDS
-        h_, d_ = (lambda l: self.layers[l][0]), (lambda l: self.layers[l][1])
-        return [[(Vp, C)], [(T, C)],
-                per(lambda l: (C,), ln), per(lambda l: (C,), ln),
-                per(lambda l: (nqk[l] * A[l], C)), per(lambda l: (nqk[l] * A[l],)),
-                per(lambda l: (C, A[l])), per(lambda l: (C,)),
-                per(lambda l: (C,), ln), per(lambda l: (C,), ln),
-                per(lambda l: (4 * C, C)), per(lambda l: (4 * C,)),
-                per(lambda l: (C, 4 * C)), per(lambda l: (C,)),
-                [(C,)], [(C,)],
-                per(lambda l: (h_(l), d_(l) * (d_(l) - 1) // 2), sd),
-                per(lambda l: (h_(l),) if self.sd_scalar_d else (h_(l), d_(l)), sd)]
-
-    def num_params(self):
-        """llm.c's count: padded wte, wpe included (doc/formats.md 2.2)."""
-        return sum(math.prod(s) for slot in self.slot_shapes() for s in slot)
-
-    def describe(self):
-        heads = ",".join(f"{h}x{d}" + ("" if k == 0 else ":" + KINDS[k]) for h, d, k in self.layers)
-        return (f"L={self.n_layer} C={self.n_embd} base_heads={self.n_head} "
-                f"maxT={self.block_size} V={self.vocab_size} Vp={self.padded_vocab_size} "
-                f"layers=[{heads}] params={self.num_params()}")
-
-
-def parse_descriptor(desc):
-    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md 2.2)."""
-    m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
-    if m:
-        depth = int(m.group(1))
-        if depth not in GPT2_SHAPES:
-            raise ValueError(f"descriptor '{desc}': depth {depth} is not one of "
-                             f"{sorted(GPT2_SHAPES)}")
-        C, nh = GPT2_SHAPES[depth]
-        return GPTConfig(n_layer=depth, n_embd=C, n_head=nh, block_size=1024)
-    m = re.fullmatch(r"gpt3:c(\d+)", desc)
-    if m:
-        C = int(m.group(1))
-        if C not in GPT3_SHAPES:
-            raise ValueError(f"descriptor '{desc}': width {C} is not one of {sorted(GPT3_SHAPES)}")
-        L, hs = GPT3_SHAPES[C]
-        if C % hs:
-            # gpt3:c5140 is in llm.c's table but 5140 % 128 != 0 (doc/formats.md 18 #8).
-            raise ValueError(f"descriptor '{desc}': head size {hs} does not divide C={C}")
-        return GPTConfig(n_layer=L, n_embd=C, n_head=C // hs, block_size=2048)
-    if desc == "tiny":
-        return GPTConfig(n_layer=4, n_embd=64, n_head=4, block_size=64)
-    m = re.fullmatch(r"L(\d+)C(\d+)H(\d+)(?:T(\d+))?(?:V(\d*))?", desc)
-    if m:
-        L, C, h = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        T = int(m.group(4)) if m.group(4) else 1024
-        V = GPT2_VOCAB
-        if m.group(5) is not None:
-            V = int(m.group(5)) if m.group(5) else 0
-            if not 2 <= V <= MAX_VOCAB:
-                raise ValueError(f"descriptor '{desc}': V<vocab> expects an integer in [2, {MAX_VOCAB}], "
-                                 f"e.g. L2C64H2T64V256")
-        if min(L, C, h, T) < 1:
-            raise ValueError(f"descriptor '{desc}': L, C, H and T must be >= 1")
-        if C % h:
-            raise ValueError(f"descriptor '{desc}': {h} heads do not divide C={C}")
-        return GPTConfig(n_layer=L, n_embd=C, n_head=h, block_size=T, vocab_size=V)
-    raise ValueError(f"unknown model descriptor '{desc}' (expected dN, gpt2:dN, gpt3:cC, tiny, "
-                     f"L<l>C<c>H<h>[T<t>][V<v>] or a .bin checkpoint)")
-
-
-_ENTRY = re.compile(r"(\d+)(?:x(\d+))?(?::([A-Za-z]+))?(?:\*(\d+))?")
-
-
-def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
-    """Layer-table file -> [(h, d, kind)] (doc/formats.md 2.4; Prism's rule, doc/methods.md 2.3).
-
-    Entries H[xD][:KIND][*N] separated by whitespace, '#' comments. Without xD the head size is
-    C/H and H must divide C. The entries must cover exactly n_layer layers, with non-decreasing
-    head counts (Prism's rule, as -prism checks it) unless `unchecked` (as -layers reads it). Errors are ValueError("file:line: message"). `text` replaces
-    the file's content (the path is still used in messages).
-    """
-    if text is None:
-        with open(path, "r") as f:
-            text = f.read()
-    table = []
-    prev_h = None
-    last_line = 1
-    readings = []  # how each HxD entry was read, for a layer count that misses L (as llmc/layer_table.h)
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        where = f"{path}:{lineno}"
-        for tok in raw.split("#", 1)[0].split():
-            m = _ENTRY.fullmatch(tok)
-            if not m:
-                raise ValueError(f"{where}: bad entry '{tok}' (expected H[xD][:KIND][*N], "
-                                 f"e.g. 4, 2x64, 12:mha*3)")
-            h = int(m.group(1))
-            if h < 1:
-                raise ValueError(f"{where}: entry '{tok}': head count must be >= 1")
-            if m.group(2) is not None:
-                d = int(m.group(2))
-                if d < 1:
-                    raise ValueError(f"{where}: entry '{tok}': head size must be >= 1")
-            else:
-                if n_embd % h:
-                    raise ValueError(f"{where}: entry '{tok}': {h} heads do not divide "
-                                     f"C={n_embd} (give the head size explicitly as {h}xD)")
-                d = n_embd // h
-            kind = m.group(3) or "mha"
-            if kind not in KINDS:
-                raise ValueError(f"{where}: entry '{tok}': unknown kind '{kind}' "
-                                 f"(expected one of {', '.join(KINDS)})")
-            n = int(m.group(4)) if m.group(4) is not None else 1
-            if n < 1:
-                raise ValueError(f"{where}: entry '{tok}': repeat count must be >= 1")
-            if prev_h is not None and h < prev_h and not unchecked:
-                raise ValueError(f"{where}: entry '{tok}': head count {h} is below the previous "
-                                 f"{prev_h}; schedules must be non-decreasing "
-                                 f"(a table that is not a Prism schedule runs with --layers)")
-            if len(table) + n > n_layer:
-                raise ValueError(f"{where}: entry '{tok}': the table covers more than "
-                                 f"L={n_layer} layers")
-            table.extend([(h, d, KINDS.index(kind))] * n)
-            if m.group(2) is not None:
-                readings.append(f"'{tok}' is {n} layer{'s' if n != 1 else ''} of {h} heads of size {d}")
-            prev_h = h
-            last_line = lineno
-    if len(table) != n_layer:
-        why = f" ({', '.join(readings)}; H*N is N layers of H heads)" if readings else ""
-        raise ValueError(f"{path}:{last_line}: the table covers {len(table)} layers, "
-                         f"the model has L={n_layer}{why}")
-    return table
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,121 +264,18 @@ def init_weights(model, seed=42):
 # ---------------------------------------------------------------------------------------------
 # Checkpoints (doc/formats.md 2.1, 2.4)
 
-def _tensor_bytes(t, dtype):
-    t = t.detach().contiguous()
-    if dtype == "fp32":
-        return t.numpy().astype("<f4", copy=False).tobytes()
-    # bf16 = upper 16 bits of fp32 after round-to-nearest-even, exactly torch's conversion.
-    return t.to(torch.bfloat16).view(torch.int16).numpy().astype("<i2", copy=False).tobytes()
-
-
-def _write_atomic(path, chunks):
-    # Write NAME.tmp then rename, so a file with its final name is always complete.
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        for c in chunks:
-            f.write(c)
-    os.replace(tmp, path)
-
-
 def write_model(model, path, dtype="fp32"):
     """Write a checkpoint: version 3/5 (byte-identical to llm.c) for a uniform table, else
-    103/105 with the layer table in header[8], [9], [16+3l..18+3l]."""
-    if dtype not in ("fp32", "bf16"):
-        raise ValueError(f"write_model: dtype must be 'fp32' or 'bf16', got '{dtype}'")
-    cfg = model.config
-    header = np.zeros(256, dtype="<i4")
-    header[0] = MODEL_MAGIC
-    base_version = 3 if dtype == "fp32" else 5
-    if cfg.is_uniform():
-        header[1] = base_version
-        # llm.c derives the head size from header[5], so it must be the table's h (a schedule
-        # like "2 2 2 2" on a 4-head descriptor is uniform with 2 heads).
-        heads = cfg.layers[0][0]
-    else:
-        if cfg.n_layer > MAX_TABLE_LAYERS:
-            raise ValueError(f"{path}: a layer table holds at most {MAX_TABLE_LAYERS} layers, "
-                             f"L={cfg.n_layer}")
-        header[1] = 100 + base_version
-        heads = cfg.n_head
-        header[8] = 1                      # layer-table revision
-        header[9] = cfg.flags
-        for l, (h, d, kind) in enumerate(cfg.layers):
-            header[16 + 3 * l:19 + 3 * l] = (h, d, kind)
-    header[2:8] = (cfg.block_size, cfg.vocab_size, cfg.n_layer, heads, cfg.n_embd,
-                   cfg.padded_vocab_size)
-    chunks = [header.tobytes()]
-    for slot in model.slots():
-        for t in slot:
-            chunks.append(_tensor_bytes(t, dtype))
-    _write_atomic(path, chunks)
+    103/105 with the layer table in header[8], [9], [16+3l..18+3l] (llmc_formats/checkpoint.py)."""
+    checkpoint.encode_header(model.config, dtype, path)   # the dtype and table checks, before any write
+    tensors = (t.detach().contiguous().numpy() for slot in model.slots() for t in slot)
+    checkpoint.write(path, model.config, tensors, dtype)
 
 
 def load_model(path):
     """Read a checkpoint of version 3, 5, 103 or 105 (bf16 widened to fp32) into a new GPT.
     Every inconsistency raises FormatError with one line naming the file and the field."""
-    size = os.path.getsize(path)
-    if size < 1024:
-        raise FormatError(f"{path}: file is {size} bytes, shorter than the 1024-byte header")
-    header = np.fromfile(path, dtype="<i4", count=256).astype(np.int64)
-    if header[0] != MODEL_MAGIC:
-        raise FormatError(f"{path}: bad magic {header[0]} in header[0] (expected {MODEL_MAGIC})")
-    version = int(header[1])
-    if version not in (3, 5, 103, 105):
-        raise FormatError(f"{path}: bad version {version} in header[1] "
-                          f"(expected 3, 5, 103 or 105)")
-    maxT, V, L, nh, C, Vp = (int(v) for v in header[2:8])
-    for idx, name, val in ((2, "max_seq_len", maxT), (3, "vocab_size", V), (4, "num_layers", L),
-                           (5, "num_heads", nh), (6, "channels", C),
-                           (7, "padded_vocab_size", Vp)):
-        if val < 1:
-            raise FormatError(f"{path}: bad {name} {val} in header[{idx}]")
-    if Vp < V:
-        raise FormatError(f"{path}: padded_vocab_size {Vp} in header[7] is below "
-                          f"vocab_size {V}")
-    flags = 0
-    if version in (3, 5):
-        if C % nh:
-            raise FormatError(f"{path}: num_heads {nh} in header[5] does not divide "
-                              f"channels {C}")
-        layers = None
-    else:
-        if header[8] != 1:
-            raise FormatError(f"{path}: unknown layer-table revision {header[8]} in header[8] "
-                              f"(expected 1)")
-        flags = int(header[9])
-        if flags & ~KNOWN_FLAGS:
-            raise FormatError(f"{path}: unknown flags {flags:#x} in header[9] (known: 1 no "
-                              f"LayerNorm, 2 scalar D, 4 +D, 8 linear prescale)")
-        if L > MAX_TABLE_LAYERS:
-            raise FormatError(f"{path}: num_layers {L} in header[4] exceeds the "
-                              f"{MAX_TABLE_LAYERS}-layer table")
-        layers = []
-        for l in range(L):
-            h, d, kind = (int(v) for v in header[16 + 3 * l:19 + 3 * l])
-            if h < 1:
-                raise FormatError(f"{path}: bad head count {h} for layer {l} in "
-                                  f"header[{16 + 3 * l}]")
-            if d < 1:
-                raise FormatError(f"{path}: bad head size {d} for layer {l} in "
-                                  f"header[{17 + 3 * l}]")
-            if not 0 <= kind < len(KINDS):
-                raise FormatError(f"{path}: unknown attention kind {kind} for layer {l} in "
-                                  f"header[{18 + 3 * l}]")
-            layers.append((h, d, kind))
-    cfg = GPTConfig(n_layer=L, n_embd=C, n_head=nh, block_size=maxT, vocab_size=V,
-                    padded_vocab_size=Vp, layers=layers, flags=flags)
-    elsize = 4 if version % 100 == 3 else 2
-    n = cfg.num_params()
-    expected = 1024 + elsize * n
-    if size != expected:
-        raise FormatError(f"{path}: file size {size} does not match the header (expected "
-                          f"{expected} bytes = 1024 + {elsize}*{n} parameters)")
-    if elsize == 4:
-        flat = np.fromfile(path, dtype="<f4", offset=1024).astype(np.float32)
-    else:
-        raw = np.fromfile(path, dtype="<u2", offset=1024)
-        flat = (raw.astype(np.uint32) << 16).view(np.float32)
+    cfg, _, flat = checkpoint.read(path)
     model = GPT(cfg)
     pos = 0
     with torch.no_grad():
@@ -611,24 +288,7 @@ def load_model(path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Token shards (doc/formats.md 3)
-
-def read_shard(path):
-    """Tokens of an llm.c shard as a uint16 array, after the magic, version and size checks."""
-    size = os.path.getsize(path)
-    if size < 1024:
-        raise FormatError(f"{path}: file is {size} bytes, shorter than the 1024-byte header")
-    header = np.fromfile(path, dtype="<i4", count=256)
-    if header[0] != SHARD_MAGIC:
-        raise FormatError(f"{path}: bad magic {header[0]} in header[0] (expected {SHARD_MAGIC})")
-    if header[1] != 1:
-        raise FormatError(f"{path}: bad version {header[1]} in header[1] (expected 1)")
-    ntok = int(header[2])
-    if size != 1024 + 2 * ntok:
-        raise FormatError(f"{path}: file size {size} does not match ntok {ntok} in header[2] "
-                          f"(expected {1024 + 2 * ntok} bytes)")
-    return np.fromfile(path, dtype="<u2", offset=1024)
-
+# Token shards (doc/formats.md 3): read_shard is llmc_formats/shards.py's
 
 def _window(tokens, start, B, T):
     # Inputs are B*T tokens from `start`, targets the same window shifted by 1 (doc/formats.md 4).
@@ -716,7 +376,7 @@ def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip, decay
     chunks.append(np.array([steps], dtype="<i4").tobytes())
     chunks.append(np.array([lr, beta1, beta2, eps, wd, clip], dtype="<f4").tobytes())
     chunks.append(np.array(losses, dtype="<f4").tobytes())
-    _write_atomic(path, chunks)
+    write_atomic(path, chunks)
     model.zero_grad(set_to_none=True)
     return losses
 

@@ -7,12 +7,11 @@ ARC-Easy test, 2,376 items, from llm-foundry's jsonl: "query" (already "Question
 "\\nAnswer:", completions = " " + choice; scored completion style (acc and acc_norm).
 Input: the offline copy ../shared/data/eval/arc_easy_test.jsonl.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import parse_error, read_jsonl  # noqa: E402
-from eval_common import encode_example, offline_input, writer_main  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import parse_error, read_jsonl  # noqa: E402
+from dev.data.eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
 DATA = "arc_easy_test.jsonl"
 MIN_CHOICES, MAX_CHOICES = 2, 5

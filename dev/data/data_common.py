@@ -9,10 +9,11 @@ Defines
 - sha256_of(path);
 - read_jsonl(path, lines=None): the records of a JSON-lines file (.gz too) with their line
   numbers; parse_error(path, lineno, what): the one-line error for a malformed record;
-- write_datafile(path, tokens) / read_datafile(path): llm.c token shards
-  (header 256 x int32: 20240520, 1, ntok, zeros; then ntok x uint16);
-- ShardWriter(path_of, size): documents packed into shards of exactly `size` tokens (the last one
-  shorter), shard i written to path_of(i) as soon as it is full (fineweb.py, prose.py).
+- write_datafile(path, tokens) / read_datafile(path) (llm.c's names), ShardWriter(path_of, size):
+  llm.c token shards; they are llmc_formats/shards.py's write_shard, read_shard and ShardWriter,
+  imported here for the data scripts;
+- write_file_if_changed(path, data, force=False): an atomic write (llmc_formats/atomic.py) unless
+  a byte-identical file is there.
 """
 import gzip
 import hashlib
@@ -21,16 +22,17 @@ import os
 import sys
 import urllib.request
 
-try:
-    import numpy as np
-except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
+try:  # the shard writers and readers need numpy: without it, one line naming the interpreter
+    import numpy  # noqa: F401
+except ModuleNotFoundError as e:
     sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
-SHARD_MAGIC = 20240520
-SHARD_VERSION = 1
-HEADER_INTS = 256
-HEADER_BYTES = HEADER_INTS * 4
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats.atomic import write_atomic  # noqa: E402
+from llmc_formats.shards import HEADER_BYTES, HEADER_INTS, SHARD_MAGIC, SHARD_VERSION, ShardWriter  # noqa: E402,F401
+from llmc_formats.shards import read_shard as read_datafile  # noqa: E402,F401
+from llmc_formats.shards import write_shard as write_datafile  # noqa: E402,F401
 
 
 def repo_root():
@@ -134,107 +136,5 @@ def write_file_if_changed(path, data, force=False):
         with open(path, "rb") as f:
             if f.read() == data:
                 return False
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, data)
     return True
-
-
-def write_datafile(path, tokens):
-    """Write tokens as an llm.c shard. Written to path.tmp, synced and renamed, so a file under
-    its final name is always complete."""
-    toks = np.asarray(tokens)
-    if toks.ndim != 1:
-        raise ValueError(f"{path}: tokens must be a 1-D sequence, got shape {toks.shape}")
-    if toks.size and not np.issubdtype(toks.dtype, np.integer):
-        raise ValueError(f"{path}: tokens must be integers, got dtype {toks.dtype}")
-    if toks.size:
-        lo, hi = int(toks.min()), int(toks.max())
-        # uint16 storage; 65535 is kept out as llm.c's writer does
-        if lo < 0 or hi >= 65535:
-            raise ValueError(f"{path}: token ids must be in [0, 65535), got min {lo} max {hi}")
-    if toks.size >= 2**31:
-        raise ValueError(f"{path}: {toks.size} tokens do not fit the int32 count field")
-    header = np.zeros(HEADER_INTS, dtype="<i4")
-    header[0] = SHARD_MAGIC
-    header[1] = SHARD_VERSION
-    header[2] = toks.size
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(header.tobytes())
-        f.write(toks.astype("<u2").tobytes())
-        f.flush()
-        os.fsync(f.fileno())  # on disk before the rename makes it the file under its name
-    os.replace(tmp, path)
-    return toks.size
-
-
-def read_datafile(path):
-    """Read an llm.c shard and return its tokens (numpy uint16). Raises ValueError, one line
-    naming the file and the field, when the magic, version or size is wrong."""
-    size = os.path.getsize(path)
-    if size < HEADER_BYTES:
-        raise ValueError(f"{path}: size is {size} bytes, shorter than the {HEADER_BYTES}-byte header")
-    with open(path, "rb") as f:
-        header = np.frombuffer(f.read(HEADER_BYTES), dtype="<i4")
-        if header[0] != SHARD_MAGIC:
-            raise ValueError(f"{path}: magic is {header[0]}, expected {SHARD_MAGIC} (not a GPT-2 token shard)")
-        if header[1] != SHARD_VERSION:
-            raise ValueError(f"{path}: version is {header[1]}, expected {SHARD_VERSION}")
-        ntok = int(header[2])
-        if ntok < 0:
-            raise ValueError(f"{path}: token count is {ntok}, expected >= 0")
-        expected = HEADER_BYTES + 2 * ntok
-        if size != expected:
-            raise ValueError(f"{path}: size is {size} bytes, expected {expected} (1024 + 2 x {ntok} tokens)")
-        tokens = np.frombuffer(f.read(2 * ntok), dtype="<u2")
-    return tokens.astype(np.uint16, copy=False)
-
-
-class ShardWriter:
-    """Packs token sequences (documents) into llm.c shards of exactly `size` tokens, splitting a
-    document over every shard boundary it crosses; shard i goes to path_of(i) (write_datafile:
-    temporary, fsync, rename) as soon as it is full, and close() writes the rest. `written` lists
-    (path, tokens) in order; log=True prints a line per shard."""
-
-    def __init__(self, path_of, size, log=False):
-        if size < 1:
-            raise ValueError(f"shard size {size}: expected >= 1")
-        self.path_of, self.size, self.log = path_of, size, log
-        self.buf = np.empty(size, dtype=np.uint16)
-        self.fill = 0
-        self.written = []
-
-    def add(self, tokens):
-        toks = np.asarray(tokens)
-        if toks.size and (int(toks.min()) < 0 or int(toks.max()) >= 65535):
-            raise ValueError(f"{self.path_of(len(self.written))}: token ids must be in [0, 65535), "
-                             f"got min {int(toks.min())} max {int(toks.max())}")
-        pos = 0
-        while pos < toks.size:
-            k = min(self.size - self.fill, toks.size - pos)
-            self.buf[self.fill:self.fill + k] = toks[pos:pos + k]
-            self.fill += k
-            pos += k
-            if self.fill == self.size:
-                self._flush()
-
-    def close(self, write_empty=False):
-        """Write the partial last shard; with write_empty, an empty shard when nothing was written."""
-        if self.fill or (write_empty and not self.written):
-            self._flush()
-        return self.written
-
-    def _flush(self):
-        path = self.path_of(len(self.written))
-        write_datafile(path, self.buf[:self.fill])
-        self.written.append((path, self.fill))
-        if self.log:
-            print(f"wrote {path}: {self.fill:,} tokens", flush=True)
-        self.fill = 0

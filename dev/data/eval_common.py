@@ -33,8 +33,9 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
     sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import HEADER_BYTES, HEADER_INTS, repo_root, shared_data_dir  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import HEADER_BYTES, HEADER_INTS, repo_root, shared_data_dir  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
 
 EVAL_MAGIC = 20240522
 DELIMITER = 65535          # uint16 that starts every example; no GPT-2 token has this id
@@ -135,12 +136,7 @@ def write_evalfile(path, examples, version=2, scoring="choice", name=""):
         header[4:7] = (SCORING[scoring], max_rows, longest_row)
         raw = name.encode("ascii")[:4 * NAME_INTS - 1].ljust(4 * NAME_INTS, b"\0")
         header[NAME_SLOT:NAME_SLOT + NAME_INTS] = np.frombuffer(raw, dtype="<i4")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(header.tobytes())
-        f.write(np.asarray(stream, dtype="<u2").tobytes())
-    os.replace(tmp, path)
+    write_atomic(path, (header.tobytes(), np.asarray(stream, dtype="<u2").tobytes()))
     return {"examples": len(examples), "longest_example_bytes": longest_bytes,
             "max_rows": max_rows, "longest_row": longest_row}
 
@@ -250,7 +246,7 @@ def writer_main(argv, task, split, description, default_input, load_examples, ve
     for flag, kwargs in extra_args:
         ap.add_argument(flag, **kwargs)
     args = ap.parse_args(argv)
-    from gpt2_bpe import get_encoder
+    from dev.data.gpt2_bpe import get_encoder
     t0 = time.time()
     try:
         path = args.input or default_input()

@@ -30,8 +30,8 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
     sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import ShardWriter, parse_error, read_jsonl, repo_root  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import ShardWriter, parse_error, read_jsonl, repo_root  # noqa: E402
 
 EOT = 50256
 SHARD_SIZE = 10**8
@@ -109,7 +109,7 @@ _ENC = None
 
 def _init_worker(fast):
     global _ENC
-    from gpt2_bpe import get_encoder
+    from dev.data.gpt2_bpe import get_encoder
     _ENC = get_encoder(fast=fast)
 
 

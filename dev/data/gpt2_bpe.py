@@ -26,8 +26,8 @@ import sys
 
 import regex
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import cache_dir, download, shared_data_dir  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import cache_dir, download, shared_data_dir  # noqa: E402
 
 # GPT-2's pre-tokenization pattern (case-sensitive contractions, as in the original)
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

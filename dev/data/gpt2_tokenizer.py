@@ -18,9 +18,9 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
     sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import repo_root, write_file_if_changed  # noqa: E402
-from gpt2_bpe import get_encoder  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import repo_root, write_file_if_changed  # noqa: E402
+from dev.data.gpt2_bpe import get_encoder  # noqa: E402
 
 TOKENIZER_MAGIC = 20240328
 TOKENIZER_VERSION = 2

@@ -19,9 +19,9 @@ import bz2
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import cache_dir, download, parse_error, read_jsonl  # noqa: E402
-from eval_common import encode_example, shared_eval_input, writer_main  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import cache_dir, download, parse_error, read_jsonl  # noqa: E402
+from dev.data.eval_common import encode_example, shared_eval_input, writer_main  # noqa: E402
 
 TEXT_COPY = "hellaswag_val_full.txt.bz2"
 RAW_URL = "https://raw.githubusercontent.com/rowanz/hellaswag/master/data/hellaswag_val.jsonl"

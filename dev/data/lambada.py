@@ -8,12 +8,11 @@ without its last word) and "continuation" (the last word). Each example is one r
 continuation token is the model's argmax prediction; eval_gpt2 also reports the perplexity of the
 continuation. Input: the offline copy ../shared/data/eval/lambada_openai.jsonl.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import parse_error, read_jsonl  # noqa: E402
-from eval_common import encode_example, offline_input, writer_main  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import parse_error, read_jsonl  # noqa: E402
+from dev.data.eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
 DATA = "lambada_openai.jsonl"
 

@@ -10,9 +10,9 @@ piqa_valid-labels.lst (the labels file is taken from next to --input unless --la
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import parse_error, read_jsonl  # noqa: E402
-from eval_common import encode_example, offline_input, writer_main  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import parse_error, read_jsonl  # noqa: E402
+from dev.data.eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
 DATA = "piqa_valid.jsonl"
 

@@ -29,9 +29,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import ShardWriter, read_datafile, repo_root, sha256_of, shared_data_dir  # noqa: E402
-from gpt2_bpe import get_encoder  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import ShardWriter, read_datafile, repo_root, sha256_of, shared_data_dir  # noqa: E402
+from dev.data.gpt2_bpe import get_encoder  # noqa: E402
 
 EOT = 50256
 SHARD_SIZE = 10**7

@@ -20,10 +20,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import prose  # noqa: E402
-from bytes_tokenizer import encode_documents, write_tokenizer  # noqa: E402
-from data_common import ShardWriter, read_datafile, repo_root  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data import prose  # noqa: E402
+from dev.data.bytes_tokenizer import encode_documents, write_tokenizer  # noqa: E402
+from dev.data.data_common import ShardWriter, read_datafile, repo_root  # noqa: E402
 
 SHARD_SIZE = prose.SHARD_SIZE
 PREFIX = "prose_bytes"

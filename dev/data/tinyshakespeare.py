@@ -20,11 +20,11 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import (cache_dir, download, read_datafile, repo_root, sha256_of,  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import (cache_dir, download, read_datafile, repo_root, sha256_of,  # noqa: E402
                          shared_data_dir, write_datafile)
-from gpt2_bpe import get_encoder  # noqa: E402
-import bytes_tokenizer  # noqa: E402
+from dev.data.gpt2_bpe import get_encoder  # noqa: E402
+from dev.data import bytes_tokenizer  # noqa: E402
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"

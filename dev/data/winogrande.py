@@ -10,12 +10,11 @@ are scored, so the options compete on how well they predict the same words. The 
 the same for every option, so acc_norm would equal acc; only acc is reported. Version 2 file
 (per-option contexts). Input: the offline copy ../shared/data/eval/winogrande_dev.jsonl.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from data_common import parse_error, read_jsonl  # noqa: E402
-from eval_common import encode_example, offline_input, writer_main  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from dev.data.data_common import parse_error, read_jsonl  # noqa: E402
+from dev.data.eval_common import encode_example, offline_input, writer_main  # noqa: E402
 
 DATA = "winogrande_dev.jsonl"
 

@@ -1,0 +1,35 @@
+"""llmc_formats: the Python reader and writer of each file format of the project (doc/formats.md).
+
+Modules
+- checkpoint: the model checkpoint (doc/formats.md 2.1, 2.2, 2.4): GPTConfig (shape, layer
+  table, header[9] flags, slot shapes), header encode/decode for versions 3/5/103/105, fp32/bf16
+  bodies;
+- descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; 2.2);
+- layer_table: layer-table files (H[xD][:KIND][*N] entries; 2.4, doc/prism.md);
+- shards: llm.c token shards (3);
+- main_log: the trainer's main.log (9);
+- atomic: NAME.tmp + fsync + rename, the one way every Python writer writes a file (1).
+
+FormatError is the error of every reader here: a ValueError whose message is one line naming the
+file and the offending field.
+
+The bootstrap. This is the one place where the project's Python touches sys.path. Importing
+llmc_formats puts the repository root (found from this file's real path, so through the
+`llmc_formats` symlinks of scripts/, dev/data/, sd_attention/, prism/ and test/ too) at the front
+of sys.path. A script in a sub-folder therefore starts with `import llmc_formats` (found through
+its folder's symlink, since Python puts the script's folder on sys.path) and then imports the
+modules of other folders by their qualified names (`from scripts import common`,
+`from dev.data import data_common`, `from sd_attention import routing_null`, `import train_gpt2`):
+those folders are namespace packages and need no __init__.py. test/ is the exception: the standard
+library has a package `test`, so a test imports its own folder's modules (harness) unqualified.
+"""
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+class FormatError(ValueError):
+    """A file that does not match its format; the message names the file and the field."""
