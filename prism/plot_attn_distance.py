@@ -21,8 +21,8 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from common import save_png  # noqa: E402  (scripts/common.py)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import save_png  # noqa: E402  (scripts/common.py)
 
 STATS = ("D", "D_norm", "sink", "D_nosink", "median", "entropy", "entropy_norm")
 REQUIRED = ("model", "layer", "head", "T", "sequences", "val") + STATS

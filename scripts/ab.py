@@ -61,10 +61,14 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import build_missing, make_target, write_atomic  # noqa: E402
-from ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
-from plot_logs import LogError  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import build_missing, make_target  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
+from llmc_formats.descriptor import parse_descriptor  # noqa: E402
+from llmc_formats.layer_table import parse_schedule  # noqa: E402
+from llmc_formats.shards import read_shard_header  # noqa: E402
+from scripts.ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
+from llmc_formats.main_log import LogError  # noqa: E402
 
 TASK_FILES = {"hellaswag": "hellaswag/hellaswag_val.bin", "piqa": "piqa/piqa_val.bin",
               "arc_easy": "arc_easy/arc_easy_test.bin", "winogrande": "winogrande/winogrande_val.bin",
@@ -133,43 +137,23 @@ def data_globs(name, size):
 
 
 def shard_tokens(pattern):
-    """The token count of the shards matching pattern (int32 at byte 8 of each llm.c header)."""
+    """The token count of the shards matching pattern (their headers, llmc_formats/shards.py)."""
     total = 0
     for f in sorted(glob.glob(pattern)):
-        with open(f, "rb") as fh:
-            head = fh.read(12)
-        if len(head) < 12:
-            raise AbError(f"{f}: shorter than a shard header (12 bytes)")
-        total += int.from_bytes(head[8:12], "little", signed=True)
+        try:
+            total += read_shard_header(f)
+        except (OSError, ValueError) as e:
+            raise AbError(str(e)) from None
     return total
 
 
-def schedule_head_sizes(path, channels):
-    """The head sizes of a layer-table file (doc/prism.md: entries `H` or `HxD`, an optional
-    `:kind` and `*count`; `#` comments), for the SM 8.x check only; the trainer parses the table."""
-    sizes = set()
-    with open(path) as f:
-        for line in f:
-            for e in line.split("#")[0].split():
-                e = e.split("*")[0].split(":")[0]
-                if "x" in e:
-                    sizes.add(int(e.split("x")[1]))
-                elif e.isdigit() and int(e) > 0:
-                    sizes.add(channels // int(e))
-    return sizes
-
-
-def model_max_T(desc):
-    """The maxT of a direct preset's descriptor (L..C..H..T..)."""
-    m = re.search(r"T(\d+)(?:V\d+)?$", desc)
-    return int(m.group(1)) if m else 1024
-
-
-def model_channels(desc):
-    m = re.fullmatch(r"L(\d+)C(\d+)(?:H\d+)?(?:T\d+)?(?:V\d+)?", desc)
-    if m:
-        return int(m.group(2))
-    return {"d12": 768, "d24": 1024, "L24C1536H24": 1536}[desc]
+def schedule_head_sizes(path, cfg):
+    """The head sizes of a layer-table file (llmc_formats/layer_table.py, read as -layers reads
+    it), for the SM 8.x check."""
+    try:
+        return {d for _, d, _ in parse_schedule(path, cfg.n_embd, cfg.n_layer, unchecked=True)}
+    except (OSError, ValueError) as e:
+        raise AbError(str(e)) from None
 
 
 def parse_arms(text, size):
@@ -222,8 +206,9 @@ class Plan:
         if self.direct:
             p = dict(DIRECT[a.size])
             self.model, self.B, self.T = p["model"], a.micro_batch or p["B"], a.seq_len or p["T"]
-            if self.T > model_max_T(self.model):
-                raise AbError(f"--seq-len {self.T}: longer than the maxT {model_max_T(self.model)} of {self.model}")
+            self.cfg = parse_descriptor(self.model)
+            if self.T > self.cfg.block_size:
+                raise AbError(f"--seq-len {self.T}: longer than the maxT {self.cfg.block_size} of {self.model}")
             steps = a.steps or p["steps"] // BUDGETS[a.budget]
             self.steps, self.warmup = max(1, steps), min(p["warmup"], max(1, steps // 5))
             self.val_every = min(a.val_every or p["val_every"], self.steps)
@@ -238,10 +223,9 @@ class Plan:
                     self.val_batches = min(self.val_batches, windows)
             self.eval_n = p["eval_n"] if a.eval_n is None else a.eval_n
             self.attn_windows = a.attn_windows or p["attn_windows"]
-            self.channels = model_channels(self.model)
         else:
             self.model = {"124M": "d12", "354M": "d24", "757M": "L24C1536H24"}[a.size]
-            self.channels = model_channels(self.model)
+            self.cfg = parse_descriptor(self.model)
             self.T = 1024
             self.eval_n = 0 if a.eval_n is None else a.eval_n
             self.attn_windows = a.attn_windows or 16
@@ -403,7 +387,7 @@ class Plan:
                     else "no 128-wide preset exists for this size")
         out = []
         for arm in self.arms:
-            if arm["table"] and os.path.isfile(arm["table"]) and 256 in schedule_head_sizes(arm["table"], self.channels):
+            if arm["table"] and os.path.isfile(arm["table"]) and 256 in schedule_head_sizes(arm["table"], self.cfg):
                 out.append(f"SM {arch} GPU: cuDNN does not train head size 256 there, so the 256-wide "
                            f"layers of arm {arm['name']} ({arm['table']}) run on the own kernels "
                            f"under -attn auto, several times slower (doc/gpu.md \"Attention paths\"), "

@@ -23,13 +23,13 @@ line naming the file and line).
 import argparse
 import json
 import math
-import os
 import re
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import json_safe, write_atomic  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import json_safe  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
 
 STEP = re.compile(r"step\s+(\d+)/(\d+)\s*\|(.*)")
 LOSS = re.compile(r"loss\s+(\S+)")

@@ -48,13 +48,14 @@ import re
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_stats import (SummaryError, describe, final_val_loss, fmt, paired, stdout_path, t975,  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.ab_stats import (SummaryError, describe, final_val_loss, fmt, paired, stdout_path, t975,  # noqa: E402
                       tokens_per_second)
-from common import json_safe, pyplot, read_json, save_png, write_atomic  # noqa: E402
-from floors import above_bigram, bits_per_byte  # noqa: E402
-from floors import describe as describe_floors  # noqa: E402
-from plot_logs import LogError, parse_main_log  # noqa: E402
+from scripts.common import json_safe, pyplot, read_json, save_png  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
+from scripts.floors import above_bigram, bits_per_byte  # noqa: E402
+from scripts.floors import describe as describe_floors  # noqa: E402
+from llmc_formats.main_log import LogError, parse_main_log  # noqa: E402
 
 RUN_DIR = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.-]*?)_seed(\d+)")
 TASKS = ("hellaswag", "piqa", "arc_easy", "winogrande", "lambada")

@@ -14,16 +14,15 @@ scripts/ab.py and scripts/sd_claims.py read final val losses with it too). It de
 - t975(df): the two-sided 95% Student t quantile (the normal 1.96 beyond 30 degrees of freedom);
 - fmt(v, spec): v formatted, or "n/a" for None and NaN.
 
-main.log is read by plot_logs.parse_main_log (doc/formats.md 9).
+main.log is read by llmc_formats/main_log.py (doc/formats.md 9).
 """
 import math
 import os
 import re
 import statistics
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from plot_logs import parse_main_log  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats.main_log import parse_main_log  # noqa: E402
 
 # two-sided 95% Student t quantiles t(0.975, df), df = 1..30; beyond, the normal 1.96
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -41,7 +40,7 @@ def t975(df):
 
 def final_val_loss(main_log):
     """The val loss at the last step; the run must have finished (tel one past the last trl).
-    main.log is read by plot_logs.parse_main_log (after a resume, the repeated steps count); a
+    main.log is read by llmc_formats.main_log.parse_main_log (after a resume, the repeated steps count); a
     diverged run's NaN is kept (its statistics print n/a) instead of stopping the summary."""
     series = parse_main_log(main_log, allow_nan=True)
     last_train = series["train"][-1][0] if "train" in series else -1

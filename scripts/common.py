@@ -6,9 +6,8 @@ Defines
   Infinity; an undefined number, e.g. the std of one run, becomes null);
 - read_json(path, what, error): the parsed JSON of path, or error("<path>: no such file (expected
   WHAT)") / error("<path>: not JSON (<why>); expected WHAT"), one line for the caller to print;
-- write_atomic(path, text): write text to path.tmp, then rename it, so a file under its final
-  name is always complete;
-- save_png(fig, out, dpi=110): save a matplotlib figure as a PNG the same way, and close it;
+- save_png(fig, out, dpi=110): save a matplotlib figure as a PNG atomically (llmc_formats/atomic.py:
+  path.tmp, fsync, rename, so a file under its final name is always complete), and close it;
 - pyplot(): matplotlib.pyplot on the Agg backend, or one error line naming the interpreter that
   has it (Debian's /usr/bin/python3 after bash .ci/run) when this one lacks it;
 - make_target(path), build_missing(check, jobs, dry_run, error): the drivers (ab.py,
@@ -16,14 +15,18 @@ Defines
   files) with one `make -jN TARGETS` before the first run, so that they run from one command on a
   fresh clone; anything else missing stays one error line per input.
 
-The llm.c main.log parser is plot_logs.parse_main_log; ab_stats.py, the A/B summaries' run
-reader, uses it too.
+The file formats (main.log, shards, checkpoints, layer tables, descriptors) and the atomic write
+are llmc_formats/'s (doc/formats.md).
 """
+import io
 import json
 import math
 import os
 import subprocess
 import sys
+
+import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats.atomic import write_atomic
 
 
 def json_safe(v):
@@ -46,15 +49,6 @@ def read_json(path, what, error=ValueError):
         raise error(f"{path}: not JSON ({e}); expected {what}") from None
 
 
-def write_atomic(path, text):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(path + ".tmp", path)
-
-
 def pyplot():
     try:
         import matplotlib
@@ -68,10 +62,10 @@ def pyplot():
 
 def save_png(fig, out, dpi=110):
     plt = pyplot()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out + ".tmp", format="png", dpi=dpi)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
     plt.close(fig)
-    os.replace(out + ".tmp", out)
+    write_atomic(out, buf.getvalue())
 
 
 # The programs a driver may build for itself: the CPU ones (the GPU programs need USE_CUDNN=1 and

@@ -40,8 +40,8 @@ except ModuleNotFoundError as e:
              f"/usr/bin/python3 (Debian's python3-numpy) or pip install {e.name}")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
-from data_common import read_datafile  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats.shards import read_shard  # noqa: E402
 
 LAMBDAS = [round(0.05 * i, 2) for i in range(1, 20)] + [0.97, 0.99]
 TOKENIZER_MAGIC = 20240328
@@ -64,7 +64,7 @@ def val_targets(pattern, B, T, batches):
     prev, tgt = [], []
     left = None if batches == -1 else batches
     for path in shards(pattern, "val"):
-        toks = read_datafile(path).astype(np.int64)
+        toks = read_shard(path).astype(np.int64)
         samples = (toks.size - 1) // n
         if samples < 1:
             raise FloorsError(f"{path}: {toks.size} tokens, fewer than one window of B*T + 1 = {n + 1}")
@@ -117,7 +117,7 @@ def floors(train, val, B, T, batches, tokenizer=None):
         raise FloorsError(f"-b {B} -t {T} -m {batches}: expected positive B and T and -m >= 1 or -1")
     prev, tgt = val_targets(val, B, T, batches)
     # the vocabulary: every id seen, rounded to what the counts index
-    tr = [read_datafile(p) for p in shards(train, "train")]
+    tr = [read_shard(p) for p in shards(train, "train")]
     V = int(max(max(int(t.max()) for t in tr if t.size), int(prev.max()), int(tgt.max()))) + 1
     uni = np.zeros(V, dtype=np.float64)
     big_keys = []
@@ -197,7 +197,7 @@ def main(argv=None):
         return 1
     print(describe(f))
     if a.json:
-        from common import write_atomic  # scripts/, this file's folder
+        from llmc_formats.atomic import write_atomic
         write_atomic(a.json, json.dumps(f, indent=1) + "\n")
     return 0
 

@@ -4,7 +4,8 @@
   python scripts/plot_logs.py RUN [RUN ...] [-o loss.png] [--labels a,b] [--baseline 3.28:llm.c]
 
 RUN is a run's output directory (the trainer's -o, holding main.log) or a main.log path. The
-format is llm.c's main.log (doc/formats.md 9), one record per line, `s` the 0-based step:
+format is llm.c's main.log (doc/formats.md 9; read by llmc_formats/main_log.py), one record per
+line, `s` the 0-based step:
 
   s:%d trl:%.4f lr:%.6f norm:%.2f      train loss, learning rate, grad norm (older llm.c
                                        logs: trl alone)
@@ -19,88 +20,12 @@ line number. The figure has a loss panel (train loss thin, val loss with markers
 run) and, when any eval records exist, an eval panel. The PNG is written to NAME.tmp and renamed.
 """
 import argparse
-import math
 import os
-import re
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import pyplot, save_png  # noqa: E402
-
-TRAIN_KEYS = ("trl", "lr", "norm")
-RECORD = re.compile(r"s:(-?\d+)((?: +[A-Za-z_][A-Za-z0-9_]*:\S+)+)")
-EXPECTED = ("expected 's:<step> trl:<loss> lr:<lr> norm:<norm>', 's:<step> tel:<loss>', "
-            "'s:<step> eval[_<task>]:<acc>' or 's:<step> rms0:<r0> rms1:<r1> ...'")
-
-
-class LogError(ValueError):
-    """A malformed log: the message is the whole one-line error."""
-
-
-def log_path(run):
-    """The main.log of a run directory, or the file itself."""
-    path = os.path.join(run, "main.log") if os.path.isdir(run) else run
-    if not os.path.isfile(path):
-        raise LogError(f"{run}: no main.log (expected a run directory written with -o, or a "
-                       f"main.log path)")
-    return path
-
-
-def _number(text, where, key, allow_nan=False):
-    try:
-        v = float(text)
-    except ValueError:
-        raise LogError(f"{where}: {key}: expected a number, got '{text}'") from None
-    if math.isnan(v) and not allow_nan:
-        raise LogError(f"{where}: {key}: expected a number, got NaN")
-    return v
-
-
-def _append(series, name, step, value):
-    """Adds (step, value); a step that does not increase truncates the series there (resume)."""
-    points = series.setdefault(name, [])
-    while points and points[-1][0] >= step:
-        points.pop()
-    points.append((step, value))
-
-
-def parse_main_log(path, allow_nan=False):
-    """main.log -> {series name: [(step, value), ...]}: 'train' (trl), 'lr', 'norm', 'val' (tel),
-    'eval' and 'eval_<task>', and 'rms' (the stream's RMS per layer: value is a list). A NaN value (a diverged run: the trainer logs nan and goes on) is an
-    error unless allow_nan."""
-    series = {}
-    with open(path, "r", errors="replace") as f:
-        for lineno, raw in enumerate(f, 1):
-            line = raw.strip()
-            if not line:
-                continue
-            where = f"{path}:{lineno}"
-            m = RECORD.fullmatch(line)
-            if not m:
-                raise LogError(f"{where}: {EXPECTED}; got '{line[:60]}'")
-            step = int(m.group(1))
-            fields = dict(kv.split(":", 1) for kv in m.group(2).split())
-            keys = set(fields)
-            if "trl" in keys and keys <= set(TRAIN_KEYS):
-                # older llm.c logs have trl alone; lr and norm are optional
-                for key in TRAIN_KEYS:
-                    if key in fields:
-                        name = "train" if key == "trl" else key
-                        _append(series, name, step, _number(fields[key], where, key, allow_nan))
-            elif keys and keys == {f"rms{i}" for i in range(len(keys))}:
-                # the residual stream's RMS entering each block and ln_f: rms0 ... rmsL
-                _append(series, "rms", step, [_number(fields[f"rms{i}"], where, f"rms{i}", allow_nan)
-                                               for i in range(len(keys))])
-            elif len(keys) == 1 and (keys == {"tel"} or keys == {"eval"} or
-                                     next(iter(keys)).startswith("eval_")):
-                key = next(iter(keys))
-                _append(series, "val" if key == "tel" else key, step,
-                        _number(fields[key], where, key, allow_nan))
-            else:
-                raise LogError(f"{where}: {EXPECTED}; got keys {', '.join(sorted(keys))}")
-    if not series:
-        raise LogError(f"{path}: no 's:<step> ...' records (an empty log?)")
-    return series
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats.main_log import LogError, log_path, parse_main_log  # noqa: E402,F401
+from scripts.common import pyplot, save_png  # noqa: E402
 
 
 def parse_baseline(text):

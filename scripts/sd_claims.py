@@ -54,13 +54,13 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import build_missing, make_target, read_json, write_atomic  # noqa: E402
-from ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
-from plot_logs import LogError, parse_main_log  # noqa: E402
-from floors import FloorsError, above_bigram, bits_per_byte, describe, floors  # noqa: E402
-sys.path.insert(0, os.path.join(ROOT, "sd_attention"))
-import routing_null  # noqa: E402  (the optimizer's one- and two-plane nulls of the routing measures)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import build_missing, make_target, read_json  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
+from scripts.ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)
+from llmc_formats.main_log import LogError, parse_main_log  # noqa: E402
+from scripts.floors import FloorsError, above_bigram, bits_per_byte, describe, floors  # noqa: E402
+from sd_attention import routing_null  # noqa: E402  (the optimizer's one- and two-plane nulls of the routing measures)
 
 # A gradient norm above this, or one that is not finite, is a blow-up step. The healthy runs of
 # doc/sd_attention.md stay at 0.5-5 with an isolated spike up to 10^5; a training that blows up

@@ -46,10 +46,9 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch) or pip install {e.name}")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 import train_gpt2 as tg  # noqa: E402
-from common import write_atomic  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
 
 MODEL, TABLE = "L4C128H4T128", "4:sd*4"
 BASE = {"sd_init_s": 0.1, "sd_decay_s": 0, "sd_init_u": 1.0, "lr": 1e-3}

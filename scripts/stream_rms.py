@@ -22,8 +22,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 
 
 def from_checkpoint(ckpt, val, B, T, batches):
@@ -60,7 +59,7 @@ def from_checkpoint(ckpt, val, B, T, batches):
 
 
 def from_log(run):
-    from plot_logs import log_path, parse_main_log
+    from llmc_formats.main_log import log_path, parse_main_log
     series = parse_main_log(log_path(run), allow_nan=True).get("rms", [])
     if not series:
         raise ValueError(f"{run}: main.log has no rms records (written at val steps by ./train_gpt2)")
@@ -106,7 +105,7 @@ def main(argv=None):
         return 1
     print(table(rows))
     if a.json:
-        from common import write_atomic
+        from llmc_formats.atomic import write_atomic
         write_atomic(a.json, json.dumps(result, indent=1) + "\n")
     return 0
 

@@ -70,8 +70,8 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
     sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
              f"(Debian's python3-numpy, -torch; bash .ci/run installs them) or pip install {e.name}")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from import_hf import ImportError_, LazyTensor, read_any, resolve_input, write_checkpoint  # noqa: E402
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from sd_attention.import_hf import ImportError_, LazyTensor, read_any, resolve_input, write_checkpoint  # noqa: E402
 
 NOTE = {
     "bert": "BERT is bidirectional and post-LN (LayerNorms mapped by the sublayer they feed)",

@@ -21,7 +21,7 @@ Vp = ceil(V/128)*128), maxT from wpe, heads from config.json ("n_head") next to 
 else --n_head.
 Output: llm.c's version 3 (fp32; --dtype bf16: version 5), the 16 tensors in llm.c's order, the
 Conv1D weights (stored (in, out) by HF) transposed to nn.Linear's (out, in): c_attn, attn.c_proj,
-mlp.c_fc, mlp.c_proj. Written to NAME.tmp, then renamed.
+mlp.c_fc, mlp.c_proj. Written by llmc_formats/checkpoint.py (NAME.tmp, fsync, rename).
 """
 import argparse
 import json
@@ -37,8 +37,9 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
     sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
-MODEL_MAGIC = 20240326
-HEADER_INTS = 256
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats import checkpoint  # noqa: E402
+from llmc_formats.checkpoint import GPTConfig, bf16_to_f32  # noqa: E402
 
 
 class ImportError_(ValueError):
@@ -59,11 +60,6 @@ class LazyTensor:
 
 
 SAFETENSORS_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2), "F64": ("<f8", 8)}
-
-
-def _bf16_to_f32(raw_u16):
-    # bf16 is the upper half of an fp32 word (doc/formats.md 2.1)
-    return (raw_u16.astype(np.uint32) << 16).view(np.float32)
 
 
 def read_safetensors(path):
@@ -104,7 +100,7 @@ def read_safetensors(path):
 
         def load(begin=begin, count=count, np_dtype=np_dtype, dtype=dtype):
             raw = np.frombuffer(data, dtype=np_dtype, count=count, offset=base + begin)
-            return _bf16_to_f32(raw) if dtype == "BF16" else raw.astype(np.float32)
+            return bf16_to_f32(raw) if dtype == "BF16" else raw.astype(np.float32)
 
         out[name] = LazyTensor(shape, load)
     return out
@@ -210,27 +206,12 @@ def slot_arrays(t, L, C, V):
     yield t["ln_f.bias"].numpy()
 
 
-def f32_to_bf16(a):
-    """Round to nearest even, as torch and llmc/checkpoint.h do (NaN kept quiet)."""
-    u = a.astype(np.float32).view(np.uint32)
-    rounded = ((u + (0x7FFF + ((u >> 16) & 1))) >> 16).astype(np.uint16)
-    nan = (u & 0x7FFFFFFF) > 0x7F800000
-    rounded[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
-    return rounded
-
-
 def write_checkpoint(t, L, C, V, maxT, n_head, out, dtype):
     """Header, then the slots of doc/formats.md 2.2 in order; a per-layer slot holds every layer's
-    tensor (all ln_1.weight, then all ln_1.bias, ...), which is how slot_arrays walks PER_LAYER."""
-    header = np.zeros(HEADER_INTS, dtype="<i4")
-    header[:8] = (MODEL_MAGIC, 3 if dtype == "fp32" else 5, maxT, V, L, n_head, C,
-                  (V + 127) // 128 * 128)
-    tmp = out + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(header.tobytes())
-        for a in slot_arrays(t, L, C, V):
-            f.write(a.astype("<f4").tobytes() if dtype == "fp32" else f32_to_bf16(a).tobytes())
-    os.replace(tmp, out)
+    tensor (all ln_1.weight, then all ln_1.bias, ...), which is how slot_arrays walks PER_LAYER.
+    The writer is llmc_formats/checkpoint.py's (a uniform model: version 3, or 5 with bf16)."""
+    cfg = GPTConfig(n_layer=L, n_embd=C, n_head=n_head, block_size=maxT, vocab_size=V)
+    checkpoint.write(out, cfg, slot_arrays(t, L, C, V), dtype)
 
 
 # ---------------------------------------------------------------------------------------------

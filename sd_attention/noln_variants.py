@@ -38,9 +38,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 import train_gpt2 as tg  # noqa: E402  (exits with one line naming the interpreter without torch)
-from routing_null import lr_at  # noqa: E402  (the trainer's cosine schedule, llmc/schedulers.h)
+from sd_attention.routing_null import lr_at  # noqa: E402  (the trainer's cosine schedule, llmc/schedulers.h)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

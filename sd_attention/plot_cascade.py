@@ -15,12 +15,11 @@ Matplotlib's Agg backend (no display); the PNG is written to NAME.tmp, then rena
 """
 import csv
 import json
-import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from common import pyplot, save_png  # noqa: E402  (scripts/common.py)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import pyplot, save_png  # noqa: E402  (scripts/common.py)
 
 plt = pyplot()
 

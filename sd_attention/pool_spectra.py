@@ -29,8 +29,9 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-from common import json_safe, read_json, write_atomic  # noqa: E402  (scripts/common.py)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import json_safe, read_json  # noqa: E402  (scripts/common.py)
+from llmc_formats.atomic import write_atomic  # noqa: E402
 
 
 class InputError(ValueError):

@@ -81,18 +81,17 @@ import argparse
 import math
 import os
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from common import read_json, write_atomic  # noqa: E402  (scripts/common.py)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from scripts.common import read_json  # noqa: E402  (scripts/common.py)
+from llmc_formats import checkpoint  # noqa: E402
+from llmc_formats.atomic import write_atomic  # noqa: E402
 
 SD_SPECTRUM = os.path.join(ROOT, "sd_spectrum")
-MODEL_MAGIC = 20240326
-MODEL_VERSIONS = (3, 5, 103, 105)
 MAX_HEAD_SIZE = 4096     # LLMC_MAX_HEAD_SIZE (llmc/config.h)
 MAX_ATTN_WIDTH = 65536   # LLMC_MAX_ATTN_WIDTH
 DEFAULT_C, DEFAULT_MIN, DEFAULT_MAX = 2.0, 8, 64
@@ -264,18 +263,14 @@ def read_spectrum(path, measure="n90"):
 
 
 def read_header(path):
-    """(maxT, L, base heads, C) from a checkpoint header (doc/formats.md 2.1, 2.4), or None."""
+    """(maxT, L, base heads, C) from a checkpoint header (doc/formats.md 2.1, 2.4; read by
+    llmc_formats/checkpoint.py), or None when the file is unreadable or not a checkpoint."""
     try:
         with open(path, "rb") as f:
-            raw = f.read(1024)
-    except OSError:
+            cfg, _ = checkpoint.decode_header(path, f.read(checkpoint.HEADER_BYTES))
+    except (OSError, ValueError):
         return None
-    if len(raw) < 1024:
-        return None
-    h = struct.unpack("<256i", raw)
-    if h[0] != MODEL_MAGIC or h[1] not in MODEL_VERSIONS:
-        return None
-    return {"maxT": h[2], "L": h[4], "heads": h[5], "C": h[6]}
+    return {"maxT": cfg.block_size, "L": cfg.n_layer, "heads": cfg.n_head, "C": cfg.n_embd}
 
 
 def run_spectrum(ckpt, tmpdir):

@@ -5,7 +5,7 @@
         [--draws 8] [--noise 0,1,3,10] [--grad-batches 20] [--grad-scale 1] [--clip-jitter 0]
         [--init-s 0] [--weight-decay 0] [--seed 1] [--json out.json]
 
-    import routing_null; routing_null.nulls(d, steps, lr, warmup, final_frac, noise_ratios, draws, seed)
+    from sd_attention import routing_null; routing_null.nulls(d, steps, lr, warmup, final_frac, noise_ratios, draws, seed)
 
 What is simulated: one head's packed skew parameters s (d(d-1)/2 values, the strict upper triangle
 of S, llmc/param_layout.h) trained by exactly the trainer's AdamW (llmc/cpu/gpt2_cpu.h
@@ -54,6 +54,9 @@ import os
 import sys
 
 import numpy as np
+
+import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats.atomic import write_atomic
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8        # llmc/optimizer.h ADAMW_GPT2_*
 SV_REL_TOL = 1e-6                           # doc/methods.md 3.9 (spectrum.h SPEC_SV_REL_TOL)
@@ -292,11 +295,7 @@ def main(argv=None):
         return 1
     sys.stdout.write(table(res))
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, a.json)
+        write_atomic(a.json, json.dumps(res, indent=1) + "\n")
         print(f"wrote {a.json}")
     return 0
 
