@@ -25,14 +25,11 @@ and requires that comparison to FAIL: the tolerance can tell head splits apart.
 import argparse
 import csv
 import math
-import os
-import sys
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 import train_gpt2 as tg  # noqa: E402
 from harness import check, finish  # noqa: E402
 

@@ -24,13 +24,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DATA_SRC = os.path.join(REPO, "dev", "data")
-sys.path.insert(0, HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(0, DATA_SRC)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 
 from harness import check, finish  # noqa: E402
-import bytes_tokenizer  # noqa: E402
-import data_common  # noqa: E402
+from dev.data import bytes_tokenizer  # noqa: E402
+from dev.data import data_common  # noqa: E402
 import train_gpt2 as tg  # noqa: E402
 
 
@@ -131,7 +129,7 @@ def test_prose_bytes(tmp):
     rc, so, _ = run_script("prose_bytes.py", "--in_dir", src, "--out_dir", out, "--shard_size", "16", "--tokenizer", tok)
     check(rc == 0 and "already exist and are valid" in so, "a second run skips (idempotent)")
     # the same split and documents as prose.py: its documents() reads the files
-    import prose
+    from dev.data import prose
     check([d for n in ("debian_prose_000.txt.xz", "debian_prose_001.txt.xz") for d in prose.documents(os.path.join(src, n))]
           == docs["debian_prose_000.txt.xz"] + docs["debian_prose_001.txt.xz"], "prose.documents reads the documents back")
     # a NUL in the text

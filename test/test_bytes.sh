@@ -35,9 +35,8 @@ expect_error "-e L2C64: the expected format names [V<vocab>]" "^error: -e: descr
 # byte shards and tokenizers: train = the first 20 KB, val = the next 4 KB, documents at blank lines
 if ! $PYTHON - "$d" > "$d/shards.log" 2>&1 <<'EOF'
 import os, sys
-sys.path.insert(0, "dev/data")
 import numpy as np
-import bytes_tokenizer, data_common
+from dev.data import bytes_tokenizer, data_common
 d = sys.argv[1]
 text = open(os.path.join(data_common.shared_data_dir(), "tinyshakespeare", "input.txt"), "rb").read()[:24000]
 for name, part in (("train", text[:20000]), ("val", text[20000:])):

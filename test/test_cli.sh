@@ -86,7 +86,7 @@ expect_error "no shard matches an absolute pattern" "^error: $PWD/$d/nothing_\*.
 expect_error "truncated shard" "^error: $d/truncated_val.bin: header\[2\] says 32768 tokens.*truncated" ./train_gpt2 -e tiny "${DATA[@]:0:2}" -j "$d/truncated_val.bin" -b 1 -t 16 -x 1
 expect_error "shard with a wrong magic" "^error: $d/badmagic_val.bin: bad magic 0 in header\[0\]" ./train_gpt2 -e tiny "${DATA[@]:0:2}" -j "$d/badmagic_val.bin" -b 1 -t 16 -x 1
 expect_error "a Llama-3 shard" "^error: $d/llama3.bin: header\[0\] = 20240801 is a Llama-3 shard" ./train_gpt2 -e tiny -i "$d/llama3.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1
-${PYTHON:-/usr/bin/python3} -c "import sys; sys.path.insert(0, 'dev/data'); import data_common as dc; dc.write_datafile('$d/oov.bin', [60000] * 100)"
+${PYTHON:-/usr/bin/python3} -c "from dev.data import data_common as dc; dc.write_datafile('$d/oov.bin', [60000] * 100)"
 expect_error "a token outside the vocabulary" "^error: $d/oov.bin: token 60000 at position [0-9]+ is outside the vocabulary \[0, 50257\)" ./train_gpt2 -e tiny -i "$d/oov.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1 -s 0
 expect_error "shard smaller than one window" "tiny_shakespeare_val.bin: 32768 tokens, fewer than one window" ./train_gpt2 -e L1C64H1T4096 "${DATA[@]}" -b 16 -t 4096 -x 1
 

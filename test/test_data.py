@@ -22,12 +22,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DATA_SRC = os.path.join(REPO, "dev", "data")
-sys.path.insert(0, HERE)
-sys.path.insert(0, DATA_SRC)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 
 from harness import check, finish  # noqa: E402
-import data_common  # noqa: E402
-import gpt2_bpe  # noqa: E402
+from dev.data import data_common  # noqa: E402
+from dev.data import gpt2_bpe  # noqa: E402
 
 SHARED = data_common.shared_data_dir()
 BPE_DIR = os.path.join(SHARED, "gpt2")

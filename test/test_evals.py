@@ -44,14 +44,12 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DATA_SRC = os.path.join(REPO, "dev", "data")
-sys.path.insert(0, HERE)
-sys.path.insert(0, DATA_SRC)
-sys.path.insert(0, REPO)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 
 from harness import check, finish  # noqa: E402
-import data_common  # noqa: E402
-import eval_common  # noqa: E402
-from gpt2_bpe import get_encoder  # noqa: E402
+from dev.data import data_common  # noqa: E402
+from dev.data import eval_common  # noqa: E402
+from dev.data.gpt2_bpe import get_encoder  # noqa: E402
 
 TMP = os.path.join(REPO, "build", "tmp_evals")
 DATA = os.path.join(TMP, "data")  # a dev/data-like tree: <task>/<task>_<split>.bin

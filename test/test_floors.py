@@ -16,12 +16,10 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "test"))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 import harness  # noqa: E402
-import floors as fl  # noqa: E402
-from data_common import write_datafile  # noqa: E402
+from scripts import floors as fl  # noqa: E402
+from dev.data.data_common import write_datafile  # noqa: E402
 
 d = os.path.join(ROOT, "build", "tmp_floors")
 os.makedirs(d, exist_ok=True)

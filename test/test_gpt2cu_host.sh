@@ -77,9 +77,8 @@ check "the sampling RNG restarts at 1337: both samples equal (${S[0]:-} / ${S[1]
 # one warning naming both sizes and prints the same draw as ids; -h 1 is refused (GPT-2 eval files)
 $PYTHON - "$dir" <<'EOF2' > "$dir/bytes_data.log" 2>&1
 import os, sys
-sys.path.insert(0, "dev/data")
 import numpy as np
-import bytes_tokenizer, data_common
+from dev.data import bytes_tokenizer, data_common
 d = sys.argv[1]
 text = open(os.path.join(data_common.shared_data_dir(), "tinyshakespeare", "input.txt"), "rb").read()[:8000]
 data_common.write_datafile(os.path.join(d, "bytes.bin"), bytes_tokenizer.encode_documents(text.split(b"\n\n"), "text"))

@@ -39,7 +39,6 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 from harness import check, finish  # noqa: E402
 from test_spectrum_numpy import abscissa, close, rank_metrics, split  # noqa: E402  (numpy reference)
 

@@ -21,7 +21,6 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import check, finish  # noqa: E402
 
 # module -> the modules it may include (besides itself); doc/design.md "Dependencies" draws it
@@ -114,7 +113,7 @@ def main():
     missing = [p for p in named if not os.path.exists(os.path.join(ROOT, p))]
     check(named and not missing, "every path of the README's layout table exists (%d; missing %s)" % (len(named), missing))
     folders = sorted(set(list(ALLOWED) + [d for d in os.listdir(ROOT) if os.path.isdir(os.path.join(ROOT, d))
-                                          and not d.startswith(".") and d not in ("build", "out", "log")]))
+                                          and not d.startswith(".") and d not in ("build", "out", "log", "__pycache__")]))
     unnamed = [d for d in folders if not any(n == d or n.startswith(d + "/") for n in named)]
     check(not unnamed, "the README's layout table names every folder (%d; not named: %s)" % (len(folders), unnamed))
     # the design doc draws the same table

@@ -23,14 +23,11 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "sd_attention"))
-sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 from harness import check, finish  # noqa: E402
 import train_gpt2 as tg  # noqa: E402
-import noln_variants as nv  # noqa: E402
-from data_common import write_datafile  # noqa: E402
+from sd_attention import noln_variants as nv  # noqa: E402
+from dev.data.data_common import write_datafile  # noqa: E402
 
 TOOL = os.path.join(ROOT, "sd_attention", "noln_variants.py")
 DESC = "L2C32H2T16V64"

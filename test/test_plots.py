@@ -22,7 +22,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 from harness import check, finish  # noqa: E402
 
 PY = os.environ.get("PYTHON", sys.executable)

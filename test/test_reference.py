@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 
 from harness import check, finish  # noqa: E402
 import train_gpt2 as tg  # noqa: E402

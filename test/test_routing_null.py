@@ -30,10 +30,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "sd_attention"))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 from harness import check, finish  # noqa: E402
-import routing_null as rn  # noqa: E402
+from sd_attention import routing_null as rn  # noqa: E402
 
 TOOL = os.path.join(ROOT, "sd_attention", "routing_null.py")
 FIELDS = ("s_erank", "s_erank_sd", "s_n90", "s_n90_sd", "g_erank", "g_erank_sd", "g_n90", "g_n90_sd", "s_cos", "s_cos_sd")

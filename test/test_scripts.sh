@@ -249,7 +249,7 @@ expect_error "upstream_cpu_loop: a Prism init (upstream trains uniform models on
   build/upstream_cpu_loop -e "$d/tiny_prism.bin"
 printf 'step 0: train loss 10.5 (took 3.0 ms)\nval loss 10.4\nstep 1: train loss 10.2 (took 3.5 ms)\n' > "$d/cpu.log"
 check "ab_compare: reads the CPU demo's step lines (step N: train loss L (took T ms))" \
-  $PYTHON -c "import sys; sys.path.insert(0, 'scripts'); import ab_compare as a; l = a.parse_stdout('$d/cpu.log'); assert l['steps'] == {0: {'loss': 10.5, 'ms': 3.0}, 1: {'loss': 10.2, 'ms': 3.5}} and l['val'] == [10.4]"
+  $PYTHON -c "from scripts import ab_compare as a; l = a.parse_stdout('$d/cpu.log'); assert l['steps'] == {0: {'loss': 10.5, 'ms': 3.0}, 1: {'loss': 10.2, 'ms': 3.5}} and l['val'] == [10.4]"
 
 # the Slurm launcher's own flags (a dry run outside Slurm: 2 nodes x 8 tasks)
 check "slurm_run.sh fs --dry-run: the srun loop and rank 0's command" \

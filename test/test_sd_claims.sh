@@ -134,8 +134,8 @@ for k in ("S6", "S8"):
         bad.append(f"{k}: agrees {agrees[k]}, expected null (no yes/no rule)")
 # the gate: 2 steps leave every arm above the bigram floor, so no claim is testable and no cell
 # of the agrees column is a verdict; the floors are scripts/floors.py's on the same windows
-sys.path.insert(0, "scripts")
-import floors as fl
+sys.path.insert(0, ".")  # the repository root (the cwd): this file runs from build/
+from scripts import floors as fl
 f = fl.floors("dev/data/tinyshakespeare/tiny_shakespeare_train.bin", "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
               4, 64, 16, "gpt2_tokenizer.bin")
 for k in ("unigram", "bigram", "targets", "bytes"):
@@ -163,7 +163,7 @@ check "claims.json: val, erank, n90, perplexities, linearizable layers, shrink c
 # the blow-up count on a synthetic main.log: -nan and 1e5 are blow-ups, 2.0 and 100.0 are not
 mkdir -p "$d/norms"
 printf 's:0 tel:10.0\ns:0 trl:9 lr:0.001 norm:2.0\ns:1 trl:9 lr:0.001 norm:-nan\ns:2 trl:9 lr:0.001 norm:100000.0\ns:3 trl:9 lr:0.001 norm:100.0\ns:4 tel:8.0\n' > "$d/norms/main.log"
-got=$("$PYTHON" -c "import sys; sys.path.insert(0, 'scripts'); import sd_claims as c; m, n, k = c.grad_norms(sys.argv[1]); print(m, n, k, c.stable({'val': 8.0, 'blowup_steps': n, 'steps': k}), c.stable({'val': 8.0, 'blowup_steps': 1, 'steps': 100}), c.stable({'val': float('nan'), 'blowup_steps': 0, 'steps': 100}))" "$d/norms" 2>&1)
+got=$("$PYTHON" -c "import sys; from scripts import sd_claims as c; m, n, k = c.grad_norms(sys.argv[1]); print(m, n, k, c.stable({'val': 8.0, 'blowup_steps': n, 'steps': k}), c.stable({'val': 8.0, 'blowup_steps': 1, 'steps': 100}), c.stable({'val': float('nan'), 'blowup_steps': 0, 'steps': 100}))" "$d/norms" 2>&1)
 check "grad_norms: max finite 1e5, 2 blow-ups (-nan, 1e5) of 4 steps: not stable; 1 of 100 is; a NaN val is not ($got)" \
   test "$got" = "100000.0 2 4 False True False"
 check "claims.md: the S2 and S11 rows give the blow-up steps per seed (of 2)" \

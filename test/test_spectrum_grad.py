@@ -21,18 +21,15 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "dev", "data"))
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 import train_gpt2 as tg  # noqa: E402
-from data_common import write_datafile  # noqa: E402
+from dev.data.data_common import write_datafile  # noqa: E402
 from harness import check, finish  # noqa: E402
 
 RTOL = 1e-3

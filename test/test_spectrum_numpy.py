@@ -20,7 +20,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import shutil
 
 import numpy as np
@@ -28,8 +27,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
 import train_gpt2 as tg  # noqa: E402
 from harness import check, finish  # noqa: E402
 

@@ -38,7 +38,7 @@ check "stream_rms.py --log: one row per val step (0, 4, 8) and a column per bloc
   bash -c "grep -q '^| step | block 0 | block 1 | block 2 | ln_f |$' $d/log.out && [ \$(grep -cE '^\| (0|4|8) \| ' $d/log.out) -eq 3 ]"
 "$PYTHON" scripts/plot_logs.py "$d/run" -o "$d/loss.png" > "$d/plot.out" 2>&1; rc=$?
 check "plot_logs reads a main.log with rms records (exit $rc)" test "$rc" -eq 0
-got=$("$PYTHON" -c "import sys; sys.path.insert(0, 'scripts'); from ab_stats import final_val_loss; v, n = final_val_loss(sys.argv[1]); print(f'{v:.6f} {n}')" "$d/run/main.log" 2>&1)
+got=$("$PYTHON" -c "import sys; from scripts.ab_stats import final_val_loss; v, n = final_val_loss(sys.argv[1]); print(f'{v:.6f} {n}')" "$d/run/main.log" 2>&1)
 want=$(sed -nE 's/^s:8 tel:([0-9.]+)$/\1/p' "$d/run/main.log")
 check "ab_stats.final_val_loss (ab_report's reader) reads a main.log with rms records: step 8's val loss $want ($got)" \
   bash -c "[ -n \"\$1\" ] && [ \"\$2\" = \"\$(printf '%.6f 8' \"\$1\")\" ]" _ "$want" "$got"
