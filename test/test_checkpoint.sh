@@ -22,6 +22,8 @@ cp "$d/uniform.bin" "$d/bad_magic.bin"; printf '\x01\x02\x03\x04' | dd of="$d/ba
 cp "$d/uniform.bin" "$d/bad_version.bin"; printf '\x04\x00\x00\x00' | dd of="$d/bad_version.bin" bs=1 seek=4 conv=notrunc 2>/dev/null
 cp "$d/uniform.bin" "$d/v5_header_fp32_body.bin"; printf '\x05\x00\x00\x00' | dd of="$d/v5_header_fp32_body.bin" bs=1 seek=4 conv=notrunc 2>/dev/null
 cp "$d/prism.bin" "$d/bad_table.bin"; printf '\x07\x00\x00\x00' | dd of="$d/bad_table.bin" bs=1 seek=$((4 * 18)) conv=notrunc 2>/dev/null
+# header[9] = 0x21: no LayerNorm (1) and a bit no option of the registry owns (32)
+cp "$d/prism.bin" "$d/bad_flags.bin"; printf '\x21\x00\x00\x00' | dd of="$d/bad_flags.bin" bs=1 seek=$((4 * 9)) conv=notrunc 2>/dev/null
 expect_error "missing checkpoint" "nonexistent.bin.*cannot open" "${RUN[@]}" -e "$d/nonexistent.bin"
 expect_error "file shorter than the header" "short_header.bin.*shorter than the 1024-byte header" "${RUN[@]}" -e "$d/short_header.bin"
 expect_error "truncated checkpoint" "truncated.bin.*truncated" "${RUN[@]}" -e "$d/truncated.bin"
@@ -29,6 +31,7 @@ expect_error "wrong magic" "bad_magic.bin: bad magic .* header\[0\]" "${RUN[@]}"
 expect_error "unsupported version" "bad_version.bin: unsupported version 4 in header\[1\]" "${RUN[@]}" -e "$d/bad_version.bin"
 expect_error "bf16 header on an fp32 body" "v5_header_fp32_body.bin.*bf16" "${RUN[@]}" -e "$d/v5_header_fp32_body.bin"
 expect_error "unknown attention kind in a table" "bad_table.bin: header\[16..18\] layer 0: heads 1, head size 64, kind 7: expected 1..4096 heads of size 1..4096, at most 65536 wide, and a kind in 0..3" "${RUN[@]}" -e "$d/bad_table.bin"
+expect_error "header[9] with a bit no kind option owns: one line listing the known bits" "bad_flags.bin: header\[9\] flags 0x21: unknown bits \(known: 1 no LayerNorm, 2 -sd_scalar_d 1, 4 -sd_sign 1, 8 -lin_prescale 1\)$" "${RUN[@]}" -e "$d/bad_flags.bin"
 
 # Every shape field of the header is bounded (llmc/config.h) before any size is computed from it:
 # one past its bound is an error naming the field, at its bound the size check names the file.
