@@ -171,22 +171,6 @@ static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, in
     free(y.qkv); free(y.skew); free(y.theta); free(y.Lmat); free(y.att); free(y.phi); free(y.Z); free(y.out); free(y.R);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * The whole model: mean loss in double from the forward's logits. */
-static double mean_loss_double(GPT2 *m, const int *x, const int *y, int B, int T) {
-    gpt2_forward(m, x, y, B, T);
-    const int V = m->config.vocab_size;
-    double total = 0;
-    for (int n = 0; n < B * T; n++) {
-        const float *z = m->acts.logits + (size_t)n * V;
-        double mx = -INFINITY, s = 0;
-        for (int v = 0; v < V; v++) mx = fmax(mx, (double)z[v]);
-        for (int v = 0; v < V; v++) s += exp((double)z[v] - mx);
-        total += mx + log(s) - (double)z[y[n]];
-    }
-    return total / (B * T);
-}
-
 static void model_case(int use_ln, uint32_t seed) {
     GPT2Config c;
     char msg[256];
@@ -208,7 +192,7 @@ static void model_case(int use_ln, uint32_t seed) {
     Mt19937 mt;
     mt_seed(&mt, seed);
     for (int i = 0; i < B * T; i++) { x[i] = (int)(mt_u32(&mt) % 50257); y[i] = (int)(mt_u32(&mt) % 50257); }
-    mean_loss_double(&m, x, y, B, T);
+    fd_mean_loss(&m, x, y, B, T);
     gpt2_zero_grad(&m);
     gpt2_backward(&m, 1.0f / (B * T));
     const int slots[] = {P_SDSKEW, P_SDTHETA, P_QKVW, P_ATTPROJW, P_LN1W};
@@ -226,9 +210,9 @@ static void model_case(int use_ln, uint32_t seed) {
             const size_t i = m.layout.slot_offset[s] + (size_t)(mt_u32(&mt) % n);
             const float keep = m.params[i];
             m.params[i] = keep + step;
-            const double lp = mean_loss_double(&m, x, y, B, T);
+            const double lp = fd_mean_loss(&m, x, y, B, T);
             m.params[i] = keep - step;
-            const double lm = mean_loss_double(&m, x, y, B, T);
+            const double lm = fd_mean_loss(&m, x, y, B, T);
             m.params[i] = keep;
             fd[k] = (lp - lm) / (2.0 * step);
             an[k] = m.grads[i];

@@ -122,20 +122,6 @@ static void check_file(GPT2Config c) {
     CHECK(h[9] == 0, "-toy_square 0 leaves header[9] 0 (0x%x)", h[9]);
 }
 
-static double mean_loss_double(GPT2 *m, const int *x, const int *y, int B, int T) {
-    gpt2_forward(m, x, y, B, T);
-    const int V = m->config.vocab_size;
-    double total = 0.0;
-    for (int n = 0; n < B * T; n++) {
-        const float *z = m->acts.logits + (size_t)n * V;
-        double mx = -INFINITY, s = 0;
-        for (int v = 0; v < V; v++) mx = fmax(mx, (double)z[v]);
-        for (int v = 0; v < V; v++) s += exp((double)z[v] - mx);
-        total += mx + log(s) - (double)z[y[n]];
-    }
-    return total / (B * T);
-}
-
 static void check_model(const char *table) {
     const GPT2Config c = config_from_command_line(table, "0.5", "1");
     GPT2 m;
@@ -154,7 +140,7 @@ static void check_model(const char *table) {
     enum { B = 2, T = 8 };
     int x[B * T], y[B * T];
     for (int i = 0; i < B * T; i++) { x[i] = (i * 37 + 5) % 64; y[i] = (i * 11 + 3) % 64; }
-    mean_loss_double(&m, x, y, B, T);
+    fd_mean_loss(&m, x, y, B, T);
     gpt2_zero_grad(&m);
     gpt2_backward(&m, 1.0f / (B * T));
     const size_t picks[] = {param_offset(&m.layout, P_TOYGAIN, 1), param_offset(&m.layout, P_TOYGAIN, 1) + 1,
@@ -167,9 +153,9 @@ static void check_model(const char *table) {
         const size_t i = picks[k];
         const float keep = m.params[i];
         m.params[i] = keep + step;
-        const double lp = mean_loss_double(&m, x, y, B, T);
+        const double lp = fd_mean_loss(&m, x, y, B, T);
         m.params[i] = keep - step;
-        const double lm = mean_loss_double(&m, x, y, B, T);
+        const double lm = fd_mean_loss(&m, x, y, B, T);
         m.params[i] = keep;
         fd[k] = (lp - lm) / (2.0 * step);
         an[k] = m.grads[i];
@@ -183,7 +169,7 @@ static void check_model(const char *table) {
     CHECK(fabs(wrong - fd[0]) > 0.1 * fabs(fd[0]), "control: the gradient for s = g differs from the finite difference (%.4e vs %.4e)",
           wrong, fd[0]);
     /* AdamW's first step moves every parameter with a gradient by lr against it */
-    mean_loss_double(&m, x, y, B, T);
+    fd_mean_loss(&m, x, y, B, T);
     gpt2_zero_grad(&m);
     gpt2_backward(&m, 1.0f / (B * T));
     const float g0 = p1.slot[P_TOYGAIN][0], g1 = p1.slot[P_TOYGAIN][1];
