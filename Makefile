@@ -1,5 +1,7 @@
 # Makefile: build the trainers and tests, prepare the offline data, run the main job and tests.
 #
+#   make deps         install the dependencies (Debian packages, pinned PyPI list; mk/deps.sh):
+#                     once per machine, idempotent
 #   make train        TinyShakespeare + tokenizer from ../shared/data, build, train a small Prism
 #                     model on the CPU (a few minutes on 2 cores)
 #   make test         every test; ends with "N passed, N failed"
@@ -86,7 +88,7 @@ TS_BYTES = $(TS_DIR)/tiny_shakespeare_bytes_train.bin $(TS_DIR)/tiny_shakespeare
 TOKENIZER = gpt2_tokenizer.bin
 BYTES_TOKENIZER = bytes_tokenizer.bin
 
-.PHONY: all train test data bench_cpu clean
+.PHONY: all deps train test data bench_cpu clean
 
 all: train_gpt2
 
@@ -96,6 +98,9 @@ include $(sort $(wildcard mk/*.mk))
 
 train_gpt2: train_gpt2.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+deps:
+	bash mk/deps.sh
 
 build:
 	mkdir -p build

@@ -24,14 +24,12 @@ import math
 import os
 import sys
 
-try:
-    import numpy as np
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
-    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
-             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
+import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+llmc_formats.require(__file__, "numpy", "torch")  # else one line naming `make deps`
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
 # Constants (doc/formats.md 1 and 2) and the formats, from llmc_formats/ (the package at the

@@ -22,6 +22,11 @@ modules of other folders by their qualified names (`from scripts import common`,
 `from dev.data import data_common`, `from sd_attention import routing_null`, `import train_gpt2`):
 those folders are namespace packages and need no __init__.py. test/ is the exception: the standard
 library has a package `test`, so a test imports its own folder's modules (harness) unqualified.
+
+require(script, *modules): a script's dependencies (numpy, torch, ...), imported once here, so a
+missing one is the same one line everywhere: the module, the interpreter, and the set-up command
+(`make deps`, mk/deps.sh) that installs it for /usr/bin/python3. The package itself needs only the
+standard library, so a script imports it first.
 """
 import os
 import sys
@@ -29,6 +34,23 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+def missing_module_line(script, name):
+    """The one error line for a module `name` that the interpreter running `script` lacks."""
+    return (f"error: {script}: {name} is not installed for {sys.executable}; run it with "
+            f"/usr/bin/python3 after `make deps` (Debian's python3-numpy, -torch, -matplotlib and "
+            f"the pins of mk/requirements.txt), or pip install {name}")
+
+
+def require(script, *modules):
+    """Import each module, or exit with missing_module_line's one line."""
+    import importlib
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            sys.exit(missing_module_line(script, e.name or module))
 
 
 class FormatError(ValueError):

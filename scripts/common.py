@@ -9,7 +9,7 @@ Defines
 - save_png(fig, out, dpi=110): save a matplotlib figure as a PNG atomically (llmc_formats/atomic.py:
   path.tmp, fsync, rename, so a file under its final name is always complete), and close it;
 - pyplot(): matplotlib.pyplot on the Agg backend, or one error line naming the interpreter that
-  has it (Debian's /usr/bin/python3 after bash .ci/run) when this one lacks it;
+  has it (Debian's /usr/bin/python3 after `make deps`) when this one lacks it;
 - make_target(path), build_missing(check, jobs, dry_run, error): the drivers (ab.py,
   sd_claims.py) build what they need and the Makefile makes (CPU programs, token shards, eval
   files) with one `make -jN TARGETS` before the first run, so that they run from one command on a
@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 
-import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+import llmc_formats  # (puts the repository root on sys.path; llmc_formats/__init__.py)
 from llmc_formats.atomic import write_atomic
 
 
@@ -55,8 +55,7 @@ def pyplot():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ModuleNotFoundError as e:
-        sys.exit(f"error: {e.name} is not installed for {sys.executable}; run this with /usr/bin/python3 "
-                 f"(Debian's python3-matplotlib; bash .ci/run installs it) or pip install matplotlib")
+        sys.exit(llmc_formats.missing_module_line(sys.argv[0], e.name or "matplotlib"))
     return plt
 
 

@@ -64,13 +64,10 @@ import os
 import re
 import sys
 
-try:
-    import numpy as np
-except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
-    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
-             f"(Debian's python3-numpy, -torch; bash .ci/run installs them) or pip install {e.name}")
-
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+llmc_formats.require(__file__, "numpy")  # else one line naming `make deps`
+import numpy as np  # noqa: E402
+
 from sd_attention.import_hf import ImportError_, LazyTensor, read_any, resolve_input, write_checkpoint  # noqa: E402
 
 NOTE = {

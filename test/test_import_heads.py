@@ -55,7 +55,7 @@ try:
     import transformers
 except ModuleNotFoundError:
     check(False, f"transformers is not installed for {sys.executable}: pip install transformers "
-                 f"(bash .ci/run installs it)")
+                 f"(make deps installs it)")
     finish()
 
 

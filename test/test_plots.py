@@ -140,14 +140,14 @@ def test_plot_logs(paths):
 
 def test_missing_modules(paths):
     """An interpreter without the dependencies (here the same one with -S: no site-packages) gets one
-    line naming it and the interpreter that has them, not a traceback."""
+    line naming it, the interpreter that has them and the set-up command, not a traceback."""
     for script, module in (("scripts/plot_logs.py", "matplotlib"), ("sd_attention/plot_cascade.py", "matplotlib"),
                            ("train_gpt2.py", "numpy"), ("dev/data/tinyshakespeare.py", "numpy")):
         args = [os.path.dirname(paths["a"]), "-o", os.path.join(TMP, "nomod.png")] if script.endswith("plot_logs.py") else ["--help"]
         p = subprocess.run([PY, "-S", script, *args], cwd=ROOT, capture_output=True, text=True)
         lines = p.stderr.strip().splitlines()
         check(p.returncode != 0 and len(lines) == 1 and f"{module} is not installed for" in lines[0]
-              and "/usr/bin/python3" in lines[0], f"{script} without {module}: one line ({p.stderr.strip()[:160]})")
+              and "/usr/bin/python3" in lines[0] and "make deps" in lines[0], f"{script} without {module}: one line naming make deps ({p.stderr.strip()[:160]})")
 
 
 def test_plot_logs_errors(paths):

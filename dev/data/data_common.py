@@ -22,13 +22,10 @@ import os
 import sys
 import urllib.request
 
-try:  # the shard writers and readers need numpy: without it, one line naming the interpreter
-    import numpy  # noqa: F401
-except ModuleNotFoundError as e:
-    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
-             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
-
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+llmc_formats.require(__file__, "numpy")  # else one line naming `make deps`
+import numpy  # noqa: F401
+
 from llmc_formats.atomic import write_atomic  # noqa: E402
 from llmc_formats.shards import HEADER_BYTES, HEADER_INTS, SHARD_MAGIC, SHARD_VERSION, ShardWriter  # noqa: E402,F401
 from llmc_formats.shards import read_shard as read_datafile  # noqa: E402,F401
