@@ -113,6 +113,10 @@ TEST_BINS += build/test_toy_kind
 build/test_toy_kind: test/test_toy_kind.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
+# the CPU model's logits and greedy tokens for a file of token windows, which the Hugging Face
+# export's test compares with transformers (test/test_export_hf.py, doc/export.md)
+TEST_BINS += build/dump_logits
+
 # upstream llm.c's CPU demo run on this project's model (scripts/ab_upstream.sh --cpu)
 build/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS) | build
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
