@@ -184,8 +184,8 @@ train: train_gpt2 data
 # Without the CUDA toolkit (no nvcc, or NVCC=/nonexistent/nvcc) the tests that build GPU code are
 # skipped with one line saying so; under CI=true that is an error, so CI builds every GPU variant.
 # SANITIZE=1 runs the suites of the C and C++ programs and skips, in one line: the Python suites
-# (data, bytes_data, reference, layout, spectrum_numpy, import_hf, import_heads, prescribe, plots, floors,
-# routing_null: no sanitized code of their own; spectrum_grad: sd_spectrum's gradient mode, the
+# (data, bytes_data, reference, layout, spectrum_numpy, import_hf, export_hf, import_heads, prescribe, plots,
+# floors, routing_null: no sanitized code of their own; spectrum_grad: sd_spectrum's gradient mode, the
 # CPU model's forward and backward that gpt2_vs_pytorch runs sanitized),
 # gpu_build (nvcc's binaries, not sanitized), fuzz (built with the sanitizers already), and the
 # suites whose C code others run sanitized, at 10-60 times their plain cost under ASan:
@@ -199,7 +199,7 @@ train: train_gpt2 data
 # gpt2_vs_pytorch runs, with OpenBLAS's matmuls) and gpu_science_host (dev/gpu_science.sh on the
 # CPU: shell around short runs of train_gpt2, sd_spectrum, sd_surgery and attn_distance, which
 # their own suites run sanitized; under ASan its runs would pass the suite's 60 s).
-SAN_SKIP_TESTS = data bytes_data reference layout spectrum_numpy import_hf import_heads prescribe plots floors routing_null \
+SAN_SKIP_TESTS = data bytes_data reference layout spectrum_numpy import_hf export_hf import_heads prescribe plots floors routing_null \
                  spectrum_grad gpu_build fuzz gpu_check_host \
                  flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas fresh_clone \
                  gpu_science_host

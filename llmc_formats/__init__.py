@@ -8,14 +8,15 @@ Modules
 - layer_table: layer-table files (H[xD][:KIND][*N] entries; 2.4, doc/prism.md);
 - shards: llm.c token shards (3);
 - main_log: the trainer's main.log (9);
-- atomic: NAME.tmp + fsync + rename, the one way every Python writer writes a file (1).
+- atomic: NAME.tmp + fsync + rename, the one way every Python writer writes a file (1);
+- hf_export: the Hugging Face export's tensor names and config fields (doc/export.md).
 
 FormatError is the error of every reader here: a ValueError whose message is one line naming the
 file and the offending field.
 
 The bootstrap. This is the one place where the project's Python touches sys.path. Importing
 llmc_formats puts the repository root (found from this file's real path, so through the
-`llmc_formats` symlinks of scripts/, dev/data/, sd_attention/, prism/ and test/ too) at the front
+`llmc_formats` symlinks of scripts/, dev/, dev/data/, sd_attention/, prism/ and test/ too) at the front
 of sys.path. A script in a sub-folder therefore starts with `import llmc_formats` (found through
 its folder's symlink, since Python puts the script's folder on sys.path) and then imports the
 modules of other folders by their qualified names (`from scripts import common`,

@@ -1,6 +1,6 @@
 """sd_attention/import_hf.py: a Hugging Face GPT-2 checkpoint -> our (llm.c) model checkpoint, so that the
 diagnostics (./sd_spectrum; the head analysis of arXiv 2605.18826) and the evaluators run on
-pretrained GPT-2 small/medium/large/XL.
+pretrained GPT-2 small/medium/large/XL; and the way back from dev/export_hf.py (doc/export.md).
 
     python sd_attention/import_hf.py path/to/model.safetensors -o gpt2_124M.bin
     python sd_attention/import_hf.py path/to/pytorch_model.bin -o gpt2_124M.bin [--n_head 12]
@@ -21,7 +21,15 @@ Vp = ceil(V/128)*128), maxT from wpe, heads from config.json ("n_head") next to 
 else --n_head.
 Output: llm.c's version 3 (fp32; --dtype bf16: version 5), the 16 tensors in llm.c's order, the
 Conv1D weights (stored (in, out) by HF) transposed to nn.Linear's (out, in): c_attn, attn.c_proj,
-mlp.c_fc, mlp.c_proj. Written by llmc_formats/checkpoint.py (NAME.tmp, fsync, rename).
+mlp.c_fc, mlp.c_proj. Written by llmc_formats/checkpoint.py (NAME.tmp, fsync, rename). A
+config.json with "padded_vocab_size" (dev/export_hf.py writes it) sets Vp instead.
+
+The custom export of dev/export_hf.py (config.json with model_type "llmc_gpt": the layer table,
+the header[9] flags, V, Vp, maxT, C, L and the base heads) is read with llmc_formats/hf_export.py's
+names: every tensor of the layout must be there with its shape, nothing else (lm_head.weight, tied
+to wte, aside); the output is the checkpoint the export came from, version 103 (105 with
+--dtype bf16), or 3/5 where the table is uniform. Export then import gives that checkpoint back
+byte for byte (test/test_export_hf.py).
 """
 import argparse
 import json
@@ -38,8 +46,8 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
 
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
-from llmc_formats import checkpoint  # noqa: E402
-from llmc_formats.checkpoint import GPTConfig, bf16_to_f32  # noqa: E402
+from llmc_formats import FormatError, checkpoint, hf_export  # noqa: E402
+from llmc_formats.checkpoint import GPTConfig, bf16_to_f32, padded_vocab  # noqa: E402
 
 
 class ImportError_(ValueError):
@@ -189,9 +197,8 @@ def infer_shape(t, path, n_head):
     return L, C, V, maxT
 
 
-def slot_arrays(t, L, C, V):
+def slot_arrays(t, L, C, V, Vp):
     """Yields llm.c's 16 tensors in file order (doc/formats.md 2.2), one layer block at a time."""
-    Vp = (V + 127) // 128 * 128
     wte = t["wte.weight"].numpy()
     yield np.concatenate([wte, np.zeros((Vp - V, C), np.float32)]) if Vp > V else wte
     yield t["wpe.weight"].numpy()
@@ -206,12 +213,35 @@ def slot_arrays(t, L, C, V):
     yield t["ln_f.bias"].numpy()
 
 
-def write_checkpoint(t, L, C, V, maxT, n_head, out, dtype):
+def write_checkpoint(t, L, C, V, maxT, n_head, out, dtype, Vp=0):
     """Header, then the slots of doc/formats.md 2.2 in order; a per-layer slot holds every layer's
     tensor (all ln_1.weight, then all ln_1.bias, ...), which is how slot_arrays walks PER_LAYER.
-    The writer is llmc_formats/checkpoint.py's (a uniform model: version 3, or 5 with bf16)."""
-    cfg = GPTConfig(n_layer=L, n_embd=C, n_head=n_head, block_size=maxT, vocab_size=V)
-    checkpoint.write(out, cfg, slot_arrays(t, L, C, V), dtype)
+    The writer is llmc_formats/checkpoint.py's (a uniform model: version 3, or 5 with bf16).
+    Vp 0: ceil(V/128)*128."""
+    cfg = GPTConfig(n_layer=L, n_embd=C, n_head=n_head, block_size=maxT, vocab_size=V,
+                    padded_vocab_size=Vp)
+    checkpoint.write(out, cfg, slot_arrays(t, L, C, V, cfg.padded_vocab_size), dtype)
+
+
+def import_custom(path, conf, conf_path, n_head_flag, out, dtype):
+    """A custom export (model_type llmc_gpt) -> its checkpoint; returns the GPTConfig."""
+    cfg = hf_export.config_from_custom(conf, conf_path)
+    if n_head_flag and n_head_flag != cfg.n_head:
+        raise ImportError_(f"--n_head {n_head_flag}: {conf_path} says n_head {cfg.n_head}")
+    tensors = read_any(path)
+    known = {key for _, _, key, _ in hf_export.custom_names(cfg)}
+    for key in tensors:
+        if key not in known and key != "lm_head.weight":
+            raise ImportError_(f"{path}: key '{key}': not a tensor of the {hf_export.CUSTOM_MODEL_TYPE} "
+                               f"layout of {conf_path}")
+    arrays = hf_export.custom_slot_arrays(cfg, tensors, path)
+    lm_head, wte = tensors.get("lm_head.weight"), tensors["transformer.wte.weight"]
+    if lm_head is not None and (lm_head.shape != wte.shape or
+                                not np.array_equal(lm_head.numpy(), wte.numpy())):
+        print(f"warning: {path}: lm_head.weight differs from transformer.wte.weight; our model "
+              f"ties the LM head to wte, so lm_head.weight is ignored", file=sys.stderr)
+    checkpoint.write(out, cfg, arrays, dtype)
+    return cfg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,21 +259,30 @@ def resolve_input(path):
     return path
 
 
-def head_count(model_path, config_path, n_head_flag):
-    """n_head from config.json (--config, else next to the model file), else --n_head."""
+def read_config(model_path, config_path):
+    """(config.json as a dict, its path) from --config, else next to the model file; (None, None)
+    when there is none."""
     cfg = config_path or os.path.join(os.path.dirname(os.path.abspath(model_path)), "config.json")
-    if os.path.isfile(cfg):
-        try:
-            with open(cfg) as f:
-                conf = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise ImportError_(f"{cfg}: {e}") from None
-        if "n_head" in conf:
-            if n_head_flag and n_head_flag != conf["n_head"]:
-                raise ImportError_(f"--n_head {n_head_flag}: {cfg} says n_head {conf['n_head']}")
-            return int(conf["n_head"]), cfg
-    elif config_path:
-        raise ImportError_(f"--config {config_path}: no such file")
+    if not os.path.isfile(cfg):
+        if config_path:
+            raise ImportError_(f"--config {config_path}: no such file")
+        return None, None
+    try:
+        with open(cfg) as f:
+            conf = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ImportError_(f"{cfg}: {e}") from None
+    if not isinstance(conf, dict):
+        raise ImportError_(f"{cfg}: expected a JSON object")
+    return conf, cfg
+
+
+def head_count(conf, cfg, model_path, n_head_flag):
+    """n_head from config.json (conf, read from the path cfg), else --n_head."""
+    if conf is not None and "n_head" in conf:
+        if n_head_flag and n_head_flag != conf["n_head"]:
+            raise ImportError_(f"--n_head {n_head_flag}: {cfg} says n_head {conf['n_head']}")
+        return int(conf["n_head"]), cfg
     if not n_head_flag:
         raise ImportError_(f"--n_head: no config.json with n_head next to {model_path}; give "
                            f"the head count (GPT-2 small 12, medium 16, large 20, XL 25)")
@@ -252,7 +291,8 @@ def head_count(model_path, config_path, n_head_flag):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description="Hugging Face GPT-2 (model.safetensors or "
-                                "pytorch_model.bin) -> llm.c model checkpoint (v3/v5)")
+                                "pytorch_model.bin) -> llm.c model checkpoint (v3/v5); a custom "
+                                "export of dev/export_hf.py -> its checkpoint (v103/v105)")
     p.add_argument("model", help="model.safetensors, pytorch_model.bin, or a directory with one")
     p.add_argument("-o", "--out", required=True, help="output checkpoint (.bin)")
     p.add_argument("--config", default=None, help="config.json (default: next to the model)")
@@ -264,21 +304,32 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    version = 3 if args.dtype == "fp32" else 5
     try:
         path = resolve_input(args.model)
-        n_head, cfg_used = head_count(path, args.config, args.n_head)
+        conf, conf_path = read_config(path, args.config)
+        if conf is not None and conf.get("model_type") == hf_export.CUSTOM_MODEL_TYPE:
+            cfg = import_custom(path, conf, conf_path, args.n_head, args.out, args.dtype)
+            version += 0 if cfg.is_uniform() else 100
+            print(f"{path}: {cfg.describe()} ({conf_path}) -> {args.out} (version {version})")
+            return 0
+        n_head, cfg_used = head_count(conf, conf_path, path, args.n_head)
+        Vp = conf.get("padded_vocab_size", 0) if conf is not None else 0
         tensors, lm_head = normalize_keys(read_any(path), path)
         L, C, V, maxT = infer_shape(tensors, path, n_head)
+        if isinstance(Vp, bool) or not isinstance(Vp, int) or (Vp and Vp < V):
+            raise ImportError_(f"{conf_path}: field 'padded_vocab_size': {Vp!r}: expected an "
+                               f"integer >= V = {V}")
         if lm_head is not None:
             if lm_head.shape != (V, C) or not np.array_equal(lm_head.numpy(), tensors["wte.weight"].numpy()):
                 print(f"warning: {path}: lm_head.weight differs from wte.weight; our model ties "
                       f"the LM head to wte, so lm_head.weight is ignored", file=sys.stderr)
-        write_checkpoint(tensors, L, C, V, maxT, n_head, args.out, args.dtype)
-    except (ImportError_, OSError) as e:
+        write_checkpoint(tensors, L, C, V, maxT, n_head, args.out, args.dtype, Vp or padded_vocab(V))
+    except (ImportError_, FormatError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"{path}: L {L}, C {C}, heads {n_head}{' (' + cfg_used + ')' if cfg_used else ''}, "
-          f"V {V}, maxT {maxT} -> {args.out} (version {3 if args.dtype == 'fp32' else 5})")
+          f"V {V}, maxT {maxT} -> {args.out} (version {version})")
     return 0
 
 
