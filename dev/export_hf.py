@@ -33,13 +33,9 @@ import shutil
 import sys
 import tempfile
 
-try:
-    import numpy as np
-except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
-    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with "
-             f"/usr/bin/python3 (Debian's python3-numpy, -torch; transformers, safetensors)")
-
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+llmc_formats.require(__file__, "numpy", "safetensors")  # else one line naming `make deps`
+import numpy as np  # noqa: E402
 from llmc_formats import FormatError, checkpoint, hf_export  # noqa: E402
 from dev.data.data_common import shared_data_dir  # noqa: E402
 
@@ -242,8 +238,7 @@ def main(argv=None):
         print(f"error: {e}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as e:
-        print(f"error: {__file__}: {e.name} is not installed for {sys.executable} (the export needs "
-              f"transformers and safetensors)", file=sys.stderr)
+        print(llmc_formats.missing_module_line(__file__, e.name), file=sys.stderr)
         return 1
     kind = (f"{hf_export.STOCK_ARCH} (model_type {hf_export.STOCK_MODEL_TYPE})" if stock else
             f"{hf_export.CUSTOM_ARCH} (model_type {hf_export.CUSTOM_MODEL_TYPE}, trust_remote_code=True)")

@@ -39,13 +39,9 @@ import re
 import struct
 import sys
 
-try:
-    import numpy as np
-except ModuleNotFoundError as e:  # one line naming the interpreter that has the dependencies
-    sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with /usr/bin/python3 "
-             f"(Debian's python3-numpy, -torch, -matplotlib; bash .ci/run installs them) or pip install {e.name}")
-
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+llmc_formats.require(__file__, "numpy")  # else one line naming `make deps`
+import numpy as np  # noqa: E402
 from llmc_formats import FormatError, checkpoint, hf_export  # noqa: E402
 from llmc_formats.checkpoint import GPTConfig, bf16_to_f32, padded_vocab  # noqa: E402
 
