@@ -21,7 +21,8 @@ def default_input():
     return offline_input(DATA, "llm-foundry scripts/eval/local_data/world_knowledge/arc_easy.jsonl")
 
 
-def example(enc, path, lineno, obj):
+def render(path, lineno, obj):
+    """One item as it is scored, in text: ([context], [" " + choice, ...], gold)."""
     choices, gold = obj.get("choices"), obj.get("gold")
     if not isinstance(obj.get("query"), str):
         raise parse_error(path, lineno, "missing string field 'query'")
@@ -29,11 +30,15 @@ def example(enc, path, lineno, obj):
         raise parse_error(path, lineno, f"'choices' must list {MIN_CHOICES}-{MAX_CHOICES} strings")
     if not isinstance(gold, int) or not 0 <= gold < len(choices):
         raise parse_error(path, lineno, f"'gold' must be an index into the {len(choices)} choices")
-    return encode_example(enc, [obj["query"] + "\nAnswer:"], [" " + c for c in choices], gold)
+    return [obj["query"] + "\nAnswer:"], [" " + c for c in choices], gold
+
+
+def rendered(path):
+    return [render(path, lineno, obj) for lineno, obj in read_jsonl(path)]
 
 
 def load_examples(path, enc, args=None):
-    return [example(enc, path, lineno, obj) for lineno, obj in read_jsonl(path)]
+    return [encode_example(enc, *item) for item in rendered(path)]
 
 
 def main(argv=None):

@@ -79,11 +79,15 @@ def items_from_text(path, text):
     return items
 
 
-def load_examples(path, enc, args=None):
+def rendered(path):
+    """Each item as it is scored, in text: ([context], [" " + ending for the 4 endings], label)."""
     text = read_text(path)
     form = items_from_jsonl if text.lstrip().startswith("{") else items_from_text
-    return [encode_example(enc, [ctx], [" " + e for e in endings], label)
-            for ctx, endings, label in form(path, text)]
+    return [([ctx], [" " + e for e in endings], label) for ctx, endings, label in form(path, text)]
+
+
+def load_examples(path, enc, args=None):
+    return [encode_example(enc, *item) for item in rendered(path)]
 
 
 def main(argv=None):

@@ -23,7 +23,8 @@ def default_input():
     return offline_input(DATA, "llm-foundry .../language_understanding/winogrande.jsonl")
 
 
-def example(enc, path, lineno, obj):
+def render(path, lineno, obj):
+    """One item as it is scored, in text: (the 2 contexts, [" " + continuation], gold)."""
     opts, gold = obj.get("context_options"), obj.get("gold")
     if not isinstance(opts, list) or len(opts) != 2:
         raise parse_error(path, lineno, "'context_options' must list 2 strings")
@@ -31,11 +32,15 @@ def example(enc, path, lineno, obj):
         raise parse_error(path, lineno, "missing string field 'continuation'")
     if gold not in (0, 1):
         raise parse_error(path, lineno, "'gold' must be 0 or 1")
-    return encode_example(enc, opts, [" " + obj["continuation"]], gold)
+    return opts, [" " + obj["continuation"]], gold
+
+
+def rendered(path):
+    return [render(path, lineno, obj) for lineno, obj in read_jsonl(path)]
 
 
 def load_examples(path, enc, args=None):
-    return [example(enc, path, lineno, obj) for lineno, obj in read_jsonl(path)]
+    return [encode_example(enc, *item) for item in rendered(path)]
 
 
 def main(argv=None):
