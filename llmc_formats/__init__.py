@@ -16,8 +16,8 @@ file and the offending field.
 
 The bootstrap. This is the one place where the project's Python touches sys.path. Importing
 llmc_formats puts the repository root (found from this file's real path, so through the
-`llmc_formats` symlinks of scripts/, dev/, dev/data/, sd_attention/, prism/ and test/ too) at the front
-of sys.path. A script in a sub-folder therefore starts with `import llmc_formats` (found through
+`llmc_formats` symlinks of scripts/, dev/, dev/data/, dev/eval/, sd_attention/, prism/ and test/
+too) at the front of sys.path. A script in a sub-folder therefore starts with `import llmc_formats` (found through
 its folder's symlink, since Python puts the script's folder on sys.path) and then imports the
 modules of other folders by their qualified names (`from scripts import common`,
 `from dev.data import data_common`, `from sd_attention import routing_null`, `import train_gpt2`):

@@ -288,9 +288,9 @@ def test_bootstrap():
             any("sys.path." + w in open(os.path.join(ROOT, f), errors="replace").read() for w in ("insert", "append"))]
     check(len(files) > 40 and "llmc_formats/__init__.py" in files and not hits,
           f"no tracked .py file but llmc_formats/__init__.py edits sys.path ({len(files)} files; {hits})")
-    links = [os.path.join(f, "llmc_formats") for f in ("scripts", "dev", "dev/data", "sd_attention", "prism", "test")]
+    links = [os.path.join(f, "llmc_formats") for f in ("scripts", "dev", "dev/data", "dev/eval", "sd_attention", "prism", "test")]
     check(all(os.path.islink(os.path.join(ROOT, x)) and os.path.realpath(os.path.join(ROOT, x)) ==
-              os.path.join(os.path.realpath(ROOT), "llmc_formats") for x in links), "the six folders' symlinks")
+              os.path.join(os.path.realpath(ROOT), "llmc_formats") for x in links), "the seven folders' symlinks")
     code = "import llmc_formats; from scripts import common; from dev.data import data_common; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], cwd=os.path.join(ROOT, "scripts"), capture_output=True, text=True)
     check(out.stdout.strip() == "ok", f"from scripts/: import llmc_formats, then qualified imports ({out.stderr.strip()[-200:]})")
