@@ -201,7 +201,7 @@ train: train_gpt2 data
 # their own suites run sanitized; under ASan its runs would pass the suite's 60 s).
 SAN_SKIP_TESTS = data bytes_data reference layout spectrum_numpy import_hf export_hf import_heads prescribe plots floors routing_null \
                  spectrum_grad gpu_build fuzz gpu_check_host \
-                 flash_mma_emul attention_fd sd_fd sd_stability evals scripts ab sd_claims blas fresh_clone \
+                 flash_mma_emul attention_fd sd_fd sd_stability evals lm_eval scripts ab sd_claims blas fresh_clone \
                  gpu_science_host
 # Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
 # stderr), and test/run_all.sh fails the test during which one appeared.
