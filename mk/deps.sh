@@ -7,7 +7,10 @@
 #         spectral diagnostics; Open MPI for the multi-GPU build of the CUDA trainer; clang with its
 #         libFuzzer runtime for the fuzz targets (test/fuzz/); OpenBLAS (OpenMP build) for
 #         `make USE_BLAS=1` (test/test_blas.sh).
-#   pip   the pinned list in mk/requirements.txt, for /usr/bin/python3 (each pin says why).
+#   pip   the pinned lists, for /usr/bin/python3 (each pin says why): mk/requirements.txt (the
+#         tokenizer cross-check, the cuDNN frontend headers, transformers, safetensors) and
+#         mk/requirements-eval.txt (EleutherAI's lm-evaluation-harness, held to versions that keep
+#         Debian's torch 1.13 and numpy; doc/evals.md).
 #
 # The CUDA toolkit is not installed here: without it `make test` skips the GPU checks in one line
 # (README "Quick start"); CI insists on it (.ci/run).
@@ -35,25 +38,27 @@ else
 fi
 
 # The pins of mk/requirements.txt that the system Python does not have at that exact version.
-stale=$("$PY" - mk/requirements.txt <<'EOF'
+REQS=(mk/requirements.txt mk/requirements-eval.txt)
+stale=$("$PY" - "${REQS[@]}" <<'EOF'
 import sys
 from importlib import metadata
-for line in open(sys.argv[1]):
-    line = line.split("#", 1)[0].strip()
-    if not line:
-        continue
-    name, _, version = line.partition("==")
-    try:
-        have = metadata.version(name.strip())
-    except metadata.PackageNotFoundError:
-        have = None
-    if have != version.strip():
-        print(f"{name.strip()} (have {have or 'none'}, want {version.strip()})")
+for path in sys.argv[1:]:
+    for line in open(path):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, _, version = line.partition("==")
+        try:
+            have = metadata.version(name.strip())
+        except metadata.PackageNotFoundError:
+            have = None
+        if have != version.strip():
+            print(f"{name.strip()} (have {have or 'none'}, want {version.strip()})")
 EOF
 )
 if [ -n "$stale" ]; then
   echo "deps: pip install for $PY: $(echo "$stale" | paste -sd, -)"
-  $SUDO "$PY" -m pip install -q --break-system-packages -r mk/requirements.txt
+  $SUDO "$PY" -m pip install -q --break-system-packages -r "${REQS[0]}" -r "${REQS[1]}"
 else
   echo "deps: the pinned Python packages are installed for $PY"
 fi

@@ -1,7 +1,7 @@
 """test/test_lm_eval.py: EleutherAI's lm-evaluation-harness against eval_gpt2 on one model
 (doc/evals.md "EleutherAI's lm-evaluation-harness").
 
-One model in two forms (model_pair): a Hugging Face folder and our checkpoint. Today the pair is a
+Two models, each in two forms: a Hugging Face folder and our checkpoint. model_pair is a
 random GPT2LMHeadModel (L 2, C 64, 4 heads, V 50257, 256 positions; LayerNorm and bias
 parameters moved off their init so that each lands in its own slot) saved with the GPT-2
 tokenizer files made from the offline encoder.json / vocab.bpe, and imported into our format by
@@ -25,12 +25,16 @@ items of our eval files (-n N -scores), and per example:
   How often the two normalisations pick different options is reported;
 - WinoGrande has acc only in both.
 
+exported_pair is the other direction: ./train_gpt2 trains two S-D layers without LayerNorm
+(-ln 0, V 50257) for 12 steps and dev/export_hf.py exports the checkpoint as the custom class
+(trust_remote_code=True); the same comparison then runs on HellaSwag and WinoGrande.
+
 Negative control: the same comparison against a checkpoint whose final LayerNorm bias moved by
 1e-2 must miss the log-likelihood tolerance. The wrapper's one-line errors are checked too.
 
 Without lm_eval importable the test fails with one line naming the set-up command (make deps).
 
-Run: /usr/bin/python3 test/test_lm_eval.py   (needs make eval_gpt2 evals; LM_EVAL_AGREE_N=500 for
+Run: /usr/bin/python3 test/test_lm_eval.py   (needs make train_gpt2 data eval_gpt2 evals; LM_EVAL_AGREE_N=500 for
 a longer comparison, default 30)
 """
 import csv
@@ -57,6 +61,11 @@ N = int(os.environ.get("LM_EVAL_AGREE_N", "30"))
 TMP = os.path.join(REPO, "build", "tmp_lm_eval")
 EVAL_GPT2 = os.path.join(REPO, "eval_gpt2")
 LOCAL = os.path.join(REPO, "dev", "eval", "lm_eval_local.py")
+EXPORT = os.path.join(REPO, "dev", "export_hf.py")
+TRAINER = os.path.join(REPO, "train_gpt2")
+TS_TRAIN = os.path.join(REPO, "dev", "data", "tinyshakespeare", "tiny_shakespeare_train.bin")
+TS_VAL = os.path.join(REPO, "dev", "data", "tinyshakespeare", "tiny_shakespeare_val.bin")
+EXPORTED_TASKS = ("hellaswag", "winogrande")  # the exported model: the two tasks' comparison again
 # task: (writer module, eval file, whether the task has acc_norm)
 TASKS = {
     "hellaswag": (hellaswag, "dev/data/hellaswag/hellaswag_val.bin", True),
@@ -126,6 +135,31 @@ def model_pair(tmp, seed=1234, ln_f_shift=0.0):
     hf_dir, ckpt = os.path.join(tmp, f"hf_{seed}_{ln_f_shift}"), os.path.join(tmp, f"model_{seed}_{ln_f_shift}.bin")
     random_hf_gpt2(hf_dir, seed, ln_f_shift)
     import_checkpoint(hf_dir, ckpt)
+    return hf_dir, ckpt
+
+
+def exported_pair(tmp):
+    """(Hugging Face folder, our checkpoint) of a model the CPU trainer trained and dev/export_hf.py
+    exported: two S-D layers without LayerNorm (-ln 0), V 50257, 12 steps on TinyShakespeare. Its
+    layer table is not GPT-2's, so the export is the custom class, loaded with
+    trust_remote_code=True."""
+    d, table = os.path.join(tmp, "sd_noln"), os.path.join(tmp, "sd_noln_layers.txt")
+    with open(table, "w") as f:
+        f.write("4:sd 2x32:sd\n")
+    rc, out, err = run([TRAINER, "-e", "L2C64H4T256", "-layers", table, "-ln", "0",
+                        "-sd_init_s", "0.1", "-sd_init_theta", "0.5", "-sd_init_u", "0.3",
+                        "-i", TS_TRAIN, "-j", TS_VAL, "-b", "4", "-t", "64", "-x", "12", "-l", "3e-3",
+                        "-v", "0", "-m", "1", "-s", "0", "-n", "1000", "-o", d],
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    ckpt, hf_dir = os.path.join(d, "model_00000012.bin"), os.path.join(tmp, "hf_sd_noln")
+    if rc != 0 or not os.path.isfile(ckpt):
+        raise RuntimeError(f"train_gpt2 (S-D, -ln 0): {err.strip()[-300:]}")
+    rc, out, err = run([sys.executable, EXPORT, ckpt, hf_dir])
+    if rc != 0:
+        raise RuntimeError(f"export_hf.py {ckpt}: {err.strip()}")
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        check(json.load(f).get("model_type") == "llmc_gpt",
+              "the S-D -ln 0 model exports as the custom class (model_type llmc_gpt)")
     return hf_dir, ckpt
 
 
@@ -205,12 +239,13 @@ def harness_split(tok, context, continuation):
     return whole[:len(ctx)], whole[len(ctx):]
 
 
-def compare_task(task, samples, ours, our_json, results, tok):
+def compare_task(task, samples, ours, our_json, results, tok, model=""):
+    what = f"{task} ({model})" if model else task
     writer, path, has_norm = TASKS[task]
     _, examples = eval_common.read_evalfile(os.path.join(REPO, path), limit=N)
     rendered = writer.rendered(writer.default_input())[:N]
     check([s["doc_id"] for s in samples] == list(range(N)) and sorted(ours) == list(range(N)),
-          f"{task}: both scored examples 0..{N - 1}")
+          f"{what}: both scored examples 0..{N - 1}")
 
     texts_ok = tokens_ok = rows_ok = True
     worst = (0.0, 0.0, None)  # (ratio to the tolerance, |difference|, (example, option, loss))
@@ -257,42 +292,42 @@ def compare_task(task, samples, ours, our_json, results, tok):
             norm_differs += tok_pred != char_pred
             tok_norm_hits += lm_tok_pred == label
             char_norm_hits += char_pred == label
-    check(rows_ok, f"{task}: every example has the same number of options in both")
+    check(rows_ok, f"{what}: every example has the same number of options in both")
     if not rows_ok:
         return None
-    check(texts_ok, f"{task}: the harness's (context, continuation) pairs are our writer's rendering")
-    check(tokens_ok, f"{task}: the HF tokenizer, used as the harness uses it, gives our eval file's "
+    check(texts_ok, f"{what}: the harness's (context, continuation) pairs are our writer's rendering")
+    check(tokens_ok, f"{what}: the HF tokenizer, used as the harness uses it, gives our eval file's "
                      f"tokens for every option ({n_opts} options)")
     ratio, diff, (i, r, sl) = worst
-    check(ratio <= 1, f"{task}: every option's log-likelihood is minus eval_gpt2's summed loss within "
+    check(ratio <= 1, f"{what}: every option's log-likelihood is minus eval_gpt2's summed loss within "
                       f"{TOL_ABS:g} + {TOL_REL:g}|loss| (worst {diff:.2e} at example {i} option {r}, "
                       f"loss {sl:.2f}: {ratio:.2f} of the tolerance; {n_opts} options)")
     check(agree == N - near and near <= N // 10,
-          f"{task}: acc picks the same option on {agree} of the {N - near} examples without a near-tie "
+          f"{what}: acc picks the same option on {agree} of the {N - near} examples without a near-tie "
           f"({near} near-ties, at most {N // 10} allowed; the same option on {near_same} of them)")
-    check(lm_acc_ok, f"{task}: the harness's per-sample acc is its argmax against the label")
+    check(lm_acc_ok, f"{what}: the harness's per-sample acc is its argmax against the label")
     lm_acc, our_acc = results[f"llmc_{task}"]["acc,none"], our_json["tasks"][task]["acc"]
     if near_same == near:
-        check(abs(lm_acc - our_acc) < 1e-6, f"{task}: acc {lm_acc:.4f} (harness) = {our_acc:.4f} (eval_gpt2)")
+        check(abs(lm_acc - our_acc) < 1e-6, f"{what}: acc {lm_acc:.4f} (harness) = {our_acc:.4f} (eval_gpt2)")
     else:
-        print(f"NOTE {task}: acc {lm_acc:.4f} (harness), {our_acc:.4f} (eval_gpt2): {near - near_same} "
+        print(f"NOTE {what}: acc {lm_acc:.4f} (harness), {our_acc:.4f} (eval_gpt2): {near - near_same} "
               f"near-ties went different ways")
     summary = {"examples": N, "options": n_opts, "worst_abs": diff, "worst_loss": sl, "worst_ratio": ratio,
                "near_ties": near, "near_ties_same": near_same, "acc_harness": lm_acc, "acc_eval_gpt2": our_acc}
     if has_norm:
         lm_norm, our_norm = results[f"llmc_{task}"]["acc_norm,none"], our_json["tasks"][task]["acc_norm"]
         check(norm_tok_ok and abs(tok_norm_hits / N - our_norm) < 1e-6,
-              f"{task}: eval_gpt2's acc_norm ({our_norm:.4f}) is the per-token normalisation of the "
+              f"{what}: eval_gpt2's acc_norm ({our_norm:.4f}) is the per-token normalisation of the "
               f"harness's log-likelihoods, example by example")
         check(norm_char_ok and abs(char_norm_hits / N - lm_norm) < 1e-6,
-              f"{task}: the harness's acc_norm ({lm_norm:.4f}) is the per-character normalisation of "
+              f"{what}: the harness's acc_norm ({lm_norm:.4f}) is the per-character normalisation of "
               f"eval_gpt2's losses, example by example")
-        print(f"NOTE {task}: the two normalisations pick different options on {norm_differs} of {N} "
+        print(f"NOTE {what}: the two normalisations pick different options on {norm_differs} of {N} "
               f"examples (acc_norm: per token {our_norm:.4f}, per character {lm_norm:.4f})")
         summary.update(norm_differs=norm_differs, acc_norm_tokens=our_norm, acc_norm_chars=lm_norm)
     else:
         check("acc_norm,none" not in results[f"llmc_{task}"] and "acc_norm" not in our_json["tasks"][task],
-              f"{task}: acc only, in both")
+              f"{what}: acc only, in both")
     return summary
 
 
@@ -317,13 +352,31 @@ def test_errors(hf_dir):
           f"lm_eval_local.py --tasks with an unknown task: one error line ({lines[-1][:120]})")
 
 
+def exported_model(tmp, tok):
+    """The same comparison on exported_pair's model: train, export, harness, eval_gpt2."""
+    hf_dir, ckpt = exported_pair(tmp)
+    ours, our_json = eval_gpt2_scores(ckpt, "exported", list(EXPORTED_TASKS))
+    out_dir = os.path.join(tmp, "out_exported")
+    rc, out, err = run([sys.executable, LOCAL, hf_dir, "--tasks", ",".join(EXPORTED_TASKS), "--limit", str(N),
+                        "--output_path", out_dir], env={**os.environ, **OFFLINE})
+    if not check(rc == 0, f"dev/eval/lm_eval_local.py ran the harness on the export of an S-D -ln 0 "
+                          f"checkpoint (rc {rc}{': ' + err.strip()[-300:] if rc else ''})"):
+        return {}
+    results = harness_results(out_dir)
+    return {f"{task}_exported": compare_task(task, harness_samples(out_dir, task), ours[task], our_json,
+                                             results, tok, model="exported S-D -ln 0")
+            for task in EXPORTED_TASKS}
+
+
 def main():
     if importlib.util.find_spec("lm_eval") is None:
         check(False, f"lm_eval (lm-evaluation-harness) is not installed for {sys.executable}: run {SETUP}")
         finish()
-    missing = [p for p in [EVAL_GPT2] + [os.path.join(REPO, t[1]) for t in TASKS.values()] if not os.path.isfile(p)]
+    missing = [p for p in [EVAL_GPT2, TRAINER, TS_TRAIN, TS_VAL] + [os.path.join(REPO, t[1]) for t in TASKS.values()]
+               if not os.path.isfile(p)]
     if missing:
-        check(False, f"missing {', '.join(os.path.relpath(p, REPO) for p in missing)}: run make eval_gpt2 evals")
+        check(False, f"missing {', '.join(os.path.relpath(p, REPO) for p in missing)}: run make train_gpt2 data "
+                     f"eval_gpt2 evals")
         finish()
     os.environ.update(OFFLINE)
     shutil.rmtree(TMP, ignore_errors=True)
@@ -350,8 +403,10 @@ def main():
         if task == "winogrande":
             negative_control(samples, TMP)
     test_errors(hf_dir)
+    t3 = time.time()
+    summaries.update(exported_model(TMP, tok))
     print(f"NOTE model pair and eval_gpt2 {t1 - t0:.1f} s, harness {t2 - t1:.1f} s, "
-          f"all {time.time() - t0:.1f} s")
+          f"exported S-D model {time.time() - t3:.1f} s, all {time.time() - t0:.1f} s")
     write_atomic(os.path.join(TMP, "summary.json"), json.dumps(summaries, indent=1) + "\n")
     finish()
 

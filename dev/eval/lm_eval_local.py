@@ -16,7 +16,7 @@ and prints that command first, so it can be rerun by hand. Arguments after `--` 
 they are. The harness writes results_*.json and, per task, samples_<task>_*.jsonl (every option's
 log-likelihood) under the output path; doc/evals.md "EleutherAI's lm-evaluation-harness" says how
 its numbers relate to eval_gpt2's. Needs lm-eval for /usr/bin/python3: make deps
-(dev/requirements-eval.txt).
+(mk/requirements-eval.txt).
 """
 import argparse
 import importlib.util
@@ -30,7 +30,7 @@ from dev.eval import lm_eval_data  # noqa: E402
 
 TASKS_DIR = os.path.join("dev", "eval", "lm_eval_tasks")
 SETUP = ("make deps (or: /usr/bin/python3 -m pip install --break-system-packages "
-         "-r dev/requirements-eval.txt)")
+         "-r mk/requirements-eval.txt)")
 
 
 def missing_harness():
