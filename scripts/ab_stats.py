@@ -1,5 +1,5 @@
 """scripts/ab_stats.py: the run readers and the statistics of the A/B summaries (scripts/ab_report.py;
-scripts/ab.py and scripts/sd_claims.py read final val losses with it too). It defines:
+scripts/ab.py and sd_attention/sd_claims.py read final val losses with it too). It defines:
 
 - SummaryError: a ValueError whose text is the whole one-line error;
 - final_val_loss(main_log) -> (val, steps): the val loss at the last step of a finished run (the

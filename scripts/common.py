@@ -1,5 +1,5 @@
 """scripts/common.py: small helpers shared by the Python scripts in scripts/ (and
-sd_attention/plot_cascade.py).
+sd_attention/'s plot_cascade.py and sd_claims.py).
 
 Defines
 - json_safe(v): v with every non-finite float replaced by None, recursively (JSON has no NaN or
@@ -11,7 +11,7 @@ Defines
 - pyplot(): matplotlib.pyplot on the Agg backend, or one error line naming the interpreter that
   has it (Debian's /usr/bin/python3 after `make deps`) when this one lacks it;
 - make_target(path), build_missing(check, jobs, dry_run, error): the drivers (ab.py,
-  sd_claims.py) build what they need and the Makefile makes (CPU programs, token shards, eval
+  sd_attention/sd_claims.py) build what they need and the Makefile makes (CPU programs, token shards, eval
   files) with one `make -jN TARGETS` before the first run, so that they run from one command on a
   fresh clone; anything else missing stays one error line per input.
 

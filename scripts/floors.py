@@ -20,7 +20,7 @@ tokenizers, nats do not. Without --tokenizer, the bytes are not counted and bits
 
 A run is informative about attention only if its val loss is below the bigram floor: above it the
 model has learned at most what pairs of adjacent tokens tell, and a difference between two such
-runs says nothing about routing, head width or linearizability (scripts/sd_claims.py and
+runs says nothing about routing, head width or linearizability (sd_attention/sd_claims.py and
 scripts/ab_report.py gate their verdicts on it).
 
 Importable: floors(train, val, B, T, batches, tokenizer=None) -> dict; bits_per_byte(nats, f).

@@ -29,20 +29,20 @@ unset MAKEFLAGS MFLAGS MAKELEVEL
 check "the copy holds no program and no shard" \
   bash -c "[ ! -e train_gpt2 ] && [ ! -e sd_spectrum ] && [ ! -d dev/data/tinyshakespeare ]"
 
-dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --dry-run 2>"$root/dry.err")
+dry=$("$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --dry-run 2>"$root/dry.err")
 check "sd_claims --dry-run: the first line is the make that builds what is missing" \
   test "$(head -n 1 <<< "$dry")" = "make -j2 train_gpt2 sd_spectrum sd_surgery gpt2_tokenizer.bin data"
 check "... and no missing-input warning for what that make builds" test ! -s "$root/dry.err"
-err=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --build 0 2>&1 >/dev/null)
+err=$("$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --build 0 2>&1 >/dev/null)
 check "sd_claims --build 0: one error line per missing input (3 programs, the tokenizer file of the floors, 2 shard sets), nothing built" \
   bash -c "[ \"\$(grep -c '^error: ' <<< \"\$1\")\" = 6 ] && grep -q '^error: ./train_gpt2: not built (make train_gpt2)$' <<< \"\$1\" && [ ! -e train_gpt2 ]" _ "$err"
 
-MAKE=false "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 > "$root/false.out" 2> "$root/false.err"
+MAKE=false "$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 > "$root/false.out" 2> "$root/false.err"
 rc=$?
 check "a make that fails: exit 1, one error line naming it (exit $rc)" \
   bash -c "[ $rc = 1 ] && [ \"\$(wc -l < '$root/false.err')\" = 1 ] && grep -q '^error: false -j2 train_gpt2 sd_spectrum sd_surgery gpt2_tokenizer.bin data failed (exit 1)' '$root/false.err'"
 
-"$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1 > "$root/sd.out" 2>&1
+"$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1 > "$root/sd.out" 2>&1
 rc=$?
 check "sd_claims from the fresh copy: builds, runs, exit 0 (exit $rc)" \
   bash -c "[ $rc = 0 ] && grep -q '^building: make -j2 train_gpt2 sd_spectrum sd_surgery gpt2_tokenizer.bin data$' '$root/sd.out' && [ -s out/sd_claims/claims.md ]"

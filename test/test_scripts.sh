@@ -313,16 +313,16 @@ check "run_gpt2.sh --data-seed 7: -data_seed 7 on the trainer's line; none by de
   bash -c "grep -q -- ' -data_seed 7; done' <<< \"\$1\" && ! grep -q -- '-data_seed' <<< \"\$2\"" _ \
   "$("$sb/scripts/run_gpt2.sh" --size 124M --data-seed 7 --dry-run 2>/dev/null)" "$("$sb/scripts/run_gpt2.sh" --size 124M --dry-run 2>/dev/null)"
 # sd_init_sweep.py: the arms' trainer commands (the sweep itself is an experiment, not a test)
-sw=$("$PYTHON" scripts/sd_init_sweep.py --dry-run --steps 7 --out "$d/sweep" 2>&1)
+sw=$("$PYTHON" sd_attention/sd_init_sweep.py --dry-run --steps 7 --out "$d/sweep" 2>&1)
 check "sd_init_sweep --dry-run: 8 arms, each -ln 0 on 4:sd*4 with its own S-D options and lr" \
   bash -c "[ \$(grep -c '^./train_gpt2 -e L4C128H4T128 -layers $d/sweep/table.txt -ln 0 ' <<< \"\$1\") -eq 8 ] &&
            grep -q -- '-sd_init_s 0.0 -sd_decay_s 0 -sd_init_u 1.0 .* -l 0.003 .*-o $d/sweep/zero_init_lr3e-3 -y 1$' <<< \"\$1\" &&
            grep -q -- '-sd_decay_s 1 .*-x 7 .*-o $d/sweep/decay -y 1$' <<< \"\$1\"" _ "$sw"
-expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" scripts/sd_init_sweep.py --steps 0
+expect_error "sd_init_sweep --steps 0" "^error: --steps 0: expected a positive integer" "$PYTHON" sd_attention/sd_init_sweep.py --steps 0
 
 # ------------------------------------------------------------------------------------------------
 # sd_claims.py --dry-run of doc/sd_attention.md's small-scale command, bench_cpu.sh's arguments
-out=$("$PYTHON" scripts/sd_claims.py --sizes small --data shakespeare --steps 400 --arms sd_noln,mha --out "$d/sdx" --dry-run 2>&1); rc=$?
+out=$("$PYTHON" sd_attention/sd_claims.py --sizes small --data shakespeare --steps 400 --arms sd_noln,mha --out "$d/sdx" --dry-run 2>&1); rc=$?
 n_train=$(grep -c "^OMP_NUM_THREADS=[0-9]* ./train_gpt2 -e L8C256H4T256 .* -i dev/data/tinyshakespeare/tiny_shakespeare_train.bin .* -b 4 -t 128 -x 400 .* > $d/sdx/small/seed1/[a-z_]*.train.log$" <<< "$out")
 n_surg=$(grep -c "^OMP_NUM_THREADS=[0-9]* ./sd_surgery .* -op linearize -k [1-7] .* > $d/sdx/small/seed1/[a-z_]*.lin[1-7].log$" <<< "$out")
 check "sd_claims --dry-run (small, TinyShakespeare, 400 steps, sd_noln and mha): exit 0, 2 trainings and 14 linearizations printed with their logs ($rc, $n_train, $n_surg)" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_sd_claims.sh: the S-D claims driver (scripts/sd_claims.py):
+# test/test_sd_claims.sh: the S-D claims driver (sd_attention/sd_claims.py):
 #   - --dry-run: every command of the four arms x two seeds (flags of each arm, seed S for the
 #     init and the data order, K = 1 .. L-1 linearizations, the shrink for S-D arms only),
 #     nothing written;
@@ -23,7 +23,7 @@ count() { grep -c -- "$1" <<< "$2"; }
 
 # ------------------------------------------------------------------------------------------------
 # --dry-run
-dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1,2 --out "$d/dry" --dry-run 2>/dev/null)
+dry=$("$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1,2 --out "$d/dry" --dry-run 2>/dev/null)
 check "dry-run: 8 trainings of L4C128H4T128 for 7 steps, one per arm and seed, lr 1e-3 after a warmup of 7 / 5 steps" \
   test "$(count '^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T128 .* -x 7 -l 0.001 -u 1 .* -n 1 ' "$dry")" -eq 8
 check "dry-run: ten checkpoints over training (7 steps: every step, -v 1 -n 1)" \
@@ -40,20 +40,20 @@ check "dry-run: shrink for the S-D arms only (2 arms x 2 seeds)" \
   test "$(count '-op shrink -rank90 1 -round8 1' "$dry")/$(count 'mha.shrink' "$dry")" = 4/0
 check "dry-run: a spectrum per arm and seed, and of the S-D arms' 6 earlier checkpoints (8 + 2 x 2 x 6)" \
   test "$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")/$(count 'sd_noln/model_00000003.bin -json .*sd_noln.spectrum_3.json' "$dry")" = 32/2
-dry=$("$PYTHON" scripts/sd_claims.py --sizes bytes --seeds 1 --out "$d/dry" --dry-run 2>/dev/null)
+dry=$("$PYTHON" sd_attention/sd_claims.py --sizes bytes --seeds 1 --out "$d/dry" --dry-run 2>/dev/null)
 check "dry-run --sizes bytes: L4C128H4T256V256 on the prose bytes, 1920 steps of 16 x 256, checkpoints every 192" \
   test "$(count "^OMP_NUM_THREADS=2 ./train_gpt2 -e L4C128H4T256V256 .* -i 'dev/data/prose_bytes/prose_bytes_train_\*.bin' .* -tok bytes_tokenizer.bin -b 16 -t 256 -x 1920 -l 0.001 -u 100 .* -v 192 -m 16 -s 0 -n 192 " "$dry")" -eq 4
 expect_error "--sizes bytes with --data shakespeare" "^error: --sizes bytes with --data shakespeare: the bytes size reads prose as bytes" \
-  "$PYTHON" scripts/sd_claims.py --sizes bytes --data shakespeare --out "$d/dry" --dry-run
+  "$PYTHON" sd_attention/sd_claims.py --sizes bytes --data shakespeare --out "$d/dry" --dry-run
 check "dry-run: nothing written" test ! -e "$d/dry"
-dry=$("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1 --bin build/blas/train_gpt2 --out "$d/dry" --dry-run 2>/dev/null)
+dry=$("$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1 --bin build/blas/train_gpt2 --out "$d/dry" --dry-run 2>/dev/null)
 check "dry-run --bin build/blas/train_gpt2: the 4 trainings run that trainer, the analyses the default builds" \
   test "$(count '^OMP_NUM_THREADS=2 build/blas/train_gpt2 -e L4C128H4T128 ' "$dry")/$(count ' ./train_gpt2 ' "$dry")/$(count '^OMP_NUM_THREADS=2 ./sd_spectrum ' "$dry")" = 4/0/16
 
 # ------------------------------------------------------------------------------------------------
 # end to end: tiny, 2 steps, seeds 1 and 2
 o=$d/run
-RUN=("$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2 --threads 1 --out "$o")
+RUN=("$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2 --threads 1 --out "$o")
 "${RUN[@]}" > "$d/run.out" 2>&1; rc=$?
 check "tiny, 2 steps, seeds 1, 2: exit 0, claims.md and claims.json written (exit $rc)" \
   bash -c "[ $rc -eq 0 ] && [ -s $o/claims.md ] && [ -s $o/claims.json ]"
@@ -163,7 +163,7 @@ check "claims.json: val, erank, n90, perplexities, linearizable layers, shrink c
 # the blow-up count on a synthetic main.log: -nan and 1e5 are blow-ups, 2.0 and 100.0 are not
 mkdir -p "$d/norms"
 printf 's:0 tel:10.0\ns:0 trl:9 lr:0.001 norm:2.0\ns:1 trl:9 lr:0.001 norm:-nan\ns:2 trl:9 lr:0.001 norm:100000.0\ns:3 trl:9 lr:0.001 norm:100.0\ns:4 tel:8.0\n' > "$d/norms/main.log"
-got=$("$PYTHON" -c "import sys; from scripts import sd_claims as c; m, n, k = c.grad_norms(sys.argv[1]); print(m, n, k, c.stable({'val': 8.0, 'blowup_steps': n, 'steps': k}), c.stable({'val': 8.0, 'blowup_steps': 1, 'steps': 100}), c.stable({'val': float('nan'), 'blowup_steps': 0, 'steps': 100}))" "$d/norms" 2>&1)
+got=$("$PYTHON" -c "import sys; from sd_attention import sd_claims as c; m, n, k = c.grad_norms(sys.argv[1]); print(m, n, k, c.stable({'val': 8.0, 'blowup_steps': n, 'steps': k}), c.stable({'val': 8.0, 'blowup_steps': 1, 'steps': 100}), c.stable({'val': float('nan'), 'blowup_steps': 0, 'steps': 100}))" "$d/norms" 2>&1)
 check "grad_norms: max finite 1e5, 2 blow-ups (-nan, 1e5) of 4 steps: not stable; 1 of 100 is; a NaN val is not ($got)" \
   test "$got" = "100000.0 2 4 False True False"
 check "claims.md: the S2 and S11 rows give the blow-up steps per seed (of 2)" \
@@ -175,41 +175,41 @@ check "a second start runs nothing and writes the claims again (exit $rc)" \
   test "$rc/$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run2.out")/$(grep -c "^wrote $o/claims.md" "$d/run2.out")" = 0/0/1
 check "... where the first start ran 48 steps (4 arms x 2 seeds x (train, spectrum, 3 linearizations), 4 shrinks, 4 step-1 spectra)" \
   test "$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run.out")" -eq 48
-"$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2,3 --out "$o" --report-only > "$d/ro.out" 2>&1; rc=$?
+"$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2,3 --out "$o" --report-only > "$d/ro.out" 2>&1; rc=$?
 check "--report-only with seeds 1,2,3: reports the finished seeds 1, 2 and runs nothing (exit $rc)" \
   test "$rc/$(grep -c 'seeds 1, 2$' "$d/ro.out")/$(ls -d "$o"/tiny/seed3 2>/dev/null | wc -l)" = 0/1/0
 expect_error "--report-only on a size with no finished seed" "^error: $o/small: no finished seed of 1,2" \
-  "$PYTHON" scripts/sd_claims.py --sizes small --data shakespeare --steps 2 --seeds 1,2 --out "$o" --report-only
+  "$PYTHON" sd_attention/sd_claims.py --sizes small --data shakespeare --steps 2 --seeds 1,2 --out "$o" --report-only
 expect_error "other settings in the same --out are refused" \
   "^error: $o/settings.json: this directory holds a run with other settings \(steps differ" \
-  "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 4 --seeds 1,2 --out "$o"
+  "$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 4 --seeds 1,2 --out "$o"
 expect_error "another trainer in the same --out is refused" \
   "^error: $o/settings.json: this directory holds a run with other settings \(trainer differ" \
-  "$PYTHON" scripts/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2 --bin build/blas/train_gpt2 --out "$o"
+  "$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2 --bin build/blas/train_gpt2 --out "$o"
 
 # ------------------------------------------------------------------------------------------------
 # bad input (each with --steps 1, so that a check that failed to refuse runs for seconds only)
 expect_error "an unknown size" "^error: --sizes tiny,huge: expected a comma list of tiny, small" \
-  "$PYTHON" scripts/sd_claims.py --sizes tiny,huge --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --sizes tiny,huge --steps 1 --out "$d/e"
 expect_error "--steps 0" "^error: --steps, --threads: expected positive integers" \
-  "$PYTHON" scripts/sd_claims.py --steps 0 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --steps 0 --out "$d/e"
 expect_error "a seed given twice" "^error: --seeds '1,1': expected distinct non-negative integers" \
-  "$PYTHON" scripts/sd_claims.py --seeds 1,1 --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --seeds 1,1 --steps 1 --out "$d/e"
 expect_error "a seed that is not a number" "^error: --seeds '1,x': expected distinct non-negative integers" \
-  "$PYTHON" scripts/sd_claims.py --seeds 1,x --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --seeds 1,x --steps 1 --out "$d/e"
 expect_error "an unknown data set is one line" "^error: argument --data: invalid choice: 'nowhere'" \
-  "$PYTHON" scripts/sd_claims.py --data nowhere --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --data nowhere --steps 1 --out "$d/e"
 expect_error "--arms with an unknown arm" "^error: --arms sd_noln,gpt: expected a comma list of distinct arms of sd_noln, mha_noln, mha, sd_scalar" \
-  "$PYTHON" scripts/sd_claims.py --arms sd_noln,gpt --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --arms sd_noln,gpt --steps 1 --out "$d/e"
 expect_error "--arms with an arm twice" "^error: --arms mha,mha: expected a comma list of distinct arms" \
-  "$PYTHON" scripts/sd_claims.py --arms mha,mha --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --arms mha,mha --steps 1 --out "$d/e"
 expect_error "an unknown flag is one line" "^error: unrecognized arguments: --seed 2" \
-  "$PYTHON" scripts/sd_claims.py --seed 2 --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --seed 2 --steps 1 --out "$d/e"
 expect_error "a --bin that is not a program: one line" \
   "^error: build/none/train_gpt2: no such program \(--bin names a built trainer\)" \
-  "$PYTHON" scripts/sd_claims.py --bin build/none/train_gpt2 --data shakespeare --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --bin build/none/train_gpt2 --data shakespeare --steps 1 --out "$d/e"
 expect_error "--build takes 0 or 1" "^error: argument --build: invalid choice: 2" \
-  "$PYTHON" scripts/sd_claims.py --build 2 --steps 1 --out "$d/e"
+  "$PYTHON" sd_attention/sd_claims.py --build 2 --steps 1 --out "$d/e"
 check "the refused runs created nothing" test ! -e "$d/e"
 
 finish

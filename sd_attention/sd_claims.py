@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""scripts/sd_claims.py: the S-D paper's small-scale claims (arXiv 2605.18826; doc/methods.md 3,
+"""sd_attention/sd_claims.py: the S-D paper's small-scale claims (arXiv 2605.18826; doc/methods.md 3,
 claims S2-S11 of doc/methods.md 4) from one command, at one or more model sizes on the CPU.
 
-  python3 scripts/sd_claims.py                         # tiny and small on the prose corpus, seed 1
-  python3 scripts/sd_claims.py --sizes bytes --bin build/blas/train_gpt2   # the byte preset
-  python3 scripts/sd_claims.py --sizes tiny --seeds 1,2,3 --steps 600
-  python3 scripts/sd_claims.py --sizes tiny,small --seeds 1,2,3 --report-only
-  python3 scripts/sd_claims.py --sizes tiny --steps 150 --dry-run
-  python3 scripts/sd_claims.py --help
+  python3 sd_attention/sd_claims.py                         # tiny and small on the prose corpus, seed 1
+  python3 sd_attention/sd_claims.py --sizes bytes --bin build/blas/train_gpt2   # the byte preset
+  python3 sd_attention/sd_claims.py --sizes tiny --seeds 1,2,3 --steps 600
+  python3 sd_attention/sd_claims.py --sizes tiny,small --seeds 1,2,3 --report-only
+  python3 sd_attention/sd_claims.py --sizes tiny --steps 150 --dry-run
+  python3 sd_attention/sd_claims.py --help
 
 For every size and seed S, the models of one shape are trained from the same init (-seed S) and
 data order (-data_seed S), all with one recipe (LR, Steps.warmup: U at GPT-2's 0.02, peak lr
@@ -550,7 +550,7 @@ def report(a, st, sizes, seeds):
 
 
 def main(argv=None):
-    p = Parser(prog="scripts/sd_claims.py", allow_abbrev=False, description=__doc__.split("\n\n")[0],
+    p = Parser(prog="sd_attention/sd_claims.py", allow_abbrev=False, description=__doc__.split("\n\n")[0],
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="tiny,small", help="comma list of tiny, small, bytes (default tiny,small)")
     p.add_argument("--data", choices=DATA_NAMES, default="prose",
