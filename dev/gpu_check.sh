@@ -389,7 +389,7 @@ fi
 # correct answers among the first N examples of TASK in a -scores TSV, by eval_gpt2cu's rules
 # (dev/eval_compare.py first_correct); empty when the file has fewer examples
 first_correct() {  # tsv task n
-  "$PY" -c 'import sys; sys.path.insert(0, "dev"); from eval_compare import first_correct as f
+  "$PY" -c 'import sys; from dev.eval_compare import first_correct as f
 r = f(sys.argv[1], sys.argv[2], int(sys.argv[3])); print("" if r is None else r)' "$@" 2>/dev/null
 }
 log "== 7. evals on the GPU: a short TinyShakespeare run with -h 1 -ht hellaswag,lambada, then eval_gpt2cu vs eval_gpt2"

@@ -570,7 +570,7 @@ if [ "$PLAN_OK" = 1 ] && refit "$S3" "$E3" "$TPS3" "$OVH3" 3 "$P3_B" "$P3_T" "$X
   n90row=${SPEC#*| }
   lr=$(echo "$LR_FLAGS" | awk '{for (i = 1; i < NF; i++) if ($i == "-l") print $(i + 1)}')
   wu=$(echo "$LR_FLAGS" | awk '{for (i = 1; i < NF; i++) if ($i == "-u") print $(i + 1)}')
-  null=$("$PY" -c 'import sys; sys.path.insert(0, "sd_attention"); import routing_null as r
+  null=$("$PY" -c 'import sys; from sd_attention import routing_null as r
 d, n, lr, wu = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 rows = r.nulls(d, n, lr, min(wu, max(1, n // 5)), 0.1, noise_ratios=(0.0, 1.0, 3.0), draws=4, seed=1)["rows"]
 hi = lambda k: max(x["s_n90"] + 2 * x["s_n90_sd"] for x in rows if x["k"] == k)

@@ -140,7 +140,6 @@ expect_error "more windows than the val data holds" "^error: -n 600: .* holds on
   ./attn_distance -e "$d/prism.bin" -j "$VAL" -n 600
 expect_error "missing val data" "^error: $d/none_val.bin: no file matches" ./attn_distance -e "$d/prism.bin" -j "$d/none_val.bin"
 $PYTHON -c "
-import sys; sys.path.insert(0, '.')
 import train_gpt2 as tg
 tg.write_model(tg.GPT(tg.parse_descriptor('L2C64H4T64'), seed=1), '$d/two_layers.bin')"
 expect_error "-e2 with another depth" "^error: -e2 $d/two_layers.bin: 2 layers; -e $d/prism.bin has 4" \

@@ -11,9 +11,12 @@ the page check each other.
 - layer tables (2.4): entries, kinds, repeats, comments, and errors naming file:line;
 - main.log (9): a synthetic log with train, val, eval, rms and a resumed step, and an error line;
 - atomic writes (1): no .tmp left, a failed write leaves the old file;
-- the one sys.path bootstrap: no tracked .py file but llmc_formats/__init__.py touches sys.path.
+- the one sys.path bootstrap: no tracked text file but llmc_formats/__init__.py edits sys.path --
+  Python, shell (inline `python -c` and heredoc snippets), Makefile and mk/, docs' code blocks --
+  with a control of planted edits that are found and mentions in prose that are not.
 """
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -279,15 +282,51 @@ def test_atomic():
           and not os.path.exists(p + ".tmp"), "a failed write leaves the old file and no .tmp")
 
 
+PATH_EDIT = re.compile(r"(?<![\w.])sys\s*\.\s*path\s*(?:\.\s*(?:insert|append|extend|remove|pop|clear)\s*\("
+                       r"|\[[^\]\n]*\]\s*=(?!=)|\+=|=(?!=))")
+
+
+def path_edits(text):
+    """The line numbers of text where sys.path is edited: a call of a list method that changes it,
+    an item or slice assigned, += or a new list; reading it (in, ==, [:]) and prose are not edits."""
+    return sorted({text.count("\n", 0, m.start()) + 1 for m in PATH_EDIT.finditer(text)})
+
+
 def test_bootstrap():
     check(llmc_formats.ROOT == os.path.realpath(ROOT) and llmc_formats.ROOT in sys.path,
           "the repository root (its real path) is on sys.path")
-    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    files = [f for f in files if os.path.isfile(os.path.join(ROOT, f)) and not os.path.islink(os.path.join(ROOT, f))]
-    hits = [f for f in files if f != "llmc_formats/__init__.py" and
-            any("sys.path." + w in open(os.path.join(ROOT, f), errors="replace").read() for w in ("insert", "append"))]
-    check(len(files) > 40 and "llmc_formats/__init__.py" in files and not hits,
-          f"no tracked .py file but llmc_formats/__init__.py edits sys.path ({len(files)} files; {hits})")
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True).stdout.split("\0")
+    texts = {}
+    for f in files:
+        p = os.path.join(ROOT, f)
+        if f and os.path.isfile(p) and not os.path.islink(p):
+            data = open(p, "rb").read()
+            if b"\0" not in data:  # text files only
+                texts[f] = data.decode(errors="replace")
+    kinds = {k: sum(1 for f in texts if f.endswith(k) or os.path.basename(f) == k) for k in (".py", ".sh", ".md", "Makefile", ".mk")}
+    hits = [f"{f}:{n}" for f, t in texts.items() if f != "llmc_formats/__init__.py" for n in path_edits(t)]
+    check(kinds[".py"] > 40 and kinds[".sh"] > 20 and kinds[".md"] > 10 and kinds["Makefile"] and kinds[".mk"] > 5
+          and "llmc_formats/__init__.py" in texts and path_edits(texts["llmc_formats/__init__.py"]) and not hits,
+          f"no tracked text file but llmc_formats/__init__.py edits sys.path ({len(texts)} files: {kinds}; {hits})")
+    # control: an edit in any of its forms is found on its line, in Python, a shell snippet, a
+    # Makefile recipe or a doc; prose naming sys.path, a comparison and another list are not
+    sp = "sys" + ".path"
+    planted = "\n".join([
+        "import sys",                                                        # 1
+        f"{sp}.insert(0, '.')",                                              # 2: found
+        f"x = 1; {sp} .append('dev')",                                       # 3: found
+        f"  \"$PY\" -c 'import sys; {sp}.insert(0, \"dev\"); import m'",      # 4: found (shell)
+        f"\t$(PYTHON) -c \"import sys; {sp}.extend(['mk'])\"",                # 5: found (Makefile)
+        f"{sp}[:0] = ['sd_attention']",                                      # 6: found
+        f"{sp} = ['.'] + {sp}",                                              # 7: found
+        f"{sp} += ['prism']",                                                # 8: found
+        f"the one `{sp}` bootstrap; never add `{sp}.insert` by hand",      # 9: prose
+        f"assert ROOT in {sp} and {sp} == {sp}[:]",                          # 10: reads it
+        "my_sys.path_list.insert(0, 1)",                                     # 11: another name
+    ])
+    found = path_edits(planted)
+    check(found == [2, 3, 4, 5, 6, 7, 8], f"control: planted sys.path edits are found on their lines, prose and "
+          f"reads are not ({found}; expected [2, 3, 4, 5, 6, 7, 8])")
     links = [os.path.join(f, "llmc_formats") for f in ("scripts", "dev", "dev/data", "dev/eval", "sd_attention", "prism", "test")]
     check(all(os.path.islink(os.path.join(ROOT, x)) and os.path.realpath(os.path.join(ROOT, x)) ==
               os.path.join(os.path.realpath(ROOT), "llmc_formats") for x in links), "the seven folders' symlinks")

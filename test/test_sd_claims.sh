@@ -134,7 +134,6 @@ for k in ("S6", "S8"):
         bad.append(f"{k}: agrees {agrees[k]}, expected null (no yes/no rule)")
 # the gate: 2 steps leave every arm above the bigram floor, so no claim is testable and no cell
 # of the agrees column is a verdict; the floors are scripts/floors.py's on the same windows
-sys.path.insert(0, ".")  # the repository root (the cwd): this file runs from build/
 from scripts import floors as fl
 f = fl.floors("dev/data/tinyshakespeare/tiny_shakespeare_train.bin", "dev/data/tinyshakespeare/tiny_shakespeare_val.bin",
               4, 64, 16, "gpt2_tokenizer.bin")
@@ -156,7 +155,7 @@ if sorted(ot) != ["1", "2"] or len(ot["1"]["n90"]) != 4:
     bad.append(f"sd_noln over_training: {sorted(ot)}")
 print("\n".join(bad) if bad else "consistent")
 EOF
-"$PYTHON" "$d/check.py" "$o" > "$d/check" 2>&1
+"$PYTHON" - "$o" < "$d/check.py" > "$d/check" 2>&1  # from stdin: the root (the cwd) is on sys.path
 check "claims.json: val, erank, n90, perplexities, linearizable layers, shrink cut of each seed equal its files; claims.md's mean and sd; every 'agrees' follows (S4 against mha_noln, S3/S9 from n90 and the two-plane null); the floors are floors.py's; no cell is a verdict" \
   grep -qx consistent "$d/check"
 [ "$(cat "$d/check")" = consistent ] || head -n 5 "$d/check"

@@ -24,7 +24,6 @@ M=$d/mixed/model_00000005.bin
 check "./train_gpt2 wrote the mixed -ln 0 checkpoint" test -f "$M"
 "$PYTHON" - "$d" <<'EOF'
 import sys
-sys.path.insert(0, ".")
 import train_gpt2 as tg
 d = sys.argv[1]
 tg.write_model(tg.GPT(tg.parse_descriptor("tiny"), seed=1), f"{d}/uniform.bin")

@@ -28,7 +28,6 @@ M=$d/sd.bin
 S=$d/std.bin
 "$PYTHON" - "$M" "$S" <<'PY'
 import sys, torch
-sys.path.insert(0, ".")
 import train_gpt2 as tg
 table = tg.parse_schedule("table", 64, 4, text="4:sd*2 4:sdlin 4")
 cfg = tg.GPTConfig(n_layer=4, n_embd=64, n_head=4, block_size=64, layers=table,
@@ -123,7 +122,6 @@ check "shrink: the report counts fewer attention parameters" \
 # ---- PyTorch: the written checkpoints' losses, the schedule files, the report
 "$PYTHON" - "$d" "$VAL" > "$d/py.check" 2>&1 <<'PY'
 import json, math, sys
-sys.path.insert(0, ".")
 import train_gpt2 as tg
 d, val = sys.argv[1:]
 for stem in ("lin", "p2"):
