@@ -107,7 +107,7 @@ class CausalSelfAttention(nn.Module):
         self.linear = kind in LINEAR_KINDS
         self.sd_sign, self.lin_prescale = cfg.sd_sign, cfg.lin_prescale
         width = n_head * head_size
-        nqk = 2 if self.sd else 3
+        nqk = checkpoint.qkv_rows(kind)  # Q | K | V, or S-D's U | V
         self.qkv_w = _param(nqk * width, cfg.n_embd)
         self.qkv_b = _param(nqk * width)
         self.proj_w = _param(cfg.n_embd, width)

@@ -1,12 +1,13 @@
 """llmc_formats: the Python reader and writer of each file format of the project (doc/formats.md).
 
 Modules
-- checkpoint: the model checkpoint (doc/formats.md 2.1, 2.2, 2.4): GPTConfig (shape, layer
-  table, header[9] flags, slot shapes), header encode/decode for versions 3/5/103/105, fp32/bf16
-  bodies;
+- checkpoint: the model checkpoint (doc/formats.md 2.1, 2.2, 2.4): the kinds (names, codes, qkvw
+  rows, S-D and linear), GPTConfig (shape, layer table, header[9] flags, slot shapes), header
+  encode/decode for versions 3/5/103/105, fp32/bf16 bodies;
 - descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; 2.2);
 - layer_table: layer-table files (H[xD][:KIND][*N] entries; 2.4, doc/prism.md);
 - shards: llm.c token shards (3);
+- tokenizer: llm.c's tokenizer file (5);
 - main_log: the trainer's main.log (9);
 - atomic: NAME.tmp + fsync + rename, the one way every Python writer writes a file (1);
 - hf_export: the Hugging Face export's tensor names and config fields (doc/export.md).

@@ -2,8 +2,8 @@
 
 Defines
 - MODEL_MAGIC, VERSIONS (3 fp32, 5 bf16: llm.c's; 103, 105: with a layer table), KINDS (the
-  attention kinds of the layer table: mha, sd, lin, sdlin), SD_KINDS, LINEAR_KINDS, the header[9]
-  flag bits (FLAG_NO_LN 1, FLAG_SD_SCALAR_D 2, FLAG_SD_PLUS_D 4, FLAG_LIN_PRESCALE 8), SLOT_NAMES
+  attention kinds of the layer table: mha, sd, lin, sdlin), SD_KINDS, LINEAR_KINDS, kind_code(name),
+  qkv_rows(kind) (qkvw rows per unit of attention width), linear_of(kind), the header[9] flag bits (FLAG_NO_LN 1, FLAG_SD_SCALAR_D 2, FLAG_SD_PLUS_D 4, FLAG_LIN_PRESCALE 8), SLOT_NAMES
   (llm.c's 16 slots, then S-D's sdskew 16 and sdtheta 17), padded_vocab(V);
 - GPTConfig: what a header holds (maxT, V, L, base heads, C, Vp, the layer table, the flags; plus
   the init-only S-D options), with slot_shapes() (2.4's body table), num_params(), is_uniform()
@@ -43,6 +43,22 @@ def padded_vocab(v):
 KINDS = ("mha", "sd", "lin", "sdlin")
 SD_KINDS = (1, 3)               # a shared query/key projection U, skew S, theta
 LINEAR_KINDS = (2, 3)           # ELU+1 linear attention instead of softmax
+
+
+def kind_code(name):
+    """The code of a kind named as in layer tables (mha 0, sd 1, lin 2, sdlin 3); ValueError else."""
+    return KINDS.index(name)
+
+
+def qkv_rows(kind):
+    """Rows of qkvw per unit of attention width A = h d of a layer of this kind (code): Q | K | V,
+    or S-D's shared U | V (doc/formats.md 2.4; Projection.qkv_rows in the C registry)."""
+    return 2 if kind in SD_KINDS else 3
+
+
+def linear_of(kind):
+    """The kind (code) with this kind's projection and the ELU+1 mixer: mha -> lin, sd -> sdlin."""
+    return next(k for k in LINEAR_KINDS if (k in SD_KINDS) == (kind in SD_KINDS))
 # header[9] flags (doc/formats.md 2.4)
 FLAG_NO_LN, FLAG_SD_SCALAR_D, FLAG_SD_PLUS_D, FLAG_LIN_PRESCALE = 1, 2, 4, 8
 KNOWN_FLAGS = 15
@@ -122,7 +138,7 @@ class GPTConfig:
         (ln1/ln2 only with LayerNorms, the S-D slots only for sd/sdlin layers)."""
         C, L, T, Vp = self.n_embd, self.n_layer, self.block_size, self.padded_vocab_size
         A = [h * d for h, d, _ in self.layers]
-        nqk = [2 if k in SD_KINDS else 3 for _, _, k in self.layers]  # U|V or Q|K|V
+        nqk = [qkv_rows(k) for _, _, k in self.layers]  # U|V or Q|K|V
         per = lambda f, cond=lambda l: True: [f(l) for l in range(L) if cond(l)]
         ln = lambda l: self.use_ln
         sd = lambda l: self.layers[l][2] in SD_KINDS

@@ -15,7 +15,7 @@ Defines
   files) with one `make -jN TARGETS` before the first run, so that they run from one command on a
   fresh clone; anything else missing stays one error line per input.
 
-The file formats (main.log, shards, checkpoints, layer tables, descriptors) and the atomic write
+The file formats (main.log, shards, tokenizer files, checkpoints, layer tables, descriptors) and the atomic write
 are llmc_formats/'s (doc/formats.md).
 """
 import io

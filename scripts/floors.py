@@ -30,7 +30,6 @@ import glob
 import json
 import math
 import os
-import struct
 import sys
 
 try:
@@ -41,10 +40,10 @@ except ModuleNotFoundError as e:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+from llmc_formats import FormatError, tokenizer  # noqa: E402
 from llmc_formats.shards import read_shard  # noqa: E402
 
 LAMBDAS = [round(0.05 * i, 2) for i in range(1, 20)] + [0.97, 0.99]
-TOKENIZER_MAGIC = 20240328
 
 
 class FloorsError(Exception):
@@ -82,31 +81,16 @@ def val_targets(pattern, B, T, batches):
 
 
 def token_bytes(path, V):
-    """Bytes of each token id as the tokenizer file decodes it (llm.c's format, version 1 or 2);
-    the end-of-text token counts one byte."""
+    """Bytes of each token id as the tokenizer file decodes it (llm.c's format, version 1 or 2,
+    read by llmc_formats/tokenizer.py); the end-of-text token counts one byte."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise FloorsError(f"{path}: cannot read the tokenizer file ({e.strerror})") from None
-    if len(data) < 1024:
-        raise FloorsError(f"{path}: {len(data)} bytes, shorter than the 1024-byte tokenizer header")
-    magic, version, n = struct.unpack_from("<3i", data, 0)
-    if magic != TOKENIZER_MAGIC or version not in (1, 2):
-        raise FloorsError(f"{path}: magic {magic} version {version}, expected {TOKENIZER_MAGIC} and 1 or 2 "
-                          f"(llm.c's tokenizer file)")
-    eot = struct.unpack_from("<i", data, 12)[0] if version == 2 else 50256
-    if n < V:
-        raise FloorsError(f"{path}: {n} tokens, fewer than the data's vocabulary ({V} ids seen)")
-    out = np.zeros(n, dtype=np.int64)
-    off = 1024
-    for i in range(n):
-        if off >= len(data):
-            raise FloorsError(f"{path}: ends at token {i} of {n}")
-        ln = data[off]
-        out[i] = ln
-        off += 1 + ln
-    if 0 <= eot < n:
+        tokens, eot = tokenizer.read(path)
+    except FormatError as e:
+        raise FloorsError(str(e)) from None
+    if len(tokens) < V:
+        raise FloorsError(f"{path}: {len(tokens)} tokens, fewer than the data's vocabulary ({V} ids seen)")
+    out = np.array([len(t) for t in tokens], dtype=np.int64)
+    if 0 <= eot < len(tokens):
         out[eot] = 1
     return out
 

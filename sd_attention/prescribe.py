@@ -96,10 +96,13 @@ MAX_HEAD_SIZE = 4096     # LLMC_MAX_HEAD_SIZE (llmc/config.h)
 MAX_ATTN_WIDTH = 65536   # LLMC_MAX_ATTN_WIDTH
 DEFAULT_C, DEFAULT_MIN, DEFAULT_MAX = 2.0, 8, 64
 
-# The kinds (kinds/registry.h): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
-# whether the projection is S-D's, whether the mixer is ELU+1 linear.
-KINDS = {"mha": (3, False, False), "sd": (2, True, False), "lin": (3, False, True), "sdlin": (2, True, True)}
-LINEAR_OF = {"mha": "lin", "sd": "sdlin", "lin": "lin", "sdlin": "sdlin"}
+# The kinds by the names of layer tables, and what each is, all from llmc_formats/checkpoint.py
+# (doc/formats.md 2.4): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
+# whether the projection is S-D's, whether the mixer is ELU+1 linear; the kind with the same
+# projection and the linear mixer.
+KINDS = {name: (checkpoint.qkv_rows(k), k in checkpoint.SD_KINDS, k in checkpoint.LINEAR_KINDS)
+         for k, name in enumerate(checkpoint.KINDS)}
+LINEAR_OF = {name: checkpoint.KINDS[checkpoint.linear_of(k)] for k, name in enumerate(checkpoint.KINDS)}
 
 
 class InputError(ValueError):

@@ -6,6 +6,8 @@ the page check each other.
   every kind and every header[9] flag bit; decode_header of the same bytes; a body written and read
   back (fp32, bf16 rounded to nearest even); bad headers are one line naming the field;
 - shards (3): write_shard's bytes, read_shard of hand-made bytes, the size/magic/version errors;
+- tokenizer files (5): encode's bytes, read of hand-made v1 and v2 bytes, every error of the C reader;
+- the kinds' shapes (2.4): kind_code, qkv_rows, linear_of, and slot_shapes' qkvw rows through them;
 - descriptors (2.2): the shapes the C side uses (d12, gpt2:d24, gpt3:c768, tiny,
   L4C128H4T256V256) and one error line for a bad one;
 - layer tables (2.4): entries, kinds, repeats, comments, and errors naming file:line;
@@ -26,7 +28,7 @@ import tempfile
 import numpy as np
 
 import llmc_formats
-from llmc_formats import FormatError, checkpoint, descriptor, layer_table, main_log, shards
+from llmc_formats import FormatError, checkpoint, descriptor, layer_table, main_log, shards, tokenizer
 from llmc_formats.atomic import write_atomic
 from harness import check, finish
 
@@ -197,6 +199,54 @@ def test_shards():
           f"ShardWriter packs documents across shards of 4: {[n for _, n in written]}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Tokenizer file (doc/formats.md 5)
+
+def test_tokenizer():
+    toks = [b"a", b"bc", bytes(range(1, 256)), b"<|eot|>"]
+    data = tokenizer.encode(toks, 3)
+    want = header({0: 20240328, 1: 2, 2: 4, 3: 3}) + b"".join(bytes([len(t)]) + t for t in toks)
+    check(data == want, "encode: [20240328, 2, n, EOT, 0...], then a length byte and the bytes per id")
+    p = path("tok.bin")
+    open(p, "wb").write(want)
+    check(tokenizer.read(p) == (toks, 3), "read of hand-made v2 bytes: the bytes of every id, the EOT")
+    v1 = path("tok1.bin")
+    open(v1, "wb").write(header({0: 20240328, 1: 1, 2: 2, 3: 0}) + b"\x01x\x01y")
+    check(tokenizer.read(v1) == ([b"x", b"y"], 50256), "version 1: the EOT is GPT-2's 50256, header[3] unread")
+    check(one_line(lambda: tokenizer.encode([b"a", b""], 0), "token 1", "0 bytes") and
+          one_line(lambda: tokenizer.encode([b"a" * 256], 0), "token 0", "256 bytes"),
+          "encode refuses a token of 0 or 256 bytes, naming its id")
+    ok = header({0: 20240328, 1: 2, 2: 2, 3: 0})
+    for name, data, needles in (("short", b"\0" * 100, ("1024-byte",)),
+                                ("magic", header({0: 20240520, 1: 2, 2: 1}) + b"\x01a", ("header[0]", "20240328")),
+                                ("version", header({0: 20240328, 1: 3, 2: 1}) + b"\x01a", ("header[1]", "1 or 2")),
+                                ("count", header({0: 20240328, 1: 2, 2: 0}), ("header[2]", "token count 0")),
+                                ("eot", header({0: 20240328, 1: 2, 2: 2, 3: 2}) + b"\x01a\x01b", ("header[3]", "2")),
+                                ("zero length", ok + b"\x01a\x00", ("token 1", "length 0")),
+                                ("end", ok + b"\x01a", ("ends at token 1 of 2",)),
+                                ("end inside a token", ok + b"\x01a\x03bc", ("ends inside token 1",))):
+        bad = path("tok_bad.bin")
+        open(bad, "wb").write(data)
+        check(one_line(lambda: tokenizer.read(bad), bad, *needles) and
+              isinstance(_raised(lambda: tokenizer.read(bad)), FormatError),
+              f"a tokenizer file with a bad {name} is one FormatError line naming the file and the field")
+
+
+# ---------------------------------------------------------------------------------------------
+# The kinds' shapes (doc/formats.md 2.4)
+
+def test_kinds():
+    check([checkpoint.kind_code(n) for n in ("mha", "sd", "lin", "sdlin")] == [0, 1, 2, 3] and
+          isinstance(_raised(lambda: checkpoint.kind_code("gpt")), ValueError), "kind_code: the layer table's names")
+    check([checkpoint.qkv_rows(k) for k in range(4)] == [3, 2, 3, 2], "qkv_rows: Q | K | V 3, S-D's U | V 2")
+    check([checkpoint.linear_of(k) for k in range(4)] == [2, 3, 2, 3], "linear_of: mha -> lin, sd -> sdlin")
+    cfg = checkpoint.GPTConfig(n_layer=4, n_embd=64, n_head=4, block_size=16, vocab_size=100,
+                               layers=((4, 16, 0), (2, 16, 1), (4, 8, 2), (1, 16, 3)))
+    rows = [s[0] for s in cfg.slot_shapes()[4]]
+    check(rows == [checkpoint.qkv_rows(k) * h * d for h, d, k in cfg.layers],
+          f"slot_shapes: qkvw rows = qkv_rows(kind) x A per layer ({rows})")
+
+
 def _raised(fn):
     try:
         fn()
@@ -337,8 +387,8 @@ def test_bootstrap():
 
 def main():
     try:
-        for t in (test_headers, test_bodies, test_shards, test_descriptors, test_layer_tables, test_main_log,
-                  test_atomic, test_bootstrap):
+        for t in (test_headers, test_bodies, test_shards, test_tokenizer, test_kinds, test_descriptors,
+                  test_layer_tables, test_main_log, test_atomic, test_bootstrap):
             t()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)

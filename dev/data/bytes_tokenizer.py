@@ -21,21 +21,16 @@ llmc_formats.require(__file__, "numpy")  # else one line naming `make deps`
 import numpy as np  # noqa: E402
 
 from dev.data.data_common import repo_root, write_file_if_changed  # noqa: E402
+from llmc_formats import tokenizer  # noqa: E402
 
 BYTE_VOCAB = 256
 BYTE_EOT = 0
-TOKENIZER_MAGIC = 20240328
-TOKENIZER_VERSION = 2
 
 
 def tokenizer_bytes():
-    """The whole tokenizer file: the header, then (1, byte) for every byte value."""
-    header = np.zeros(256, dtype="<u4")
-    header[:4] = (TOKENIZER_MAGIC, TOKENIZER_VERSION, BYTE_VOCAB, BYTE_EOT)
-    table = np.empty((BYTE_VOCAB, 2), dtype=np.uint8)
-    table[:, 0] = 1
-    table[:, 1] = np.arange(BYTE_VOCAB, dtype=np.uint8)
-    return header.tobytes() + table.tobytes()
+    """The whole tokenizer file: the header, then (1, byte) for every byte value
+    (llmc_formats/tokenizer.py writes the format)."""
+    return tokenizer.encode([bytes([i]) for i in range(BYTE_VOCAB)], BYTE_EOT)
 
 
 def encode_documents(docs, where):

@@ -18,27 +18,12 @@ import numpy as np  # noqa: E402
 
 from dev.data.data_common import repo_root, write_file_if_changed  # noqa: E402
 from dev.data.gpt2_bpe import get_encoder  # noqa: E402
-
-TOKENIZER_MAGIC = 20240328
-TOKENIZER_VERSION = 2
+from llmc_formats import tokenizer  # noqa: E402
 
 
 def tokenizer_bytes(enc):
-    """The whole file's contents for encoder enc."""
-    header = np.zeros(256, dtype="<u4")
-    header[0] = TOKENIZER_MAGIC
-    header[1] = TOKENIZER_VERSION
-    header[2] = enc.n_vocab
-    header[3] = enc.eot
-    parts = [header.tobytes()]
-    for i in range(enc.n_vocab):
-        b = enc.token_bytes(i)
-        # one length byte; GPT-2's longest token is far below 255, but never write a bad file
-        if not 1 <= len(b) <= 255:
-            raise ValueError(f"token {i} is {len(b)} bytes, expected 1..255")
-        parts.append(bytes([len(b)]))
-        parts.append(b)
-    return b"".join(parts)
+    """The whole file's contents for encoder enc (llmc_formats/tokenizer.py writes the format)."""
+    return tokenizer.encode([enc.token_bytes(i) for i in range(enc.n_vocab)], enc.eot)
 
 
 def main(argv=None):
