@@ -76,8 +76,8 @@ SRC_HEADERS = $(wildcard llmc/*.h llmc/*/*.h prism/*.h sd_attention/*.h kinds/*.
 # what every host-compiled program depends on: the headers and the flavour it is built as
 HEADERS = $(SRC_HEADERS) $(FLAVOUR_STAMP)
 TEST_HEADERS = $(wildcard test/*.h)
-C_TESTS = test_gpt2 test_schedulers test_schedule test_attention_fd test_neutrality test_rand test_checkpoint test_tokenizer test_vocab \
-          test_dataloader test_headers_cxx
+C_TESTS = test_gpt2_cpu test_schedulers test_layer_table test_kernels_fd test_param_layout test_rand test_checkpoint test_tokenizer test_vocab \
+          test_dataloader test_headers_cxx test_scalar_math
 TEST_BINS = $(addprefix build/,$(C_TESTS))
 TOOLKIT_TEST_BINS =
 
@@ -105,12 +105,12 @@ deps:
 build:
 	mkdir -p build
 
-build/test_attention_fd: test/test_attention_fd.c $(HEADERS) $(TEST_HEADERS) | build
+build/test_kernels_fd: test/test_kernels_fd.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
 # a layer kind added outside llmc/ (test/toy_kind.h, doc/design.md): finite differences, so exact
-TEST_BINS += build/test_toy_kind
-build/test_toy_kind: test/test_toy_kind.c $(HEADERS) $(TEST_HEADERS) | build
+TEST_BINS += build/test_layer_kind
+build/test_layer_kind: test/test_layer_kind.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
 # the CPU model's logits and greedy tokens for a file of token windows, which the Hugging Face
@@ -123,11 +123,11 @@ build/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS) | build
 TEST_BINS += build/upstream_cpu_loop
 
 # The BLAS build of the CPU programs, beside the default ones (test/test_blas.sh compares them)
-BLAS_BINS = build/blas/train_gpt2 build/blas/test_gpt2 build/blas/upstream_cpu_loop
+BLAS_BINS = build/blas/train_gpt2 build/blas/test_gpt2_cpu build/blas/upstream_cpu_loop
 # (not under SANITIZE=1, which skips the blas suite)
 TEST_BINS += $(if $(filter 1,$(SANITIZE)),,$(if $(BLAS_PC),$(BLAS_BINS)))
 build/blas/train_gpt2: train_gpt2.c $(HEADERS)
-build/blas/test_gpt2: test/test_gpt2.c $(HEADERS) $(TEST_HEADERS)
+build/blas/test_gpt2_cpu: test/test_gpt2_cpu.c $(HEADERS) $(TEST_HEADERS)
 build/blas/upstream_cpu_loop: dev/cpu/upstream_cpu_loop.c $(HEADERS)
 $(BLAS_BINS):
 	@$(if $(BLAS_PC),,echo "error: $(BLAS_MISSING)" >&2; exit 1)

@@ -119,7 +119,7 @@ class CausalSelfAttention(nn.Module):
     def generator(self):
         """L (h, d, d) = S + sign * diag(softplus(theta)) for every head: the mirror of the C
         definition sd_build_generator (sd_attention/generator.h; doc/methods.md 3.4), the same
-        packing and softplus threshold; test/test_gpt2.sh checks the two models' S-D layers
+        packing and softplus threshold; test/test_gpt2_cpu.sh checks the two models' S-D layers
         (forward and every gradient) against each other."""
         h, d = self.n_head, self.head_size
         iu, ju = torch.triu_indices(d, d, offset=1)

@@ -82,7 +82,7 @@ def first_correct(path, task, n):
     rules: a choice task takes the option with the lowest mean loss, the first on a tie (acc_norm,
     what the trainer's -h 1 reports); a greedy task counts the examples whose every completion
     token was the argmax. None when the file holds fewer than n examples of the task. (What
-    dev/gpu_check.sh and test/test_gpt2cu_host.sh compare with the trainer's in-training count.)"""
+    dev/gpu_check.sh and test/test_gpt2_gpu_host.sh compare with the trainer's in-training count.)"""
     rows = {k: v for k, v in read_scores(path)[task].items() if k[0] < n}
     if len({k[0] for k in rows}) != n:
         return None

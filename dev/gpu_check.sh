@@ -19,7 +19,7 @@
 #   4. test_gpt2cu on PyTorch debug states (uniform, Prism, explicit head sizes, head sizes 20 and
 #      12 that only the own kernels serve, with parameter tensors at 8-byte offsets; the layer
 #      kinds sd/sdlin/lin/mha, S-D without LayerNorm with prescale and decay on S, S-D with
-#      explicit sizes, scalar D and +D: test/test_gpt2.sh's cases kinds, sd_noln, sd_explicit),
+#      explicit sizes, scalar D and +D: test/test_gpt2_cpu.sh's cases kinds, sd_noln, sd_explicit),
 #      attention own, auto, flash and mma (Prism, explicit sizes, S-D without LayerNorm), plus -r 2
 #      -ge 2, and a model with sharp attention (--qk_scale 10) on auto, own, flash and mma; the same checks
 #      run on the CPU through test/host_cuda (make test), so a failure here is the GPU's own
@@ -177,7 +177,7 @@ printf '1x96 2x48 4x16*2\n' > "$ST/explicit.txt"
 # 20 and 12: own kernels only; 3 x 12 = 36 makes sum_l 3 A_l = 612 not a multiple of 8, so every
 # parameter tensor after qkvb is only 8-byte aligned (LayerNorm loads, unfused bias, cuBLASLt)
 printf '2x20 3x12 4x16*2\n' > "$ST/odd.txt"
-# the layer kinds: the same tables and options as test/test_gpt2.sh's cases
+# the layer kinds: the same tables and options as test/test_gpt2_cpu.sh's cases
 printf '4:sd 4:sdlin 4:lin 4\n' > "$ST/kinds.txt"
 printf '4:sd*2 4:sdlin 4:lin\n' > "$ST/sd_noln.txt"
 printf '2x24:sd 2x24:sd 4x8:sdlin 4x16\n' > "$ST/sd_explicit.txt"

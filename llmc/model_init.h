@@ -1,7 +1,7 @@
 /*
  * llmc/model_init.h: how a trainer gets its model from the command line, shared by train_gpt2.c
  * and train_gpt2.cu so that both build the same model from the same flags (and unit-tested on the
- * CPU by test/test_gpu_host.c):
+ * CPU by test/test_cuda_host.c):
  *
  *   model_config_from_args   a descriptor -e plus the model options (-ln, and the kinds' options
  *                            of the model and its init, llmc/kind_option.h) and the layer

@@ -19,7 +19,7 @@
  * stream and the n < 16 path match torch exactly. For n >= 16, torch's vectorized kernel (the
  * avx_mathfun log/sincos in Debian's torch 1.13) differs from glibc's logf/sinf/cosf by up to ~20
  * ulps, and the compiler flags can move a value by 1 ulp; so C-vs-PyTorch init is compared to a
- * tolerance (test/test_rand.py, test/test_gpt2.c), and C-vs-C is bit-exact only between builds
+ * tolerance (test/test_rand.py, test/test_gpt2_cpu.c), and C-vs-C is bit-exact only between builds
  * with the same flags. The 1e-12 inside the logs is llm.c's guard (doc/formats.md 2.3); it changes
  * nothing measurable.
  */

@@ -11,7 +11,7 @@
  *   bf16_to_f32 / f32_to_bf16   bf16 bits <-> float, round to nearest even, NaN kept quiet
  *                      (bit-identical to torch and to __float2bfloat16_rn): the project's only
  *                      conversion, used by the checkpoints (llmc/checkpoint.h), the device
- *                      routines and the tests
+ *                      routines and the tests (test/test_scalar_math.c checks it)
  *   gelu_tanhf, gelu_tanh_gradf   GPT-2's GELU (tanh approximation) and its derivative
  *   GemmDesc           a cuBLAS strided-batched GEMM call as data
  *   The scalar formulas are written once here so that the CPU reference (llmc/cpu/kernels.h) and
@@ -19,7 +19,7 @@
  *
  * Why: no GPU is available to develop on; routines written once against these macros
  * (sd_attention/sd_fold.h, sd_attention/linear_scan.h) are executed by the CUDA kernels and, block by block, by
- * test/test_gpu_emul.c on the CPU against the fp32 reference (llmc/cpu/kernels.h). What the CPU
+ * test/test_sd_fold_emul.c on the CPU against the fp32 reference (llmc/cpu/kernels.h). What the CPU
  * run cannot show is what only many threads do: races between phases. Each routine separates
  * its phases with LLMC_BLOCK_SYNC and every shared value is written in one phase and read in a
  * later one (said at each routine).

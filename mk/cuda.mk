@@ -196,7 +196,7 @@ eval_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),eval_gpt2.cu) $(call link_objs,$(GPU_AR
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),single)
 	@echo "built $@: $(call archtag,$(GPU_ARCHS))-$(CUDNN_VARIANT) (archs $(GPU_ARCHS))"
 
-test_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),test/test_gpt2.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
+test_gpt2cu: $(call gpu_obj,$(GPU_ARCHS),test/test_gpt2_gpu.cu) $(call link_objs,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT)) $(GPU_OBJDIR)/variant
 	$(NVCC) $(call gencode,$(GPU_ARCHS)) $(filter %.o,$^) -o $@ $(call link_flags,$(GPU_ARCHS),$(CUDNN_VARIANT),$(MG_VARIANT))
 
 # The compile check: every variant for sm_80 and sm_90 (device code is compiled once per arch
@@ -211,7 +211,7 @@ $(CHECK_DIR)/train_gpt2cu_%: $(call gpu_obj,$(GPU_CHECK_ARCHS),train_gpt2.cu) $(
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $(call gpu_obj,$(GPU_CHECK_ARCHS),train_gpt2.cu) $(call link_objs,$(GPU_CHECK_ARCHS),$(word 1,$(subst _, ,$*)),$(word 2,$(subst _, ,$*))) -o $@ \
 	  $(call link_flags,$(GPU_CHECK_ARCHS),$(word 1,$(subst _, ,$*)),$(word 2,$(subst _, ,$*)))
-$(CHECK_DIR)/test_gpt2cu_cudnn_mpi: $(call gpu_obj,$(GPU_CHECK_ARCHS),test/test_gpt2.cu) $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,mpi)
+$(CHECK_DIR)/test_gpt2cu_cudnn_mpi: $(call gpu_obj,$(GPU_CHECK_ARCHS),test/test_gpt2_gpu.cu) $(call link_objs,$(GPU_CHECK_ARCHS),cudnn,mpi)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(call gencode,$(GPU_CHECK_ARCHS)) $^ -o $@ $(call link_flags,$(GPU_CHECK_ARCHS),cudnn,mpi)
 
@@ -267,18 +267,18 @@ gpu_config:
 	@echo "multi-GPU: $(MG_VARIANT) (NCCL_HOME=$(NCCL_HOME) have=$(HAVE_NCCL); OPENMPI_DIR=$(OPENMPI_DIR) have=$(HAVE_MPI)); $(MG_REASON)"
 	@echo "machine: $(MULTIARCH); nvcc targets: $(NVCC_ARCHS); Python for wheels: $(PKG_PYTHON)"
 
-# test_gpu_emul: the device routines of the S-D fold and the linear scan, run on the CPU;
+# test_sd_fold_emul: the device routines of the S-D fold and the linear scan, run on the CPU;
 # test_flash_emul: the flash attention's block routines, run on the CPU;
-# test_flash_mma_emul: the register-tile attention kernels, every thread a coroutine with PTX's
+# test_mma_emul: the register-tile attention kernels, every thread a coroutine with PTX's
 # warp instructions (test/warp_emul.cpp)
-TEST_BINS += build/test_gpu_host build/test_gpu_emul build/test_flash_emul build/test_flash_mma_emul
+TEST_BINS += build/test_paths build/test_cuda_host build/test_sd_fold_emul build/test_flash_emul build/test_mma_emul
 TOOLKIT_TEST_BINS += build/gpu_compile_check
-build/test_gpu_emul: dev/cuda/check_common.h
+build/test_sd_fold_emul: dev/cuda/check_common.h
 build/test_flash_emul: dev/cuda/check_common.h dev/cuda/attention_ref.h
-build/test_flash_mma_emul: test/test_flash_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h test/flash_mma_emul.h llmc/attention/mma.h \
+build/test_mma_emul: test/test_mma_emul.cpp test/warp_emul.cpp test/warp_emul.h test/flash_mma_emul.h llmc/attention/mma.h \
     llmc/attention/flash.h dev/cuda/check_common.h dev/cuda/attention_ref.h $(HEADERS) | build
 	g++ -std=c++17 -O2 -march=native -Wall -Wextra -Wno-unknown-pragmas -D_GNU_SOURCE -fopenmp $(HOST_SAN) \
-	  test/test_flash_mma_emul.cpp test/warp_emul.cpp -o $@ -lm
+	  test/test_mma_emul.cpp test/warp_emul.cpp -o $@ -lm
 
 .PHONY: clean_gpu
 clean: clean_gpu

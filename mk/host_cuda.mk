@@ -1,12 +1,12 @@
 # mk/host_cuda.mk: the GPU trainer's host code on the CPU (test/host_cuda/README.md).
 #
-#   build/test_gpt2cu_host    test/test_gpt2.cu           \  llmc/gpu/gpt2_gpu.cu, llmc/cuda/matmul.cu's mapping,
+#   build/test_gpt2cu_host    test/test_gpt2_gpu.cu       \  llmc/gpu/gpt2_gpu.cu, llmc/cuda/matmul.cu's mapping,
 #   build/train_gpt2cu_host   train_gpt2.cu                > the single-process multi-GPU layer and the
 #   build/eval_gpt2cu_host    eval_gpt2.cu                /  cuDNN stub, compiled by the host compiler
 # linked with test/host_cuda/kernels_host.cpp (every launcher on the CPU) and cudart_host.cpp (the
 # CUDA runtime calls on host memory) instead of the CUDA kernels, cuBLAS(Lt) and libcudart. The
 # toolkit's headers are needed (cuda_runtime_api.h, cuda_bf16.h, cublasLt.h), no GPU and no CUDA
-# library. Run by `GPU_CHECK_HOST=1 bash dev/gpu_check.sh` and test/test_gpt2cu_host.sh (make test).
+# library. Run by `GPU_CHECK_HOST=1 bash dev/gpu_check.sh` and test/test_gpt2_gpu_host.sh (make test).
 
 HOST_CUDA_DIR = build/host_cuda
 HOST_CUDA_FLAGS = $(HOST_CXXFLAGS) -fopenmp -DLLMC_HOST_CUDA $(HOST_SAN)
@@ -42,7 +42,7 @@ $(HOST_CUDA_DIR)/warp_emul.o: test/warp_emul.cpp test/warp_emul.h $(FLAVOUR_STAM
 $(HOST_CUDA_DIR)/main_%.o: %.cu $(HOST_CUDA_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
-$(HOST_CUDA_DIR)/main_test_gpt2.o: test/test_gpt2.cu $(HOST_CUDA_HEADERS) $(TEST_HEADERS)
+$(HOST_CUDA_DIR)/main_test_gpt2.o: test/test_gpt2_gpu.cu $(HOST_CUDA_HEADERS) $(TEST_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CXX_HOST) $(HOST_CUDA_FLAGS) -x c++ -c $< -o $@
 

@@ -1,7 +1,7 @@
 # mk/sd.mk: tests of S-D attention, linear attention and -ln 0 (doc/methods.md 3).
-TEST_BINS += build/test_sd_fd build/test_sd_stability build/test_sd_layout
+TEST_BINS += build/test_sd_cpu_fd build/test_sd_stability build/test_sd_layout
 
-build/test_sd_fd: test/test_sd_fd.c $(HEADERS) $(TEST_HEADERS) | build
+build/test_sd_cpu_fd: test/test_sd_cpu_fd.c $(HEADERS) $(TEST_HEADERS) | build
 	$(CC) $(CFLAGS_EXACT) $< -o $@ $(LDLIBS)
 
 build/test_sd_stability: test/test_sd_stability.c $(HEADERS) $(TEST_HEADERS) | build

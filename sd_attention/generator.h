@@ -20,7 +20,7 @@
  *   sd_build_generator         L of every head of a layer from fp32 parameters (the CPU model,
  *                              the spectrum and surgery tools; the GPU builds it element by
  *                              element in sd_attention/sd_fold.h from bf16 parameters)
- * train_gpt2.py's sd_generator is the PyTorch mirror; test/test_gpt2.sh compares the two models'
+ * train_gpt2.py's sd_generator is the PyTorch mirror; test/test_gpt2_cpu.sh compares the two models'
  * S-D layers (forward and every gradient).
  */
 #ifndef SD_GENERATOR_H

@@ -1,7 +1,7 @@
 /*
  * sd_attention/linear_scan.cu: the kernels of the GPU's ELU+1 linear attention (interface and
  * buffers in sd_attention/linear_scan.cuh). The arithmetic lives in sd_attention/linear_scan.h, shared with
- * the CPU emulation test (test/test_gpu_emul.c), and so is the order of the steps of a layer's
+ * the CPU emulation test (test/test_sd_fold_emul.c), and so is the order of the steps of a layer's
  * forward and backward (lin_forward_seq, lin_backward_seq, also run by test/host_cuda); this
  * file supplies the steps as kernels:
  *   split    (B T, 3A) bf16 -> q~, k~, v as (B, h, T, d) fp32, one thread per element

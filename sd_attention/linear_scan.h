@@ -1,7 +1,7 @@
 /*
  * sd_attention/linear_scan.h: the chunked causal scan behind the GPU's ELU+1 linear attention
  * (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md 3.12), written once for the CUDA kernels (sd_attention/linear_scan.cu) and the CPU emulation test
- * (test/test_gpu_emul.c).
+ * (test/test_sd_fold_emul.c).
  *
  * One primitive, run once forward and three times backward. For one sequence of T rows:
  *   out_i = X_i . State + xs_i extra + sum_{j ~ i, same chunk} (X_i . K_j + xs_i ks_j) Y_j

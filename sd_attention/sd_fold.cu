@@ -1,6 +1,6 @@
 /*
  * sd_attention/sd_fold.cu: the S-D fold's kernels (interface in sd_attention/sd_fold.cuh). The arithmetic lives in
- * sd_attention/sd_fold.h, shared with the CPU emulation test (test/test_gpu_emul.c); this file launches it.
+ * sd_attention/sd_fold.h, shared with the CPU emulation test (test/test_sd_fold_emul.c); this file launches it.
  *
  * Why a small kernel for K' = U L^T and dK' L rather than a cuBLAS GEMM: L is kept in fp32 (the
  * generator is built per step from the parameters, doc/methods.md 3.8), and cuBLAS has no bf16 x fp32

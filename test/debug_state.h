@@ -2,7 +2,7 @@
  * test/debug_state.h: the reader of the debug state that `train_gpt2.py --debug_state` writes
  * (doc/formats.md): a batch, the PyTorch logits, loss and gradients of that batch, and the
  * losses of a short AdamW trajectory with its hyperparameters. Shared by the CPU test
- * (test/test_gpt2.c) and the GPU test (test/test_gpt2.cu), which compare against it.
+ * (test/test_gpt2_cpu.c) and the GPU test (test/test_gpt2_gpu.cu), which compare against it.
  * debug_state_read / debug_state_free.
  */
 #ifndef TEST_DEBUG_STATE_H

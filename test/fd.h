@@ -1,6 +1,6 @@
 /*
  * test/fd.h: comparison of an analytic gradient with a finite-difference one, shared by the
- * gradient tests (test/test_attention_fd.c, test/test_sd_fd.c, test/test_toy_kind.c). Each test
+ * gradient tests (test/test_kernels_fd.c, test/test_sd_cpu_fd.c, test/test_layer_kind.c). Each test
  * keeps its own step and tolerances (stated and measured there); this file measures the error,
  * and gives the whole CPU model's mean loss in double (fd_mean_loss) for differences of the model.
  */

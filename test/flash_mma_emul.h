@@ -1,7 +1,7 @@
 /*
  * test/flash_mma_emul.h: the register-tile attention kernels (llmc/attention/mma.h) run on the CPU,
  * every block of a kernel's grid in its launch order, every thread a coroutine of test/warp_emul
- * (PTX's mma.sync and shuffle semantics). Used by test/test_flash_mma_emul.cpp and by the
+ * (PTX's mma.sync and shuffle semantics). Used by test/test_mma_emul.cpp and by the
  * trainer's host build (test/host_cuda/kernels_host.cpp), so both run exactly the kernels' code.
  *
  * Defines:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/test_blas.sh: the BLAS build of the CPU programs (make USE_BLAS=1; here build/blas/, built
 # beside the default ones) checked against the default build (doc/verification.md "The BLAS build"):
-#   - build/blas/test_gpt2 passes the model-vs-PyTorch checks of test/test_gpt2.sh (every layer
+#   - build/blas/test_gpt2_cpu passes the model-vs-PyTorch checks of test/test_gpt2_cpu.sh (every layer
 #     table and kind there, gradients and 10 AdamW steps) with the same tolerances;
 #   - 20 training steps of the BLAS trainer follow the default trainer's losses within 1e-4 nats
 #     (another summation order; measured about 2e-6);
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 root=build/tmp_blas
 rm -rf "$root"
 mkdir -p "$root"
-for b in build/blas/train_gpt2 build/blas/test_gpt2; do
+for b in build/blas/train_gpt2 build/blas/test_gpt2_cpu; do
   if [ ! -x "$b" ]; then
     fail "$b is not built: OpenBLAS is missing (Debian/Ubuntu: apt install libopenblas-openmp-dev), then make test"
     finish
@@ -27,12 +27,12 @@ done
 check "build/blas/train_gpt2 links OpenBLAS" bash -c "ldd build/blas/train_gpt2 | grep -q libopenblas"
 check "the default train_gpt2 does not" bash -c "! ldd train_gpt2 | grep -q libopenblas"
 
-echo "== the model vs PyTorch (test/test_gpt2.sh with build/blas/test_gpt2)"
-out=$(TEST_GPT2_BIN=build/blas/test_gpt2 GPT2_STATES_DIR=$root/states bash test/test_gpt2.sh 2>&1)
+echo "== the model vs PyTorch (test/test_gpt2_cpu.sh with build/blas/test_gpt2_cpu)"
+out=$(TEST_GPT2_BIN=build/blas/test_gpt2_cpu GPT2_STATES_DIR=$root/states bash test/test_gpt2_cpu.sh 2>&1)
 summary=$(printf '%s\n' "$out" | tail -n 1)
 printf '%s\n' "$out" | grep -E '^FAIL' | head -5
 all_passed() { [[ "$1" =~ ^[1-9][0-9]*\ passed,\ 0\ failed$ ]]; }
-check "build/blas/test_gpt2: every check of test_gpt2.sh passes ($summary)" all_passed "$summary"
+check "build/blas/test_gpt2_cpu: every check of test_gpt2_cpu.sh passes ($summary)" all_passed "$summary"
 
 export OMP_NUM_THREADS=2
 TS=dev/data/tinyshakespeare

@@ -4,10 +4,10 @@
 #   - build/test_vocab: descriptor V parsing and its one-line errors, a V 256 checkpoint header,
 #     the evals' vocabulary check, tokenizer_init_for_model;
 #   - bad V on the trainer's command line: one error line;
-#   - an L2C64H2T64V256 model against train_gpt2.py: build/test_gpt2 checks init, logits, loss,
+#   - an L2C64H2T64V256 model against train_gpt2.py: build/test_gpt2_cpu checks init, logits, loss,
 #     every gradient and the AdamW trajectory (its tolerances), and ./train_gpt2 -a 1 trains 5 steps
 #     on the same checkpoint and batch with losses equal to the PyTorch trajectory's (5e-6
-#     relative, test_gpt2's tolerance);
+#     relative, test_gpt2_cpu's tolerance);
 #   - samples: -tok bytes_tokenizer.bin prints the sampled bytes; a tokenizer of another size
 #     gives one warning naming both sizes and prints the same sample as token ids;
 #   - a token >= 256 in a shard is refused for a V 256 model;
@@ -20,8 +20,8 @@ d=build/tmp_bytes
 rm -rf "$d"; mkdir -p "$d"
 DESC=L2C64H2T64V256
 
-for b in ./train_gpt2 ./eval_gpt2 build/test_vocab build/test_gpt2; do
-  [ -x "$b" ] || { fail "$b is not built (make train_gpt2 eval_gpt2 build/test_vocab build/test_gpt2)"; finish; exit 1; }
+for b in ./train_gpt2 ./eval_gpt2 build/test_vocab build/test_gpt2_cpu; do
+  [ -x "$b" ] || { fail "$b is not built (make train_gpt2 eval_gpt2 build/test_vocab build/test_gpt2_cpu)"; finish; exit 1; }
 done
 
 run_sub build/test_vocab "$d"
@@ -59,7 +59,7 @@ if $PYTHON train_gpt2.py --model $DESC --write_model "$d/m.bin" --debug_state "$
 else
   fail "train_gpt2.py --model $DESC: $(tail -1 "$d/py.log")"
 fi
-run_sub build/test_gpt2 "$d/m.bin" "$d/state.bin" -init $DESC
+run_sub build/test_gpt2_cpu "$d/m.bin" "$d/state.bin" -init $DESC
 
 # the trainer on the same checkpoint and batch: -a 1 repeats the first val batch every step
 ./train_gpt2 -e "$d/m.bin" -i "$VA" -j "$VA" -tok "$d/bytes_tokenizer.bin" -a 1 -b 4 -t 64 -x 5 -l 1e-3 -c 0.1 -v 5 -m 1 -s 0 \

@@ -12,7 +12,7 @@
  * written, or an output element never written, fails the comparison.
  * Tolerances (metric of dev/cuda/check_common.h, max |x - ref| / max |ref|): the GPU checks' own,
  * TOL_FWD = 2^-6 for the output and the logsumexp, TOL_BWD = 2^-5 for dq, dk, dv (with the 1e-3
- * floor of test_gpu_emul for a gradient that is zero in exact arithmetic, T = 1), said in
+ * floor of test_sd_fold_emul for a gradient that is zero in exact arithmetic, T = 1), said in
  * dev/cuda/attention_ref.h. Controls that must exceed them: the mask one key ahead (forward), D
  * left out of dS (outputs zeroed: the backward's row term), and the 1/sqrt(d) scale left out.
  */

@@ -10,8 +10,11 @@ exists, and every function or class a reading step names is in that step's files
 registries follow kinds/list.h's codes; the framework's code (llmc/, comments aside) names no kind:
 no identifier with a kind's name as a word (sd_*, LIN_*), no kind's flag (-sd_sign) and no kind's
 parameter slot (sdskew), with a control that such names are found; test/README.md's table names
-every source file of those folders and only tests that exist; and commit subjects since
-SUBJECT_RULE_FROM are at most 72 characters.
+every source file of those folders and only tests that exist, and each row's first test is named
+after a module of its row (test_<stem>[_fd|_emul|_host].<ext>; the stem of a file, a package's name
+for its __init__.py, or the name of the one sub-folder of llmc/ holding every file of the row),
+with a control row named after nothing in it; and commit subjects since SUBJECT_RULE_FROM are at
+most 72 characters.
 
     python test/test_layout.py            (from the repository root)
 """
@@ -150,6 +153,20 @@ def main():
     check(n_rows >= 20 and unmapped == [] and missing_tests == [],
           "test/README.md maps every source file of llmc/, kinds/, sd_attention/ and prism/ to tests that exist "
           "(%d rows; unmapped %s; missing tests %s)" % (n_rows, unmapped, missing_tests))
+    text = open(os.path.join(ROOT, "test", "README.md")).read()
+    bad_names = misnamed_rows(text)
+    check(bad_names == [], "each row of test/README.md starts with a test named after one of its modules "
+          "(test_<stem>[_fd|_emul|_host]; misnamed: %s)" % bad_names)
+    ctl = misnamed_rows("| `llmc/foo.h`, `bar.h` | `test_bar_fd.c`, `test_x.sh` |\n"
+                        "| `llmc/foo.h`, `bar.h` | `test_baz.c`, `test_foo.c` |\n"
+                        "| `llmc/cuda/a.h`, `b.cu` | `test_cuda_host.c` |\n"
+                        "| `llmc/cuda/a.h`, `llmc/gpu/b.h` | `test_cuda_host.c` |\n"
+                        "| `llmc/a.h`, `b.h` | `test_llmc.c` |\n"
+                        "| `llmc_formats/__init__.py`, `x.py` | `test_llmc_formats.py` |\n"
+                        "| `llmc/a.h` | `test_a_fdx.c` |\n")
+    check([t for t, _ in ctl] == ["test_baz.c", "test_cuda_host.c", "test_llmc.c", "test_a_fdx.c"],
+          "control: a row led by a test of another name, a folder name over two folders or over llmc/ itself, "
+          "an unknown qualifier are reported; a qualifier, a sub-folder and a package pass (%s)" % ctl)
     long_subjects = commit_subjects_over(72)
     if long_subjects is None:
         print("skipped: commit subjects (not a git checkout, or git missing)")
@@ -182,10 +199,50 @@ def commit_subjects_over(limit):
     return [line for line in out.stdout.splitlines() if len(line.split(" ", 1)[-1]) > limit]
 
 
+def map_rows(text):
+    """The rows of test/README.md's table: (module paths, tests named), a bare module name
+    continuing the folder of the path before it; flags quoted in the tests column are left out."""
+    rows = []
+    for row in re.findall(r"^\| (`[^|]+) \| ([^\n]+) \|$", text, re.M):
+        folder, mods = "", []
+        for name in re.findall(r"`([^`]+)`", row[0]):
+            if "/" in name:
+                folder = os.path.dirname(name)
+                mods.append(name)
+            else:
+                mods.append(folder + "/" + name)
+        rows.append((mods, [n for n in re.findall(r"`([^`]+)`", row[1]) if not n.startswith("-")]))
+    return rows
+
+
+# How a test's name may say how it tests its module: finite differences, device code emulated on
+# the CPU, GPU host code run on the CPU (test/README.md).
+TEST_QUALIFIERS = ("_fd", "_emul", "_host")
+
+
+def misnamed_rows(text):
+    """The rows whose first test is not named after one of the row's modules, as (test, modules):
+    test_<name>.<ext> where name, or name less one qualifier, is a module's file stem, the package's
+    name for an __init__.py, or the last part of the one sub-folder of llmc/ (a module of
+    doc/design.md's table) that holds every file of the row."""
+    bad = []
+    for mods, tests in map_rows(text):
+        names = {os.path.basename(os.path.dirname(m)) if os.path.basename(m) == "__init__.py"
+                 else os.path.basename(m).split(".")[0] for m in mods}
+        folders = {os.path.dirname(m) for m in mods}
+        if len(folders) == 1 and "/" in next(iter(folders)) and next(iter(folders)) in ALLOWED:
+            names.add(os.path.basename(next(iter(folders))))
+        first = os.path.basename(tests[0]) if tests else ""
+        stem = first[len("test_"):].split(".")[0] if first.startswith("test_") else None
+        stems = {stem} | {stem[:-len(q)] for q in TEST_QUALIFIERS if stem and stem.endswith(q)}
+        if stem is None or not stems & names:
+            bad.append((first, mods))
+    return bad
+
+
 def test_map_gaps():
-    """test/README.md's table: the module files no row names (a bare name in a row continues the
-    folder of the path before it) and the tests named that are not there (a test/ file, a suite
-    name of test/suites.d, or a path from the root)."""
+    """test/README.md's table: the module files no row names and the tests named that are not
+    there (a test/ file, a suite name of test/suites.d, or a path from the root)."""
     text = open(os.path.join(ROOT, "test", "README.md")).read()
     suites = set()
     for f in os.listdir(os.path.join(ROOT, "test", "suites.d")):
@@ -193,18 +250,10 @@ def test_map_gaps():
             if "|" in line and not line.startswith("#"):
                 suites.add(line.split("|")[0].strip())
     mapped, missing, rows = set(), [], 0
-    for row in re.findall(r"^\| (`[^|]+) \| ([^\n]+) \|$", text, re.M):
+    for mods, tests in map_rows(text):
         rows += 1
-        folder = ""
-        for name in re.findall(r"`([^`]+)`", row[0]):
-            if "/" in name:
-                folder = os.path.dirname(name)
-                mapped.add(name)
-            else:
-                mapped.add(folder + "/" + name)
-        for name in re.findall(r"`([^`]+)`", row[1]):
-            if name.startswith("-"):
-                continue
+        mapped.update(mods)
+        for name in tests:
             ok = os.path.exists(os.path.join(ROOT, name)) if "/" in name else \
                 os.path.exists(os.path.join(ROOT, "test", name)) or name in suites
             if not ok:

@@ -1,7 +1,7 @@
 /*
  * test/toy_kind.h: a toy layer kind, written as a method folder would write one, to show and test
  * what adding a kind takes (doc/design.md "Adding a kind: a walk-through"). It is not a method:
- * test/test_toy_kind.c registers it beside mha and checks every place the framework reads it.
+ * test/test_layer_kind.c registers it beside mha and checks every place the framework reads it.
  *
  * The kind "toy" is softmax attention whose queries are scaled per head by a learned gain:
  * q_k <- s_k q_k with s_k = g_k, or g_k^2 with -toy_square 1. It owns

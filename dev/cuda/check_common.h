@@ -1,7 +1,7 @@
 /*
  * dev/cuda/check_common.h: what the standalone GPU checks share (attention_check.cu,
  * sd_fold_check.cu, linear_attention_check.cu); its host part also serves the CPU emulation of the
- * same device routines (test/test_gpu_emul.c), so both measure errors the same way.
+ * same device routines (test/test_sd_fold_emul.c), so both measure errors the same way.
  *
  * Defines:
  *   HEAD_SIZES, N_HEAD_SIZES   the head sizes every check runs: 8..256, and 12, 20, which are

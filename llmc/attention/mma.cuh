@@ -12,7 +12,7 @@
  * training d 256 needs 136 KB: an A100 or Hopper); any T >= 1; SM 8.0+. Deterministic: no atomics.
  *
  * Status: not yet run on a GPU. The routines are checked on the CPU with PTX's fragment semantics
- * (test/test_flash_mma_emul.cpp), and so is the trainer with every softmax layer on them
+ * (test/test_mma_emul.cpp), and so is the trainer with every softmax layer on them
  * (-attn mma through test/host_cuda: test_gpt2cu against PyTorch). dev/cuda/attention_mma and
  * test_gpt2cu -attn mma check them on a GPU, step 8 times the trainer (dev/gpu_check.sh). The
  * trainer uses them only when asked (-attn mma); auto does not until they are measured.

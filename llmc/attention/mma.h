@@ -66,7 +66,7 @@
  * The same source runs on the GPU (llmc/attention/mma.cu) and on the CPU, every thread of
  * a block as its own coroutine with PTX's mma, ldmatrix, shuffle and cp.async semantics
  * (test/warp_emul.h), in
- * test/test_flash_mma_emul.cpp and in the trainer's host build (test/host_cuda).
+ * test/test_mma_emul.cpp and in the trainer's host build (test/host_cuda).
  */
 #ifndef LLMC_FLASH_MMA_H
 #define LLMC_FLASH_MMA_H

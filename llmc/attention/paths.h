@@ -1,6 +1,6 @@
 /*
  * llmc/attention/paths.h: the GPU model's softmax attention paths, one selection table, in plain
- * C11/C++17 so that the choice is unit-tested on a machine without a GPU (test/test_gpu_host.c).
+ * C11/C++17 so that the choice is unit-tested on a machine without a GPU (test/test_paths.c).
  *
  * A layer whose kind mixes by softmax (llmc/layer_kind.h: mha, sd; an sd layer hands the path
  * U | U L^T | V) runs on one of these paths; a layer with another mixer runs its kind's own GPU

@@ -1,7 +1,7 @@
 /*
  * llmc/cuda/adamw.h: the GPU's AdamW update of one parameter and the stochastic rounding of the
  * fp32 master weights to bf16, written once (LLMC_HD) for the AdamW kernel (llmc/cuda/kernels.cu)
- * and the CPU tests (test/test_gpu_host.c, test/host_cuda).
+ * and the CPU tests (test/test_cuda_host.c, test/host_cuda).
  *
  * Defines: sr_hash, sr_bf16_bits, AdamWArgs, adamw_element
  */

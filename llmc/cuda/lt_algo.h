@@ -1,6 +1,6 @@
 /*
  * llmc/cuda/lt_algo.h: the keys of the cuBLASLt algorithm cache (llmc/cuda/matmul.cu keeps the
- * algorithms), in plain C so that the lookup is unit-tested on the CPU (test/test_gpu_host.c).
+ * algorithms), in plain C so that the lookup is unit-tested on the CPU (test/test_cuda_host.c).
  *
  * Defines: LtAlgoKey, LtAlgoTable, lt_algo_find, lt_algo_insert
  */

@@ -1,6 +1,6 @@
 /*
  * llmc/cuda/zero_plan.h: which optimizer state each process owns under ZeRO-0/1 (doc/formats.md 8,
- * 14), in plain C so that it is unit-tested on the CPU (test/test_gpu_host.c).
+ * 14), in plain C so that it is unit-tested on the CPU (test/test_cuda_host.c).
  *
  * Defines: ShardSeg, ShardPlan, shard_plan_init   segments per (tensor, layer) in llm.c's
  *          state-file order

@@ -1,6 +1,6 @@
 /*
  * llmc/gpu/act_plan.h: every activation and scratch buffer of the GPU model, sized from the layer
- * table, in plain C so that it is unit-tested on the CPU (test/test_gpu_host.c).
+ * table, in plain C so that it is unit-tested on the CPU (test/test_cuda_host.c).
  *
  * Defines: ActTensor, ACT_NAMES, ActPlan, act_plan_init, act_plan_bytes, act_round_up
  *   per-layer attention state sums h_l over layers, scratch takes the max; each kind's stages

@@ -1,7 +1,7 @@
 /*
  * test/host_cuda/cudart_host.cpp: the part of the CUDA runtime API the trainer's host code calls,
  * implemented on host memory, so that the GPU trainer's host side (llmc/gpu/gpt2_gpu.cu,
- * train_gpt2.cu, test/test_gpt2.cu, eval_gpt2.cu) links and runs on a machine without a GPU.
+ * train_gpt2.cu, test/test_gpt2_gpu.cu, eval_gpt2.cu) links and runs on a machine without a GPU.
  * The kernels' side is test/host_cuda/kernels_host.cpp; why both exist: test/host_cuda/README.md.
  *
  * "Device" memory is host memory here: cudaMalloc fills it with 0xff bytes (NaN in bf16 and fp32),

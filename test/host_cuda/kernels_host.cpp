@@ -3,7 +3,7 @@
  * llmc/attention/own.cuh, flash.cuh, mma.cuh, sd_attention/sd_fold.cuh, linear_scan.cuh) and the cuBLASLt
  * problem runner lt_matmul (llmc/cuda/matmul_problem.h), executed on the CPU, plus the GPU context.
  * With test/host_cuda/cudart_host.cpp this lets llmc/gpu/gpt2_gpu.cu, llmc/cuda/matmul.cu's row-major to
- * column-major mapping, train_gpt2.cu and test/test_gpt2.cu run unchanged on a machine without a
+ * column-major mapping, train_gpt2.cu and test/test_gpt2_gpu.cu run unchanged on a machine without a
  * GPU (test/host_cuda/README.md says what that checks and what it cannot).
  *
  * Each launcher does what its header promises, in fp32 arithmetic on bf16 storage, rounding
@@ -11,7 +11,7 @@
  * the GPU's, so results agree with the GPU's to rounding, not bit for bit). Four kinds run the
  * device code itself: the flash attention, S-D fold and linear-scan launchers call the block
  * routines of llmc/attention/flash.h, sd_fold.h and linear_scan.h block by block with one
- * thread (as test/test_flash_emul.c and test/test_gpu_emul.c do); the register-tile attention
+ * thread (as test/test_flash_emul.c and test/test_sd_fold_emul.c do); the register-tile attention
  * runs llmc/attention/mma.h's kernels with every thread a coroutine (test/flash_mma_emul.h). Two run the .cu files' own
  * sequence of steps with CPU steps: the own softmax attention (llmc/attention/own_seq.h, its
  * cuBLAS calls as GemmDescs) and the linear attention (linear_scan.h lin_*_seq). Matmuls go through matmul.cu's own mapping into LtMatmul problems

@@ -1,5 +1,5 @@
 /*
- * test/test_sd_fd.c: finite-difference checks of the backward passes that S-D attention and
+ * test/test_sd_cpu_fd.c: finite-difference checks of the backward passes that S-D attention and
  * linear attention add (sd_attention/sd_cpu.h, linear_cpu.h, llmc/cpu/gpt2_cpu.h; doc/methods.md 3.4, 3.8, 3.12):
  *
  *   linear   linear_attention_backward: dq, dk, dv of causal ELU+1 attention, with and without
@@ -26,7 +26,7 @@
 #include "../kinds/registry_cpu.h"
 
 #ifdef __FAST_MATH__
-#error "compile test_sd_fd.c without -ffast-math: the finite differences need IEEE floats"
+#error "compile test_sd_cpu_fd.c without -ffast-math: the finite differences need IEEE floats"
 #endif
 
 /* Tolerances. fp32 forward with the loss summed in double and step 1e-2: the rounding noise of

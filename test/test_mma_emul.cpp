@@ -1,5 +1,5 @@
 /*
- * test/test_flash_mma_emul.cpp: the register-tile attention kernels (llmc/attention/mma.h, forward and
+ * test/test_mma_emul.cpp: the register-tile attention kernels (llmc/attention/mma.h, forward and
  * backward) executed on the CPU, every thread of every block as its own coroutine with PTX's
  * mma.sync, ldmatrix, shuffle and cp.async semantics (test/warp_emul.h), against the CPU model's
  * attention (dev/cuda/attention_ref.h, the reference of the GPU checks). The CUDA kernels

@@ -1,5 +1,5 @@
 /*
- * test/test_gpu_emul.c: the device routines of the S-D fold (sd_attention/sd_fold.h) and of the chunked
+ * test/test_sd_fold_emul.c: the device routines of the S-D fold (sd_attention/sd_fold.h) and of the chunked
  * linear attention (sd_attention/linear_scan.h), executed on the CPU block by block (one "thread" that
  * runs every phase in order) and compared with the fp32 references of sd_attention/sd_cpu.h and linear_cpu.h. The CUDA
  * kernels (sd_attention/sd_fold.cu, sd_attention/linear_scan.cu) run exactly these routines with 256 threads

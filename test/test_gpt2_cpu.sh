@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_gpt2.sh: the C trainer's model vs the PyTorch reference on debug states written by
+# test/test_gpt2_cpu.sh: the C trainer's model vs the PyTorch reference on debug states written by
 # train_gpt2.py from random init, for three layer tables of the tiny model (4 layers, C 64):
 #   uniform (4 heads of 16), random tokens, T 32;
 #   Prism 1-2-4-4 (head sizes 64, 32, 16), TinyShakespeare tokens, T 64;
@@ -9,7 +9,7 @@
 #   TinyShakespeare, T 64;
 #   S-D with explicit sizes, scalar D, the +D sign, S init 0.1, theta 0.5;
 #   the byte vocabulary: L2C64H2T64V256 (V 256, Vp 256), random tokens, T 64.
-# build/test_gpt2 checks init, logits, loss, every gradient and the 10-step AdamW losses. The
+# build/test_gpt2_cpu checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
 # prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2 in its own
 # folder (test/test_blas.sh: the BLAS build).

@@ -1,4 +1,4 @@
-"""test/test_lm_eval.py: EleutherAI's lm-evaluation-harness against eval_gpt2 on one model
+"""test/test_lm_eval_local.py: EleutherAI's lm-evaluation-harness against eval_gpt2 on one model
 (doc/evals.md "EleutherAI's lm-evaluation-harness").
 
 Two models, each in two forms: a Hugging Face folder and our checkpoint. model_pair is a
@@ -34,7 +34,7 @@ Negative control: the same comparison against a checkpoint whose final LayerNorm
 
 Without lm_eval importable the test fails with one line naming the set-up command (make deps).
 
-Run: /usr/bin/python3 test/test_lm_eval.py   (needs make train_gpt2 data eval_gpt2 evals; LM_EVAL_AGREE_N=500 for
+Run: /usr/bin/python3 test/test_lm_eval_local.py   (needs make train_gpt2 data eval_gpt2 evals; LM_EVAL_AGREE_N=500 for
 a longer comparison, default 30)
 """
 import csv

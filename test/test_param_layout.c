@@ -1,5 +1,5 @@
 /*
- * test/test_neutrality.c: Prism is parameter- and matmul-FLOP-neutral (doc/methods.md 2.4).
+ * test/test_param_layout.c: Prism is parameter- and matmul-FLOP-neutral (doc/methods.md 2.4).
  *
  * For each model (d12, d24, L24C1536H24, L8C256H4T256, tiny), the uniform table and every Prism table of that
  * model must give the same ParamLayout (total, every slot's size and offset, every layer's
@@ -9,8 +9,8 @@
  * amounts computed by hand below.
  *
  * Build and run from the repository root (the preset paths are relative to it):
- *   gcc -O2 -march=native -fopenmp -Wall -Wextra -std=c11 -D_GNU_SOURCE test/test_neutrality.c \
- *       -o /tmp/test_neutrality -lm && /tmp/test_neutrality
+ *   gcc -O2 -march=native -fopenmp -Wall -Wextra -std=c11 -D_GNU_SOURCE test/test_param_layout.c \
+ *       -o /tmp/test_param_layout -lm && /tmp/test_param_layout
  */
 #include <dirent.h>
 #include <stdio.h>

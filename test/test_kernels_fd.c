@@ -1,5 +1,5 @@
 /*
- * test/test_attention_fd.c: finite-difference gradient checks of the per-layer-head attention
+ * test/test_kernels_fd.c: finite-difference gradient checks of the per-layer-head attention
  * (llmc/cpu/kernels.h) and of the whole CPU GPT-2 with a Prism head table (llmc/cpu/gpt2_cpu.h).
  *
  * Part 1, attention_forward / attention_backward, B = 2, for (h, d) = (8, 8), (4, 16), (2, 32),
@@ -22,8 +22,8 @@
  * check).
  *
  * Build WITHOUT -ffast-math (the FD needs IEEE float semantics) and run:
- *   gcc -O2 -march=native -fopenmp -Wall -Wextra -std=c11 -D_GNU_SOURCE test/test_attention_fd.c \
- *       -o /tmp/test_attention_fd -lm && /tmp/test_attention_fd
+ *   gcc -O2 -march=native -fopenmp -Wall -Wextra -std=c11 -D_GNU_SOURCE test/test_kernels_fd.c \
+ *       -o /tmp/test_kernels_fd -lm && /tmp/test_kernels_fd
  */
 #include <float.h>
 #include <math.h>
@@ -38,7 +38,7 @@
 #include "../kinds/registry_cpu.h"
 
 #ifdef __FAST_MATH__
-#error "compile test_attention_fd.c without -ffast-math: the NaN sentinels and the FD need IEEE floats"
+#error "compile test_kernels_fd.c without -ffast-math: the NaN sentinels and the FD need IEEE floats"
 #endif
 
 /* Attention tolerance. Measured with step 1e-2 (fp32 forward, loss summed in double): max error

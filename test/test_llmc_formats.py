@@ -1,4 +1,4 @@
-"""test/test_formats.py: llmc_formats/, the Python reader and writer of each file format, against
+"""test/test_llmc_formats.py: llmc_formats/, the Python reader and writer of each file format, against
 bytes laid out here by hand from doc/formats.md (struct, not the package), so that the package and
 the page check each other.
 

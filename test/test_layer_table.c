@@ -1,5 +1,5 @@
 /*
- * test/test_schedule.c: Prism schedule files (llmc/layer_table.h) against doc/methods.md 2.2-2.3.
+ * test/test_layer_table.c: Prism schedule files (llmc/layer_table.h) against doc/methods.md 2.2-2.3.
  *
  * Every behaviour is checked together with its message: the "sched.txt:LINE: " prefix with the
  * right line number and the key phrase of the text. Then every preset in prism/schedules/ and
@@ -7,8 +7,8 @@
  * implies (d12_* -> d12, d24_* -> d24, L<l>C<c>_* -> L<l>C<c>H<c/64>, e.g. L24C1536H24).
  *
  * Build and run from the repository root (the preset paths are relative to it):
- *   gcc -O2 -march=native -fopenmp -Wall -Wextra -std=c11 -D_GNU_SOURCE test/test_schedule.c \
- *       -o /tmp/test_schedule -lm && /tmp/test_schedule
+ *   gcc -O2 -march=native -fopenmp -Wall -Wextra -std=c11 -D_GNU_SOURCE test/test_layer_table.c \
+ *       -o /tmp/test_layer_table -lm && /tmp/test_layer_table
  */
 #include <dirent.h>
 #include <stdio.h>

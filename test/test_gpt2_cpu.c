@@ -1,5 +1,5 @@
 /*
- * test/test_gpt2.c: the CPU trainer against the PyTorch reference (train_gpt2.py).
+ * test/test_gpt2_cpu.c: the CPU trainer against the PyTorch reference (train_gpt2.py).
  *
  *   ./test_gpt2 MODEL.bin DEBUG_STATE.bin [-init DESC [-layers FILE | -prism FILE]
  *                                          [-sd_init_s X] [-sd_init_theta Y] [-sd_init_u Z]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_gpt2cu_host.sh: the GPU trainer's host code run on the CPU (test/host_cuda/README.md),
+# test/test_gpt2_gpu_host.sh: the GPU trainer's host code run on the CPU (test/host_cuda/README.md),
 # what dev/gpu_check.sh cannot check on one GPU. (gpu_check itself runs in make test with
 # GPU_CHECK_HOST=1: test_gpt2cu on every debug state and the evaluator comparisons, on the same
 # CPU builds.) The runs train the small byte model of test/lib.sh (TINY_BYTES) unless a check
@@ -19,7 +19,7 @@ set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
-dir=build/tmp_gpt2cu_host
+dir=build/tmp_gpt2_gpu_host
 rm -rf "$dir"
 mkdir -p "$dir"
 TS=dev/data/tinyshakespeare

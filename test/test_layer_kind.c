@@ -1,5 +1,5 @@
 /*
- * test/test_toy_kind.c: adding a layer kind touches its own folder and the registry, nothing under
+ * test/test_layer_kind.c: adding a layer kind touches its own folder and the registry, nothing under
  * llmc/ (doc/design.md "Adding a kind: a walk-through"). This program is such a registry: it
  * lists the framework's mha and the toy kind of test/toy_kind.h (an option of the model, an
  * option of the init, a parameter slot), and checks that the framework picks all of it up:
@@ -29,7 +29,7 @@
 #include "toy_kind.h"
 
 #ifdef __FAST_MATH__
-#error "compile test_toy_kind.c without -ffast-math: the finite differences need IEEE floats"
+#error "compile test_layer_kind.c without -ffast-math: the finite differences need IEEE floats"
 #endif
 
 /* ----------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /*
- * test/test_gpt2.cu: the GPU model (llmc/gpu/gpt2_gpu.cu) against the PyTorch reference (built by
- * `make test_gpt2cu`; needs a GPU; run by dev/gpu_check.sh on the debug states test/test_gpt2.sh
+ * test/test_gpt2_gpu.cu: the GPU model (llmc/gpu/gpt2_gpu.cu) against the PyTorch reference (built by
+ * `make test_gpt2cu`; needs a GPU; run by dev/gpu_check.sh on the debug states test/test_gpt2_cpu.sh
  * writes).
  *
  *   ./test_gpt2cu MODEL.bin DEBUG_STATE.bin [-attn auto|cudnn|own|flash|mma] [-r 0|1|2] [-ge 0|1|2]
