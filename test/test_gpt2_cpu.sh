@@ -11,14 +11,14 @@
 #   the byte vocabulary: L2C64H2T64V256 (V 256, Vp 256), random tokens, T 64.
 # build/test_gpt2_cpu checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
-# prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2 in its own
+# prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2_cpu in its own
 # folder (test/test_blas.sh: the BLAS build).
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
 PYTHON=${PYTHON:-/usr/bin/python3}
 dir=${GPT2_STATES_DIR:-build/tmp_gpt2_states}
-bin=${TEST_GPT2_BIN:-./build/test_gpt2}
+bin=${TEST_GPT2_BIN:-./build/test_gpt2_cpu}
 mkdir -p "$dir"
 printf '# tiny Prism schedule: head sizes 64, 32, 16\n1 2 4*2\n' > "$dir/prism.txt"
 printf '1x96 2x48 4x16*2\n' > "$dir/explicit.txt"
