@@ -135,8 +135,9 @@ static void setup(Run *r) {
 #endif
     printf("batch: B %d x T %d x %d micro-steps = %d tokens per step, %d steps\n", a->B, a->T,
            t->grad_accum, a->total_batch, t->num_steps);
-    printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
-           (long long)t->train_loader.total_tokens, t->train_loader.n_files, t->val_batches);
+    printf("train: %lld tokens in %d shard(s), %s; val: %d batches per eval\n",
+           (long long)t->train_loader.total_tokens, t->train_loader.n_files, train_loader_mode(&t->train_loader),
+           t->val_batches);
 }
 
 /* ----------------------------------------------------------------------------------------------

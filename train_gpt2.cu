@@ -271,8 +271,9 @@ static void setup(Run *r, int *argc, char ***argv) {
         train_args_print(a, TRAINER_GPU, stdout);
         printf("batch: B %d x T %d x %d processes x %d micro-steps = %d tokens per step, %d steps\n",
                a->B, a->T, r->mg.nproc, t->grad_accum, a->total_batch, t->num_steps);
-        printf("train: %lld tokens in %d shard(s); val: %d batches per eval\n",
-               (long long)t->train_loader.total_tokens, t->train_loader.n_files, t->val_batches);
+        printf("train: %lld tokens in %d shard(s), %s; val: %d batches per eval\n",
+               (long long)t->train_loader.total_tokens, t->train_loader.n_files,
+               train_loader_mode(&t->train_loader), t->val_batches);
         if (r->peak_tflops > 0) printf("MFU: %.3g GFLOP per token against %.1f TFLOP/s bf16 peak\n", r->flops_per_token / 1e9, r->peak_tflops);
         else printf("MFU: %s is not in the peak table (llmc/cuda/mfu.h); MFU prints -100%%\n", r->ctx.name);
     }

@@ -5,7 +5,8 @@ Defines
     whose attention layers each have their own head count h_l, head size d_l and kind (the layer
     table, doc/formats.md 2.4):
     mha softmax attention, sd S-D attention (doc/methods.md 3.4), lin ELU+1 linear attention and
-    sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11);
+    sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11) and with the
+    input scaled by emb_scale F (the blocks read F (wte[x] + wpe[t]); the head reads wte unscaled);
   - init_weights: the init of doc/formats.md 2.3, drawn in the C trainer's order;
   - write_model / load_model: a GPT to and from a checkpoint, versions 3/5 (llm.c) and 103/105
     (with a layer table);
@@ -170,7 +171,10 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     """GPT-2 with a per-layer attention table. wte is (Vp, C) and doubles as the LM head; only
-    its first V rows produce logits, so the padded rows never receive gradient."""
+    its first V rows produce logits, so the padded rows never receive gradient. The blocks' input
+    is F (wte[x] + wpe[t]) with F = config.emb_scale (header[10], doc/formats.md 2.4): with
+    GPT-2's init (std 0.02) the stream enters the blocks at an RMS of about 0.03, which F = 35.36
+    raises to 1 for blocks without LayerNorm; the tied head reads wte unscaled."""
 
     def __init__(self, config, seed=None):
         super().__init__()
@@ -202,6 +206,14 @@ class GPT(nn.Module):
     def num_parameters(self):
         return sum(p.numel() for p in self.parameters())
 
+    def embed(self, idx):
+        """idx (B, T) int64 -> the first block's input F (wte[idx] + wpe[:T]), F = emb_scale.
+        F = 1 is skipped, so the unscaled model is computed exactly as without the option."""
+        x = F.embedding(idx, self.wte) + self.wpe[:idx.shape[1]]
+        if self.config.emb_scale != 1.0:
+            x = x * self.config.emb_scale      # a float32 value (GPTConfig), as the C trainer's
+        return x
+
     def forward(self, idx, targets=None):
         """idx (B, T) int64 -> logits (B, T, V) over the real vocabulary, and the mean
         cross-entropy against targets (or None)."""
@@ -209,7 +221,7 @@ class GPT(nn.Module):
         cfg = self.config
         if T > cfg.block_size:
             raise ValueError(f"sequence length {T} exceeds maxT={cfg.block_size}")
-        x = F.embedding(idx, self.wte) + self.wpe[:T]
+        x = self.embed(idx)
         for block in self.blocks:
             x = block(x)
         x = F.layer_norm(x, (cfg.n_embd,), self.lnf_w, self.lnf_b, eps=1e-5)
@@ -264,7 +276,8 @@ def init_weights(model, seed=42):
 
 def write_model(model, path, dtype="fp32"):
     """Write a checkpoint: version 3/5 (byte-identical to llm.c) for a uniform table, else
-    103/105 with the layer table in header[8], [9], [16+3l..18+3l] (llmc_formats/checkpoint.py)."""
+    103/105 with the layer table in header[8], [9], [16+3l..18+3l] and emb_scale in header[10]
+    (llmc_formats/checkpoint.py)."""
     checkpoint.encode_header(model.config, dtype, path)   # the dtype and table checks, before any write
     tensors = (t.detach().contiguous().numpy() for slot in model.slots() for t in slot)
     checkpoint.write(path, model.config, tensors, dtype)
@@ -389,25 +402,25 @@ def debug_state_size(cfg, B, T, steps):
 # Command line
 
 def build_model(model_arg, prism=None, layers=None, seed=42, flags=0,
-                sd_init_s=0.0, sd_init_theta=0.1, sd_init_u=0.02):
+                sd_init_s=0.0, sd_init_theta=0.1, sd_init_u=0.02, emb_scale=1.0):
     """A checkpoint path (existing file or *.bin) is loaded; anything else is a descriptor,
     optionally with a layer table replacing the uniform one (the file `layers`, as the trainers'
-    -layers; or `prism`, the same held to Prism's rule, as -prism) and model flags (header[9]
-    bits), initialized with `seed`."""
+    -layers; or `prism`, the same held to Prism's rule, as -prism), model flags (header[9] bits)
+    and the input scale emb_scale (header[10]), initialized with `seed`."""
     if prism and layers:
         raise ValueError("--layers and --prism both give a layer table: give one")
     if os.path.isfile(model_arg) or model_arg.endswith(".bin"):
-        if prism or layers or flags:
+        if prism or layers or flags or emb_scale != 1.0:
             raise ValueError("--layers, --prism and the model options apply to descriptors; a "
-                             "checkpoint carries its own layer table and flags")
+                             "checkpoint carries its own layer table, flags and emb_scale")
         return load_model(model_arg)
     cfg = parse_descriptor(model_arg)
     table = layers or prism
     layers = parse_schedule(table, cfg.n_embd, cfg.n_layer, unchecked=not prism) if table else None
     cfg = GPTConfig(n_layer=cfg.n_layer, n_embd=cfg.n_embd, n_head=cfg.n_head,
                     block_size=cfg.block_size, vocab_size=cfg.vocab_size, layers=layers,
-                    flags=flags, sd_init_s=sd_init_s, sd_init_theta=sd_init_theta,
-                    sd_init_u=sd_init_u)
+                    flags=flags, emb_scale=emb_scale, sd_init_s=sd_init_s,
+                    sd_init_theta=sd_init_theta, sd_init_u=sd_init_u)
     return GPT(cfg, seed=seed)
 
 
@@ -443,6 +456,9 @@ def _args(argv):
     p.add_argument("--sd_init_u", type=float, default=0.02, help="S-D init: std of U")
     p.add_argument("--lin_prescale", type=int, choices=(0, 1), default=0,
                    help="1: linear layers scale q, k by d^-1/4")
+    p.add_argument("--emb_scale", type=float, default=1.0,
+                   help="the blocks' input is F (wte[x] + wpe[t]); 35.36 gives unit RMS at init "
+                        "(descriptors only)")
     p.add_argument("--qk_scale", type=float, default=1.0,
                    help="test models: multiply the Q and K rows of mha/lin layers' qkv weights after init")
     p.add_argument("--sd_decay_s", type=int, choices=(0, 1), default=0,
@@ -474,8 +490,11 @@ def main(argv=None):
                  (FLAG_SD_SCALAR_D if args.sd_scalar_d else 0) |
                  (FLAG_SD_PLUS_D if args.sd_sign > 0 else 0) |
                  (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
+        if not (math.isfinite(args.emb_scale) and 0 < args.emb_scale <= checkpoint.EMB_SCALE_MAX):
+            raise ValueError(f"--emb_scale {args.emb_scale}: expected a finite number in "
+                             f"(0, {checkpoint.EMB_SCALE_MAX:g}]")
         model = build_model(args.model, args.prism, args.layers, args.seed, flags,
-                            args.sd_init_s, args.sd_init_theta, args.sd_init_u)
+                            args.sd_init_s, args.sd_init_theta, args.sd_init_u, args.emb_scale)
         if not (math.isfinite(args.qk_scale) and args.qk_scale > 0):
             raise ValueError(f"--qk_scale {args.qk_scale}: expected a finite number > 0")
         if args.qk_scale != 1.0:

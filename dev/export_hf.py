@@ -7,9 +7,10 @@ CKPT is any checkpoint the trainers write or read (versions 3, 5, 103, 105; bf16
 exactly; read by llmc_formats/checkpoint.py). OUT_DIR receives:
 - model.safetensors (the safetensors library; fp32, or bf16 with --dtype bf16, rounded to nearest
   even) and config.json, generation_config.json;
-- a uniform model with its LayerNorms (doc/formats.md 2.4) as transformers' own GPT2LMHeadModel
-  (model_type gpt2: Conv1D weights transposed to (in, out), gelu_new, layer_norm_epsilon 1e-5,
-  n_positions = maxT); any other layer table as LlmcGptForCausalLM, whose code
+- a uniform model with its LayerNorms and emb_scale 1 (doc/formats.md 2.4) as transformers' own
+  GPT2LMHeadModel (model_type gpt2: Conv1D weights transposed to (in, out), gelu_new,
+  layer_norm_epsilon 1e-5, n_positions = maxT); any other model (another layer table, -ln 0, an
+  input scale emb_scale != 1, which GPT-2 cannot express) as LlmcGptForCausalLM, whose code
   (dev/hf/configuration_llmc_gpt.py, modeling_llmc_gpt.py) is copied beside the weights and named
   in config.json's auto_map, so that
   AutoModelForCausalLM.from_pretrained(OUT_DIR, trust_remote_code=True) loads it. The tensor
@@ -123,6 +124,8 @@ def custom_config(cfg, dtype):
                          torch_dtype="float32" if dtype == "fp32" else "bfloat16")
     d = json.loads(conf.to_json_string(use_diff=True))
     d.update(hf_export.custom_config(cfg), layer_norm_epsilon=1e-5, lin_eps=1e-6)  # all, defaults too
+    if cfg.emb_scale == 1.0:
+        del d["emb_scale"]     # written only when not 1, as header[10] (hf_export.custom_config)
     return _json(d)
 
 

@@ -44,8 +44,10 @@ typedef struct {
     char prism[ARG_STR_CAP];         /* -prism: a layer table held to Prism's rules */
     int seed;                        /* -seed */
     int data_seed;                   /* -data_seed: the train loader's shuffle seed (+ rank) */
+    int rows;                        /* -rows: 1, independent rows per batch; 0, llm.c's spans */
     /* model options for a descriptor -e (a checkpoint carries its own) */
     int ln;                          /* -ln */
+    float emb_scale;                 /* -emb_scale */
     KindOptValue kind_opt[LLMC_MAX_KIND_OPTIONS]; /* the kinds' flags: KIND_OPTIONS[i] in [i] */
     int checkpoint_every;            /* -n */
     int keep_last;                   /* -nk */
@@ -114,7 +116,13 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (the data order is -data_seed's)"),
     A_INT("-data_seed", data_seed, 0, INT_MAX, SCOPE_ALL,
           "shuffle seed of the training data order, + rank (llm.c: 42); A/B seeds can vary it too"),
+    A_INT("-rows", rows, 0, 1, SCOPE_ALL,
+          "1: each of the B rows of a batch its own window of T+1 tokens (a seeded permutation of all such "
+          "windows); 0: llm.c's batch, one span of B*T+1 tokens (doc/formats.md 4)"),
     A_INT("-ln", ln, 0, 1, SCOPE_ALL, "0: blocks without ln_1/ln_2 (ln_f kept); with a descriptor -e"),
+    A_FLT("-emb_scale", emb_scale, 1e-30, 1e4, SCOPE_ALL,
+          "input scale F: the blocks read F (wte[x] + wpe[t]), the tied head wte unscaled (35.36: unit RMS "
+          "at GPT-2's init, for -ln 0); with a descriptor -e"),
     A_INT("-n", checkpoint_every, 0, INT_MAX, SCOPE_ALL, "write a checkpoint every N steps and at the end (0: off)"),
     A_INT("-nk", keep_last, 0, INT_MAX, SCOPE_ALL, "keep only the last K checkpoints (0: keep all)"),
     A_INT("-nm", major_every, 0, INT_MAX, SCOPE_ALL, "never delete checkpoints at multiples of this step (0: none)"),
@@ -196,6 +204,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     a->seed = 42;
     a->data_seed = 42;
     a->ln = 1;
+    a->emb_scale = 1.0f;
     kind_options_defaults(a->kind_opt);
     a->B = 4;
     a->T = 1024;

@@ -47,6 +47,7 @@
 /* header[9]: bit 1 is the framework's; the kinds' stored options own the others (their
  * KindOption.header_bit, llmc/kind_option.h; doc/formats.md 2.4) */
 #define CKPT_FLAG_NO_LN 1 /* -ln 0: blocks without ln_1/ln_2 */
+/* header[10]: the input scale F (-emb_scale) as float32 bits; 0 when F = 1 (doc/formats.md 2.4) */
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * 4)
 
@@ -66,6 +67,7 @@ static inline void checkpoint_header_encode(const GPT2Config *c, int bf16, int32
     if (table) {
         h[8] = CKPT_TABLE_REVISION;
         h[9] = (c->use_ln ? 0 : CKPT_FLAG_NO_LN) | kind_options_header_bits(c->opt);
+        if (c->emb_scale != 1.0f) memcpy(&h[10], &c->emb_scale, sizeof(float)); /* 0: F = 1 */
         for (int l = 0; l < c->num_layers; l++) {
             h[16 + 3 * l] = c->layer[l].n_head;
             h[17 + 3 * l] = c->layer[l].head_size;
@@ -94,6 +96,7 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
     c->channels = h[6];
     c->padded_vocab_size = h[7];
     c->use_ln = 1;
+    c->emb_scale = 1.0f;
     kind_options_defaults(c->opt);
     *is_bf16 = (v == CKPT_V_BF16 || v == CKPT_V_TABLE_BF16);
     /* every shape field within its bound (llmc/config.h) before any arithmetic on it */
@@ -135,6 +138,15 @@ static inline void checkpoint_header_decode(const char *path, const int32_t *h, 
             llmc_die("%s: header[9] flags 0x%x: unknown bits (known: %s)", path, h[9], names);
         }
         c->use_ln = (h[9] & CKPT_FLAG_NO_LN) ? 0 : 1;
+        if (h[10] != 0) {
+            float f;
+            memcpy(&f, &h[10], sizeof(float));
+            if (!(f > 0.0f && f <= EMB_SCALE_MAX)) { /* also NaN */
+                llmc_die("%s: header[10] emb_scale = %g (bits 0x%08x): expected a float in (0, %g], or 0 bits for 1",
+                         path, (double)f, (unsigned)h[10], (double)EMB_SCALE_MAX);
+            }
+            c->emb_scale = f;
+        }
         kind_options_from_header_bits(h[9], c->opt);
         for (int l = 0; l < c->num_layers; l++) {
             LayerSpec *ls = &c->layer[l];

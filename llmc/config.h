@@ -4,8 +4,9 @@
  * Defines:
  *   LayerSpec     one layer: heads h, head size d, kind (a code of llmc/layer_kind.h's registry).
  *                 Attention width A = h*d.
- *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, the values of the
- *                 kinds' options (llmc/kind_option.h), layer table
+ *   GPT2Config    maxT, V, Vp, L, C, base heads, per-block LayerNorm flag, the input scale, the
+ *                 values of the kinds' options (llmc/kind_option.h), layer table
+ *   EMB_SCALE_MAX the largest input scale a flag or a header may give
  *   config_from_descriptor   "d12", "gpt2:d24", "gpt3:c768", "tiny", "L6C128H2T256",
  *                            "L4C128H4T256V256" (V: the vocabulary, 50257 unless given)
  *   config_set_vocab         V and the padded Vp
@@ -36,6 +37,7 @@
 #define LLMC_MAX_HEADS 4096
 #define LLMC_MAX_HEAD_SIZE 4096
 #define LLMC_MAX_ATTN_WIDTH 65536 /* h_l * d_l */
+#define EMB_SCALE_MAX 1e4f /* -emb_scale and header[10]: 0 < F <= this */
 #define GPT2_VOCAB 50257
 #define GPT2_EOT 50256
 
@@ -53,6 +55,8 @@ typedef struct GPT2Config {
     int channels;          /* C */
     int num_heads;         /* base heads: the uniform model's count, header[5] */
     int use_ln;            /* 1: per-block ln_1/ln_2; 0: -ln 0, blocks without them (ln_f kept) */
+    float emb_scale;       /* F: the blocks' input is F (wte[x] + wpe[t]); the tied head reads wte
+                            * unscaled (-emb_scale; 1 is GPT-2; doc/methods.md 3.11, "The input scale") */
     /* the kinds' options, KIND_OPTIONS[i] in opt[i] (llmc/kind_option.h): the stored ones from
      * the checkpoint or the command line, the init ones from the command line */
     KindOptValue opt[LLMC_MAX_KIND_OPTIONS];
@@ -86,6 +90,7 @@ static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     c->num_layers = L;
     c->channels = C;
     c->use_ln = 1;
+    c->emb_scale = 1.0f;
     kind_options_defaults(c->opt);
     config_set_uniform(c, NH);
 }

@@ -7,6 +7,8 @@
  *                         every nproc*B*T window; optional shuffling with llm.c's exact order
  *   dataloader_init / _reset / _next_batch / _resume / _free
  *   dataloader_set_seed   another shuffle seed than llm.c's 42 (-data_seed)
+ *   dataloader_set_rows   independent rows (-rows 1): each of the B rows its own window of T + 1
+ *                         tokens, drawn from a seeded permutation of all such windows
  *   dataloader_write_shuffle / dataloader_read_shuffle / dataloader_shuffle_bytes
  *                         the permutation part of a state file (doc/formats.md 8)
  *   dataloader_val_batches  -m: the val batches each evaluation takes
@@ -14,6 +16,13 @@
  * The order of samples must equal llm.c's so that loss curves compare step by step: shard order
  * permuted at every reset (from the previous order), sample order inside a shard re-permuted from
  * the identity at every shard load, both with mt19937 seeded 42 + rank.
+ *
+ * llm.c's batch is one contiguous span of B*T + 1 tokens, so its B rows are consecutive pieces of
+ * one passage and their gradients are correlated. With rows on, the unit the permutation orders is
+ * a row window of T + 1 tokens starting at a multiple of T, and batch i of rank r takes the entries
+ * (i * nproc + r) * B .. + B of it: every row comes from another place of the shard, and the ranks
+ * read disjoint rows (the permutation is the same on every rank, seeded without the rank). Shards
+ * are visited in the same permuted order as llm.c's (doc/formats.md 4).
  */
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
@@ -65,22 +74,25 @@ static inline int64_t shard_validate(const char *path) {
 typedef struct {
     int rank, nproc, B, T, vocab_size;
     int should_shuffle;
+    int rows;                  /* 1: independent rows (dataloader_set_rows); 0: llm.c's spans */
+    uint32_t seed;             /* the shuffle seed: 42 (llm.c) or dataloader_set_seed's */
     glob_t glob;
     int n_files;
     int64_t total_tokens;      /* over all shards */
-    int64_t max_samples;       /* the most samples any shard holds */
-    int64_t total_samples;     /* windows over all shards: one epoch of batches */
+    int64_t max_samples;       /* the longest sample order of any shard (windows, or rows) */
+    int64_t total_samples;     /* batches over all shards: one epoch */
     /* position */
     int64_t current_shard_idx; /* index into the shard order */
-    int64_t current_sample_idx;
-    int64_t shard_num_samples;
+    int64_t current_sample_idx; /* the next batch of the current shard */
+    int64_t shard_num_samples;  /* batches in the current shard */
+    int64_t shard_order_len;    /* entries of its sample order: windows, or rows with rows on */
     FILE *f;
     const char *current_path;
     /* shuffling */
     Mt19937 shuffle_rng;
     int32_t *shard_indices;       /* (n_files) shard order */
     int32_t *intra_shard_indices; /* (max_samples) sample order in the current shard */
-    int64_t restored_samples;     /* sample count of a restored order, checked on resume; -1 */
+    int64_t restored_samples;     /* entry count of a restored sample order, checked on resume; -1 */
     /* outputs */
     uint16_t *buffer; /* (B*T + 1) */
     int *inputs;      /* (B*T) */
@@ -91,6 +103,20 @@ static inline int64_t dl_window_tokens(const DataLoader *dl) {
     return (int64_t)dl->nproc * dl->B * dl->T;
 }
 
+/* The entries of a shard's sample order: its windows of nproc*B*T tokens, or with rows on its
+ * row windows of T (+ 1) tokens; the last token of a window is only a target, and the tail that
+ * fills no window is dropped. */
+static inline int64_t dl_order_len_(const DataLoader *dl, int64_t ntok) {
+    return (ntok - 1) / (dl->rows ? (int64_t)dl->T : dl_window_tokens(dl));
+}
+
+/* The batches of a shard: one per window, or one per nproc*B rows (the rest of an epoch's
+ * permutation is left out of that epoch). */
+static inline int64_t dl_batches_(const DataLoader *dl, int64_t ntok) {
+    const int64_t n = dl_order_len_(dl, ntok);
+    return dl->rows ? n / ((int64_t)dl->nproc * dl->B) : n;
+}
+
 static inline void dl_load_shard_(DataLoader *dl, int64_t idx) {
     int64_t file = dl->should_shuffle ? dl->shard_indices[idx] : idx;
     const char *path = dl->glob.gl_pathv[file];
@@ -98,13 +124,13 @@ static inline void dl_load_shard_(DataLoader *dl, int64_t idx) {
     int64_t ntok = shard_validate(path); /* also catches a shard replaced since init */
     dl->f = xfopen(path, "rb");
     dl->current_path = path;
-    /* the last token of a window is only a target; the tail that fills no window is dropped */
-    dl->shard_num_samples = (ntok - 1) / dl_window_tokens(dl);
+    dl->shard_num_samples = dl_batches_(dl, ntok);
+    dl->shard_order_len = dl_order_len_(dl, ntok);
 }
 
 static inline void dl_prepare_intra_shard_(DataLoader *dl) {
-    perm_identity(dl->intra_shard_indices, dl->shard_num_samples);
-    perm_shuffle(dl->intra_shard_indices, dl->shard_num_samples, &dl->shuffle_rng);
+    perm_identity(dl->intra_shard_indices, dl->shard_order_len);
+    perm_shuffle(dl->intra_shard_indices, dl->shard_order_len, &dl->shuffle_rng);
 }
 
 static inline void dataloader_reset(DataLoader *dl) {
@@ -115,7 +141,50 @@ static inline void dataloader_reset(DataLoader *dl) {
     if (dl->should_shuffle) dl_prepare_intra_shard_(dl);
 }
 
-/* pattern: a glob of shard files (sorted). Every shard must hold at least one window. */
+/* The sizes of every shard in the current mode, and the sample-order buffer for the longest one.
+ * Every shard must hold at least one batch. */
+static inline void dl_count_(DataLoader *dl) {
+    dl->total_tokens = dl->max_samples = dl->total_samples = 0;
+    for (int i = 0; i < dl->n_files; i++) {
+        const char *path = dl->glob.gl_pathv[i];
+        int64_t ntok = shard_validate(path);
+        if (dl_batches_(dl, ntok) < 1) {
+            if (dl->rows) {
+                llmc_die("%s: %lld tokens, fewer than nproc*B rows of T tokens + 1 = %lld (lower -b/-t)", path,
+                         (long long)ntok, (long long)dl_window_tokens(dl) + 1);
+            }
+            llmc_die("%s: %lld tokens, fewer than one window of nproc*B*T + 1 = %lld (lower -b/-t)",
+                     path, (long long)ntok, (long long)dl_window_tokens(dl) + 1);
+        }
+        if (dl_order_len_(dl, ntok) > 0x7fffffff) llmc_die("%s: %lld tokens: more windows than a 32-bit sample order holds", path, (long long)ntok);
+        dl->total_tokens += ntok;
+        dl->max_samples = LLMC_MAX(dl->max_samples, dl_order_len_(dl, ntok));
+        dl->total_samples += dl_batches_(dl, ntok);
+    }
+    free(dl->intra_shard_indices);
+    dl->intra_shard_indices = (int32_t *)xmalloc((size_t)dl->max_samples * sizeof(int32_t));
+}
+
+/* The shuffle seed: the loader as dataloader_init leaves it, with mt19937 seeded seed + rank
+ * instead of llm.c's 42 + rank (the trainers' -data_seed); with rows on, seed alone, so that
+ * every rank draws the same permutation and reads its own part of it. */
+static inline void dataloader_set_seed(DataLoader *dl, uint32_t seed) {
+    dl->seed = seed;
+    perm_identity(dl->shard_indices, dl->n_files);
+    mt_seed(&dl->shuffle_rng, seed + (dl->rows ? 0u : (uint32_t)dl->rank));
+    dataloader_reset(dl);
+}
+
+/* -rows: 1 gives every row of a batch its own window (see the top of this file), 0 llm.c's
+ * contiguous spans. Restarts the loader from the beginning with its seed. */
+static inline void dataloader_set_rows(DataLoader *dl, int rows) {
+    dl->rows = rows ? 1 : 0;
+    dl_count_(dl);
+    dataloader_set_seed(dl, dl->seed);
+}
+
+/* pattern: a glob of shard files (sorted). Every shard must hold at least one window. The loader
+ * starts as llm.c's: contiguous spans, seed 42. */
 static inline void dataloader_init(DataLoader *dl, const char *pattern, int B, int T, int rank,
                                    int nproc, int should_shuffle, int vocab_size) {
     memset(dl, 0, sizeof(*dl));
@@ -136,40 +205,18 @@ static inline void dataloader_init(DataLoader *dl, const char *pattern, int B, i
     }
     if (dl->glob.gl_pathc > 0x7fffffff) llmc_die("%s: too many shards", pattern);
     dl->n_files = (int)dl->glob.gl_pathc;
-    for (int i = 0; i < dl->n_files; i++) {
-        const char *path = dl->glob.gl_pathv[i];
-        int64_t ntok = shard_validate(path);
-        if (ntok < dl_window_tokens(dl) + 1) {
-            llmc_die("%s: %lld tokens, fewer than one window of nproc*B*T + 1 = %lld (lower -b/-t)",
-                     path, (long long)ntok, (long long)dl_window_tokens(dl) + 1);
-        }
-        dl->total_tokens += ntok;
-        dl->max_samples = LLMC_MAX(dl->max_samples, (ntok - 1) / dl_window_tokens(dl));
-        dl->total_samples += (ntok - 1) / dl_window_tokens(dl);
-    }
     dl->buffer = (uint16_t *)xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
     dl->inputs = (int *)xmalloc((size_t)B * T * sizeof(int));
     dl->targets = (int *)xmalloc((size_t)B * T * sizeof(int));
     dl->shard_indices = (int32_t *)xmalloc((size_t)dl->n_files * sizeof(int32_t));
-    dl->intra_shard_indices = (int32_t *)xmalloc((size_t)dl->max_samples * sizeof(int32_t));
-    perm_identity(dl->shard_indices, dl->n_files);
-    mt_seed(&dl->shuffle_rng, (uint32_t)(42 + rank));
-    dataloader_reset(dl);
+    dl_count_(dl);
+    dl->seed = 42;
+    dataloader_set_seed(dl, 42);
 }
 
-/* The shuffle seed: the loader as dataloader_init leaves it, with mt19937 seeded seed + rank
- * instead of llm.c's 42 + rank (the trainers' -data_seed). */
-static inline void dataloader_set_seed(DataLoader *dl, uint32_t seed) {
-    perm_identity(dl->shard_indices, dl->n_files);
-    mt_seed(&dl->shuffle_rng, seed + (uint32_t)dl->rank);
-    dataloader_reset(dl);
-}
-
-static inline void dl_load_batch_(DataLoader *dl) {
-    int64_t sample = dl->should_shuffle ? dl->intra_shard_indices[dl->current_sample_idx]
-                                        : dl->current_sample_idx;
-    int64_t tok_off = sample * dl_window_tokens(dl) + (int64_t)dl->rank * dl->B * dl->T;
-    const size_t n = (size_t)dl->B * dl->T;
+/* Reads n + 1 tokens from token offset tok_off of the current shard into inputs / targets
+ * (n each, shifted by one). */
+static inline void dl_read_span_(DataLoader *dl, int64_t tok_off, size_t n, int *inputs, int *targets) {
     xfseek(dl->f, 1024 + 2 * tok_off, dl->current_path);
     xfread(dl->buffer, sizeof(uint16_t), n + 1, dl->f, dl->current_path, "tokens");
     for (size_t i = 0; i <= n; i++) {
@@ -180,8 +227,26 @@ static inline void dl_load_batch_(DataLoader *dl) {
         }
     }
     for (size_t i = 0; i < n; i++) {
-        dl->inputs[i] = dl->buffer[i];
-        dl->targets[i] = dl->buffer[i + 1];
+        inputs[i] = dl->buffer[i];
+        targets[i] = dl->buffer[i + 1];
+    }
+}
+
+static inline int64_t dl_order_at_(const DataLoader *dl, int64_t i) {
+    return dl->should_shuffle ? dl->intra_shard_indices[i] : i;
+}
+
+static inline void dl_load_batch_(DataLoader *dl) {
+    if (!dl->rows) { /* llm.c: the rank's slice of one window of nproc*B*T + 1 tokens */
+        const int64_t sample = dl_order_at_(dl, dl->current_sample_idx);
+        const int64_t tok_off = sample * dl_window_tokens(dl) + (int64_t)dl->rank * dl->B * dl->T;
+        dl_read_span_(dl, tok_off, (size_t)dl->B * dl->T, dl->inputs, dl->targets);
+        return;
+    }
+    const int64_t first = (dl->current_sample_idx * dl->nproc + dl->rank) * dl->B; /* this rank's rows */
+    for (int b = 0; b < dl->B; b++) {
+        const size_t at = (size_t)b * dl->T;
+        dl_read_span_(dl, dl_order_at_(dl, first + b) * dl->T, (size_t)dl->T, dl->inputs + at, dl->targets + at);
     }
 }
 
@@ -218,17 +283,17 @@ static inline void dataloader_resume(DataLoader *dl, int64_t shard_idx, int64_t 
         llmc_die("%s: current_sample_idx %lld, but the shard holds %lld samples", state_path,
                  (long long)sample_idx, (long long)dl->shard_num_samples);
     }
-    if (dl->should_shuffle && dl->restored_samples != dl->shard_num_samples) {
-        llmc_die("%s: the saved sample order has %lld entries; the shard now holds %lld samples "
+    if (dl->should_shuffle && dl->restored_samples != dl->shard_order_len) {
+        llmc_die("%s: the saved sample order has %lld entries; the shard now holds %lld %s "
                  "(different data or -b/-t?)", state_path, (long long)dl->restored_samples,
-                 (long long)dl->shard_num_samples);
+                 (long long)dl->shard_order_len, dl->rows ? "rows" : "samples");
     }
 }
 
-/* State-file part (doc/formats.md 8): size_t n, int32 shard order; size_t m, int32 sample order;
- * the raw 2520-byte mt19937. */
+/* State-file part (doc/formats.md 8): size_t n, int32 shard order; size_t m, int32 sample order
+ * (of windows, or of rows with rows on); the raw 2520-byte mt19937. */
 static inline void dataloader_write_shuffle(const DataLoader *dl, AtomicFile *af) {
-    size_t n = (size_t)dl->n_files, m = (size_t)dl->shard_num_samples;
+    size_t n = (size_t)dl->n_files, m = (size_t)dl->shard_order_len;
     atomic_write(af, &n, sizeof(size_t), 1);
     atomic_write(af, dl->shard_indices, sizeof(int32_t), n);
     atomic_write(af, &m, sizeof(size_t), 1);

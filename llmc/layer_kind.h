@@ -188,6 +188,10 @@ static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
         snprintf(msg, cap, "padded vocab %d < vocab %d", c->padded_vocab_size, c->vocab_size);
         return 0;
     }
+    if (!(c->emb_scale > 0.0f && c->emb_scale <= EMB_SCALE_MAX)) {
+        snprintf(msg, cap, "emb_scale %g: expected 0 < F <= %g", (double)c->emb_scale, (double)EMB_SCALE_MAX);
+        return 0;
+    }
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
         if (ls->n_head < 1 || ls->n_head > LLMC_MAX_HEADS || ls->head_size < 1 ||
@@ -206,10 +210,11 @@ static inline int config_validate(const GPT2Config *c, char *msg, size_t cap) {
     return kind_options_validate(c->opt, msg, cap);
 }
 
-/* llm.c can run the model: LayerNorms, every layer softmax attention with the same h, h*d = C.
+/* llm.c can run the model: LayerNorms, the input unscaled, every layer softmax attention with the
+ * same h, h*d = C.
  * (The kinds' options are irrelevant without their layers.) */
 static inline int config_is_llmc_uniform(const GPT2Config *c) {
-    if (!c->use_ln) return 0;
+    if (!c->use_ln || c->emb_scale != 1.0f) return 0;
     for (int l = 0; l < c->num_layers; l++) {
         const LayerSpec *ls = &c->layer[l];
         if (ls->kind != LAYER_KIND_MHA || ls->n_head != c->layer[0].n_head ||
@@ -224,6 +229,7 @@ static inline void config_print(const GPT2Config *c, FILE *out) {
     fprintf(out, "model: L %d, C %d, maxT %d, V %d (padded %d), base heads %d%s", c->num_layers,
             c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_heads,
             c->use_ln ? "" : ", no per-block LayerNorm");
+    if (c->emb_scale != 1.0f) fprintf(out, ", input x %g", (double)c->emb_scale);
     /* each stage present describes its options once: the projections' first, then the mixers' */
     for (int pass = 0; pass < 2; pass++) {
         for (int l = 0; l < c->num_layers; l++) {

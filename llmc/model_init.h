@@ -27,10 +27,12 @@
 #include "param_init.h"
 #include "param_layout.h"
 
-/* The model options a descriptor takes from the command line (a checkpoint has its own): -ln and
- * every kind option of the model or its init; i runs from 0 to N_KIND_OPTIONS, NULL past the end. */
+/* The model options a descriptor takes from the command line (a checkpoint has its own): -ln,
+ * -emb_scale and every kind option of the model or its init; i counts from 0, NULL past the end. */
 static inline const char *model_option_flag(int i) {
     if (i == 0) return "-ln";
+    if (i == 1) return "-emb_scale";
+    i--;
     for (int k = 0; k < N_KIND_OPTIONS; k++)
         if (KIND_OPTIONS[k]->role != KIND_OPT_TRAIN && --i == 0) return KIND_OPTIONS[k]->cli.flag;
     return NULL;
@@ -69,6 +71,7 @@ static inline int model_config_from_args(const TrainArgs *a, const int *given, c
         return 0;
     }
     c->use_ln = a->ln;
+    c->emb_scale = a->emb_scale;
     memcpy(c->opt, a->kind_opt, sizeof(c->opt));
     if (table != NULL) {
         const int checked = check != NULL && a->prism[0] != '\0';

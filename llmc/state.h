@@ -53,6 +53,7 @@ typedef struct {
     int process_rank;
     int use_master_weights;
     int should_shuffle;
+    int rows;                       /* the loader's -rows (header[6]; llm.c leaves it 0) */
     int step;
     uint64_t rng_state;             /* stochastic-rounding RNG (GPU); the CPU trainer writes 13371337 */
     uint64_t rng_state_last_update; /* its value before the last update */
@@ -71,6 +72,7 @@ static inline void state_write(const char *path, const TrainState *s, const floa
     h[3] = s->process_rank;
     h[4] = s->use_master_weights;
     h[5] = s->should_shuffle;
+    h[6] = s->rows;
     h[10] = s->step;
     memcpy(&h[20], &s->rng_state, 8);
     memcpy(&h[22], &s->rng_state_last_update, 8);
@@ -87,8 +89,8 @@ static inline void state_write(const char *path, const TrainState *s, const floa
 }
 
 /*
- * Reads a state file written for this run's shape: the process count, rank, master-weight and
- * shuffle settings must match (each mismatch is a one-line error naming the field). Restores
+ * Reads a state file written for this run's shape: the process count, rank, master-weight,
+ * shuffle and rows settings must match (each mismatch is a one-line error naming the field). Restores
  * m, v (and master), and the loader's permutations and position.
  */
 static inline void state_read(const char *path, TrainState *s, float *m, float *v, float *master,
@@ -102,6 +104,7 @@ static inline void state_read(const char *path, TrainState *s, float *m, float *
     s->process_rank = h[3];
     s->use_master_weights = h[4];
     s->should_shuffle = h[5];
+    s->rows = h[6];
     s->step = h[10];
     memcpy(&s->rng_state, &h[20], 8);
     memcpy(&s->rng_state_last_update, &h[22], 8);
@@ -120,6 +123,10 @@ static inline void state_read(const char *path, TrainState *s, float *m, float *
     if (s->should_shuffle != expect->should_shuffle) {
         llmc_die("%s: header[5] shuffle = %d; this run uses %d (-a changes it)", path, s->should_shuffle,
                  expect->should_shuffle);
+    }
+    if (s->rows != expect->rows) {
+        llmc_die("%s: header[6] rows = %d: this run's loader was saved with -rows %d; this run uses -rows %d",
+                 path, s->rows, s->rows, expect->rows);
     }
     if (s->step != expect->step) {
         llmc_die("%s: header[10] step %d, but its DONE_ marker says %d", path, s->step, expect->step);

@@ -167,9 +167,9 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
         train_flag_text(&t[k], a, now, sizeof(now));
         train_flag_text(&t[k], &saved, then, sizeof(then));
         if (strcmp(now, then) != 0) {
-            if (ckpt >= 0 && (strcmp(flag, "-b") == 0 || strcmp(flag, "-t") == 0)) {
+            if (ckpt >= 0 && (strcmp(flag, "-b") == 0 || strcmp(flag, "-t") == 0 || strcmp(flag, "-rows") == 0)) {
                 llmc_die("%s %s: this run's checkpoints were written with %s %s (%s); its state file holds the "
-                         "data order of B x T windows, so resume with %s %s (or leave %s out)",
+                         "data order of B x T windows (or rows), so resume with %s %s (or leave %s out)",
                          flag, now, flag, then, path, flag, then, flag);
             }
             changed++;
@@ -206,7 +206,7 @@ static inline int train_resume_point(TrainArgs *a, int verbose, char **init_path
 
 /* The run's shape, as llm.c's: -d -1 is one micro-batch of all processes, otherwise a multiple of
  * B*T*processes; -m -1 is the whole val data; -x -1 is one epoch of the train data. Each rank
- * reads its own slice of the shards; -a 1 (overfit) reads without shuffling. The outlier
+ * reads its own slice of the shards (-rows 1: its own rows); -a 1 (overfit) reads without shuffling. The outlier
  * detectors start empty; the loop starts at resume_step (or 0 for -1), which must not lie past
  * the last step. */
 static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int nproc, int vocab_size, int resume_step) {
@@ -217,6 +217,7 @@ static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int np
     }
     t->grad_accum = (int)(a->total_batch / tokens_per_micro);
     dataloader_init(&t->train_loader, a->train_pattern, a->B, a->T, rank, nproc, !a->overfit, vocab_size);
+    if (a->rows) dataloader_set_rows(&t->train_loader, 1);
     if (a->data_seed != 42 && !a->overfit) dataloader_set_seed(&t->train_loader, (uint32_t)a->data_seed);
     dataloader_init(&t->val_loader, a->val_pattern, a->B, a->T, rank, nproc, 0, vocab_size);
     t->val_batches = dataloader_val_batches(a->val_batches, &t->val_loader);
@@ -235,6 +236,12 @@ static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int np
     outlier_init(&t->norm_outliers);
     t->start_step = LLMC_MAX(resume_step, 0);
     t->resumed = resume_step >= 0;
+}
+
+/* The start-up line's words for how the train loader draws its batches. */
+static inline const char *train_loader_mode(const DataLoader *dl) {
+    if (!dl->should_shuffle) return "batches in file order (-a 1)";
+    return dl->rows ? "rows drawn independently (-rows 1)" : "batches of one span each (-rows 0, llm.c)";
 }
 
 static inline void train_loop_free(TrainLoop *t) {
@@ -325,6 +332,7 @@ static inline TrainState train_state_at(const DataLoader *train, RunShape shape,
     s.process_rank = shape.rank;
     s.use_master_weights = shape.master_weights;
     s.should_shuffle = train->should_shuffle;
+    s.rows = train->rows;
     s.step = step;
     s.rng_state = rng.state;
     s.rng_state_last_update = rng.last_update;

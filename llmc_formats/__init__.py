@@ -2,8 +2,8 @@
 
 Modules
 - checkpoint: the model checkpoint (doc/formats.md 2.1, 2.2, 2.4): the kinds (names, codes, qkvw
-  rows, S-D and linear), GPTConfig (shape, layer table, header[9] flags, slot shapes), header
-  encode/decode for versions 3/5/103/105, fp32/bf16 bodies;
+  rows, S-D and linear), GPTConfig (shape, layer table, header[9] flags, header[10] emb_scale,
+  slot shapes), header encode/decode for versions 3/5/103/105, fp32/bf16 bodies;
 - descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; 2.2);
 - layer_table: layer-table files (H[xD][:KIND][*N] entries; 2.4, doc/prism.md);
 - shards: llm.c token shards (3);

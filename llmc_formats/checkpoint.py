@@ -4,12 +4,17 @@ Defines
 - MODEL_MAGIC, VERSIONS (3 fp32, 5 bf16: llm.c's; 103, 105: with a layer table), KINDS (the
   attention kinds of the layer table: mha, sd, lin, sdlin), SD_KINDS, LINEAR_KINDS, kind_code(name),
   qkv_rows(kind) (qkvw rows per unit of attention width), linear_of(kind), the header[9] flag bits (FLAG_NO_LN 1, FLAG_SD_SCALAR_D 2, FLAG_SD_PLUS_D 4, FLAG_LIN_PRESCALE 8), SLOT_NAMES
-  (llm.c's 16 slots, then S-D's sdskew 16 and sdtheta 17), padded_vocab(V);
-- GPTConfig: what a header holds (maxT, V, L, base heads, C, Vp, the layer table, the flags; plus
-  the init-only S-D options), with slot_shapes() (2.4's body table), num_params(), is_uniform()
-  (written as v3/v5 exactly when true) and describe();
+  (llm.c's 16 slots, then S-D's sdskew 16 and sdtheta 17), padded_vocab(V), EMB_SCALE_MAX,
+  f32(x) (rounded to float32), emb_scale_bits(F) (header[10]);
+- GPTConfig: what a header holds (maxT, V, L, base heads, C, Vp, the layer table, the flags, the
+  input scale emb_scale; plus the init-only S-D options), with slot_shapes() (2.4's body table),
+  num_params(), is_uniform() (written as v3/v5 exactly when true) and describe();
+- emb_scale F (header[10]): the blocks' input is F (wte[token] + wpe[t]) instead of
+  wte[token] + wpe[t]; the tied LM head reads wte unscaled. Stored as the float32's bit pattern,
+  and only when F != 1 (header[10] 0 reads as 1, as in every older file), so an F = 1 file is
+  unchanged; a model with F != 1 is not llm.c's and is written as v103/v105;
 - encode_header(cfg, dtype, path): the 1024 header bytes (v3/v5 for a uniform llm.c model, else
-  v103/v105 with the table in header[8], [9], [16+3l..18+3l]);
+  v103/v105 with the table in header[8], [9], [16+3l..18+3l] and emb_scale in header[10]);
 - decode_header(path, raw): (GPTConfig, version) from the 1024 header bytes, every check of 2.4 a
   FormatError naming the file and the header field;
 - read_header(path): decode_header of a file whose size must match the header;
@@ -63,6 +68,17 @@ def linear_of(kind):
 FLAG_NO_LN, FLAG_SD_SCALAR_D, FLAG_SD_PLUS_D, FLAG_LIN_PRESCALE = 1, 2, 4, 8
 KNOWN_FLAGS = 15
 MAX_TABLE_LAYERS = 80           # 16 + 3L <= 256 header slots
+EMB_SCALE_MAX = 1e4             # header[10] and -emb_scale: 0 < F <= this (EMB_SCALE_MAX of llmc/config.h)
+
+
+def f32(x):
+    """x rounded to the nearest float32 (the value the C side stores and computes with)."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def emb_scale_bits(f):
+    """header[10] for the input scale f: its float32 bits as an int32, 0 for f = 1."""
+    return 0 if f == 1.0 else struct.unpack("<i", struct.pack("<f", f))[0]
 
 # The 16 parameter slots in checkpoint order (doc/formats.md 2.2); the per-layer ones are stored layer 0
 # first.
@@ -81,6 +97,7 @@ class GPTConfig:
     padded_vocab_size: int = 0        # 0 -> derived from vocab_size
     layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
     flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
+    emb_scale: float = 1.0            # header[10]: F, the blocks' input F (wte[x] + wpe[t]); float32
     sd_init_s: float = 0.0            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md 3.7)
     sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
     sd_init_u: float = 0.02           # init only: std of the S-D U rows (logit scale ~ its square)
@@ -109,6 +126,11 @@ class GPTConfig:
                 raise ValueError(f"GPTConfig: bad layer table entry {l}: h={h} d={d} kind={kind}")
         if self.flags & ~KNOWN_FLAGS:
             raise ValueError(f"GPTConfig: unknown flags {self.flags:#x}")
+        F = float(self.emb_scale)
+        if not (math.isfinite(F) and 0.0 < F <= EMB_SCALE_MAX and f32(F) > 0.0):
+            raise ValueError(f"GPTConfig: emb_scale {self.emb_scale}: expected a finite number "
+                             f"in (0, {EMB_SCALE_MAX:g}]")
+        self.emb_scale = f32(F)       # the stored float32, so that a read gives back an equal config
 
     @property
     def use_ln(self):
@@ -127,10 +149,11 @@ class GPTConfig:
         return bool(self.flags & FLAG_LIN_PRESCALE)
 
     def is_uniform(self):
-        """True when llm.c can read the model: every layer mha with the same h and h*d == C
-        (doc/formats.md 2.1, 2.4); such a model is written as version 3/5."""
+        """True when llm.c can read the model: LayerNorms, the input unscaled (emb_scale 1), every
+        layer mha with the same h and h*d == C (doc/formats.md 2.1, 2.4); such a model is written
+        as version 3/5."""
         h0 = self.layers[0][0]
-        return self.use_ln and all(
+        return self.use_ln and self.emb_scale == 1.0 and all(
             kind == 0 and h == h0 and h * d == self.n_embd for h, d, kind in self.layers)
 
     def slot_shapes(self):
@@ -160,9 +183,10 @@ class GPTConfig:
 
     def describe(self):
         heads = ",".join(f"{h}x{d}" + ("" if k == 0 else ":" + KINDS[k]) for h, d, k in self.layers)
+        scale = "" if self.emb_scale == 1.0 else f" emb_scale={self.emb_scale:g}"
         return (f"L={self.n_layer} C={self.n_embd} base_heads={self.n_head} "
                 f"maxT={self.block_size} V={self.vocab_size} Vp={self.padded_vocab_size} "
-                f"layers=[{heads}] params={self.num_params()}")
+                f"layers=[{heads}]{scale} params={self.num_params()}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,7 +194,8 @@ class GPTConfig:
 
 def encode_header(cfg, dtype="fp32", path="checkpoint"):
     """The 1024 header bytes of cfg: version 3/5 (byte-identical to llm.c) for a uniform table,
-    else 103/105 with the layer table in header[8], [9], [16+3l..18+3l]."""
+    else 103/105 with the layer table in header[8], [9], [16+3l..18+3l] and the input scale's
+    float32 bits in header[10] (0 for emb_scale 1)."""
     if dtype not in ("fp32", "bf16"):
         raise ValueError(f"write_model: dtype must be 'fp32' or 'bf16', got '{dtype}'")
     header = [0] * HEADER_INTS
@@ -189,6 +214,7 @@ def encode_header(cfg, dtype="fp32", path="checkpoint"):
         heads = cfg.n_head
         header[8] = 1                      # layer-table revision
         header[9] = cfg.flags
+        header[10] = emb_scale_bits(cfg.emb_scale)
         for l, (h, d, kind) in enumerate(cfg.layers):
             header[16 + 3 * l:19 + 3 * l] = (h, d, kind)
     header[2:8] = (cfg.block_size, cfg.vocab_size, cfg.n_layer, heads, cfg.n_embd,
@@ -218,6 +244,7 @@ def decode_header(path, raw):
         raise FormatError(f"{path}: padded_vocab_size {Vp} in header[7] is below "
                           f"vocab_size {V}")
     flags = 0
+    emb_scale = 1.0                 # v3/v5 ignore header[10]
     if version in (3, 5):
         if C % nh:
             raise FormatError(f"{path}: num_heads {nh} in header[5] does not divide "
@@ -231,6 +258,12 @@ def decode_header(path, raw):
         if flags & ~KNOWN_FLAGS:
             raise FormatError(f"{path}: unknown flags {flags:#x} in header[9] (known: 1 no "
                               f"LayerNorm, 2 scalar D, 4 +D, 8 linear prescale)")
+        if header[10] != 0:
+            emb_scale = struct.unpack("<f", struct.pack("<i", header[10]))[0]
+            if not (math.isfinite(emb_scale) and 0.0 < emb_scale <= EMB_SCALE_MAX):
+                raise FormatError(f"{path}: header[10] emb_scale = {emb_scale:g} (bits "
+                                  f"{header[10] & 0xFFFFFFFF:#010x}): expected a float in "
+                                  f"(0, {EMB_SCALE_MAX:g}], or 0 bits for 1")
         if L > MAX_TABLE_LAYERS:
             raise FormatError(f"{path}: num_layers {L} in header[4] exceeds the "
                               f"{MAX_TABLE_LAYERS}-layer table")
@@ -248,7 +281,7 @@ def decode_header(path, raw):
                                   f"header[{18 + 3 * l}]")
             layers.append((h, d, kind))
     cfg = GPTConfig(n_layer=L, n_embd=C, n_head=nh, block_size=maxT, vocab_size=V,
-                    padded_vocab_size=Vp, layers=layers, flags=flags)
+                    padded_vocab_size=Vp, layers=layers, flags=flags, emb_scale=emb_scale)
     return cfg, version
 
 

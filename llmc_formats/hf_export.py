@@ -1,12 +1,12 @@
 """llmc_formats/hf_export.py: a checkpoint as a Hugging Face model directory, and back (doc/export.md).
 
 Two layouts, chosen by the checkpoint's layer table (doc/formats.md 2.4):
-- stock: a uniform model with its LayerNorms (GPTConfig.is_uniform()) is transformers'
-  GPT2LMHeadModel: keys `transformer.<name>` with HF's Conv1D weights stored (in, out), i.e. our
-  (out, in) qkvw, attprojw, fcw, fcprojw transposed (doc/formats.md 2.2);
-- custom: every other table is the project's LlmcGptForCausalLM (dev/hf/modeling_llmc_gpt.py),
-  whose linears keep our (out, in) layout and whose config.json carries the layer table and the
-  header[9] flags.
+- stock: a uniform model with its LayerNorms and an unscaled input (GPTConfig.is_uniform()) is
+  transformers' GPT2LMHeadModel: keys `transformer.<name>` with HF's Conv1D weights stored
+  (in, out), i.e. our (out, in) qkvw, attprojw, fcw, fcprojw transposed (doc/formats.md 2.2);
+- custom: every other model is the project's LlmcGptForCausalLM (dev/hf/modeling_llmc_gpt.py),
+  whose linears keep our (out, in) layout and whose config.json carries the layer table, the
+  header[9] flags and, when it is not 1, the input scale emb_scale (header[10]).
 Both keep wte's V real rows only (the padded rows V..Vp-1 are zero in every checkpoint the
 trainers write) and tie lm_head to wte, so lm_head.weight is not stored.
 
@@ -17,14 +17,17 @@ Defines
 - padding_nonzero(cfg, slots): how many values of wte's padded rows are not zero;
 - stock_tensors(cfg, slots) / custom_tensors(cfg, slots): {key: float32 array} in file order;
 - custom_names(cfg): [(slot, layer, key, shape)] in checkpoint order;
-- custom_config(cfg): the config.json fields that describe the model (table, flags, sizes);
+- custom_config(cfg): the config.json fields that describe the model (table, flags, sizes, and
+  emb_scale when it is not 1);
 - config_from_custom(conf, path): GPTConfig of a custom config.json, each bad field a FormatError
   naming the file and the field;
 - custom_slot_arrays(cfg, tensors, path): the checkpoint's slots from {key: array}, wte padded.
 """
+import math
+
 from llmc_formats import FormatError
-from llmc_formats.checkpoint import (FLAG_LIN_PRESCALE, FLAG_NO_LN, FLAG_SD_PLUS_D, FLAG_SD_SCALAR_D,
-                                     KINDS, SD_KINDS, GPTConfig)
+from llmc_formats.checkpoint import (EMB_SCALE_MAX, FLAG_LIN_PRESCALE, FLAG_NO_LN, FLAG_SD_PLUS_D,
+                                     FLAG_SD_SCALAR_D, KINDS, SD_KINDS, GPTConfig)
 
 STOCK_MODEL_TYPE = "gpt2"
 STOCK_ARCH = "GPT2LMHeadModel"
@@ -54,7 +57,8 @@ CUSTOM_KEYS = {**_COMMON, **{
     12: "transformer.h.{l}.mlp.proj.weight", 13: "transformer.h.{l}.mlp.proj.bias",
     16: "transformer.h.{l}.attn.sd_skew", 17: "transformer.h.{l}.attn.sd_theta"}}
 
-# config.json fields of the custom model that describe it; the flags are one boolean each
+# config.json fields of the custom model that describe it; the flags are one boolean each.
+# emb_scale is written only when not 1 (as header[10] is 0 then), so its absence reads as 1.
 CUSTOM_FIELDS = ("vocab_size", "padded_vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
                  "layer_heads", "layer_head_sizes", "layer_kinds", "layer_norm", "sd_scalar_d",
                  "sd_sign", "lin_prescale")
@@ -132,8 +136,9 @@ def custom_names(cfg):
 
 def custom_config(cfg):
     """The fields of CUSTOM_FIELDS for cfg: sizes, the layer table (heads, head size, kind name
-    per layer) and the header[9] flags (doc/formats.md 2.4) as booleans and the S-D sign."""
-    return {"vocab_size": cfg.vocab_size, "padded_vocab_size": cfg.padded_vocab_size,
+    per layer) and the header[9] flags (doc/formats.md 2.4) as booleans and the S-D sign; then
+    emb_scale (header[10], the float32 value) when it is not 1."""
+    conf = {"vocab_size": cfg.vocab_size, "padded_vocab_size": cfg.padded_vocab_size,
             "n_positions": cfg.block_size, "n_embd": cfg.n_embd, "n_layer": cfg.n_layer,
             "n_head": cfg.n_head,
             "layer_heads": [h for h, _, _ in cfg.layers],
@@ -141,6 +146,9 @@ def custom_config(cfg):
             "layer_kinds": [KINDS[k] for _, _, k in cfg.layers],
             "layer_norm": cfg.use_ln, "sd_scalar_d": cfg.sd_scalar_d,
             "sd_sign": int(cfg.sd_sign), "lin_prescale": cfg.lin_prescale}
+    if cfg.emb_scale != 1.0:
+        conf["emb_scale"] = cfg.emb_scale
+    return conf
 
 
 def config_from_custom(conf, path):
@@ -188,11 +196,16 @@ def config_from_custom(conf, path):
              (FLAG_SD_SCALAR_D if boolean("sd_scalar_d") else 0) |
              (FLAG_SD_PLUS_D if conf["sd_sign"] == 1 else 0) |
              (FLAG_LIN_PRESCALE if boolean("lin_prescale") else 0))
+    emb_scale = conf.get("emb_scale", 1.0)
+    if (isinstance(emb_scale, bool) or not isinstance(emb_scale, (int, float)) or
+            not (math.isfinite(emb_scale) and 0 < emb_scale <= EMB_SCALE_MAX)):
+        raise FormatError(f"{path}: field 'emb_scale': {emb_scale!r}: expected a number in "
+                          f"(0, {EMB_SCALE_MAX:g}]")
     try:
         return GPTConfig(n_layer=L, n_embd=integer("n_embd"), n_head=integer("n_head"),
                          block_size=integer("n_positions"), vocab_size=integer("vocab_size"),
                          padded_vocab_size=integer("padded_vocab_size"), layers=layers,
-                         flags=flags)
+                         flags=flags, emb_scale=emb_scale)
     except ValueError as e:
         raise FormatError(f"{path}: {e}") from None
 

@@ -10,7 +10,8 @@ residual stream").
 
 With a checkpoint: the model of train_gpt2.py (the PyTorch reference) runs the first -m windows of
 B x T tokens of the first val shard, the trainer's val windows (llmc/dataloader.h), and prints
-the root mean square of the stream entering each block and entering ln_f, over the same
+the root mean square of the stream entering each block (block 0: F (wte[x] + wpe[t]), with the
+checkpoint's emb_scale F, doc/formats.md 2.4) and entering ln_f, over the same
 positions as the trainer's "s:<step> rms0:... rmsL:..." record of main.log (sqrt of the mean over batches of
 each batch's mean square). With --log: that record at every val step of a run, one row a step.
 """
@@ -29,7 +30,6 @@ def from_checkpoint(ckpt, val, B, T, batches):
     """[rms entering block 0, ..., block L-1, ln_f] of the checkpoint on the val windows."""
     try:
         import torch
-        import torch.nn.functional as F
         import train_gpt2 as tg
     except ModuleNotFoundError as e:
         sys.exit(f"error: {__file__}: {e.name} is not installed for {sys.executable}; run it with "
@@ -50,7 +50,7 @@ def from_checkpoint(ckpt, val, B, T, batches):
     with torch.no_grad():
         for k in range(batches):
             x, _ = tg._window(tokens, k * B * T, B, T)
-            h = F.embedding(x, model.wte) + model.wpe[:T]
+            h = model.embed(x)      # F (wte[x] + wpe[t]) with the model's emb_scale F
             for i, block in enumerate(model.blocks):
                 sq[i] += float((h.double() ** 2).mean())
                 h = block(h)

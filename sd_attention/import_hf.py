@@ -25,7 +25,8 @@ mlp.c_fc, mlp.c_proj. Written by llmc_formats/checkpoint.py (NAME.tmp, fsync, re
 config.json with "padded_vocab_size" (dev/export_hf.py writes it) sets Vp instead.
 
 The custom export of dev/export_hf.py (config.json with model_type "llmc_gpt": the layer table,
-the header[9] flags, V, Vp, maxT, C, L and the base heads) is read with llmc_formats/hf_export.py's
+the header[9] flags, V, Vp, maxT, C, L, the base heads and, when not 1, emb_scale, the input scale
+of header[10]) is read with llmc_formats/hf_export.py's
 names: every tensor of the layout must be there with its shape, nothing else (lm_head.weight, tied
 to wte, aside); the output is the checkpoint the export came from, version 103 (105 with
 --dtype bf16), or 3/5 where the table is uniform. Export then import gives that checkpoint back

@@ -75,8 +75,7 @@ class Variant:
         m = self.model
         cfg = m.config
         C = cfg.n_embd
-        B, T = idx.shape
-        x = F.embedding(idx, m.wte) + m.wpe[:T]
+        x = m.embed(idx)      # F (wte[x] + wpe[t]) with the model's emb_scale F
         for l, b in enumerate(m.blocks):
             ln = (lambda w, bias: (lambda t: F.layer_norm(t, (C,), w, bias, eps=1e-5))) if b.use_ln else None
             norm1 = ln(b.ln1_w, b.ln1_b) if ln else (lambda t: t)

@@ -87,4 +87,32 @@ expect_error "a directory given to sd_spectrum" "a_dir.bin: is a directory; expe
 expect_error "a directory as an eval file" "a_dir.bin: is a directory; expected a file" ./eval_gpt2 -e "$d/uniform.bin" -tasks "$d/a_dir.bin"
 expect_error "a descriptor one past the channel bound" "-e L2C65544H8: channels C 65544 out of range \[1, 65536\]" "${RUN[@]}" -e L2C65544H8
 expect_error "-prism with a checkpoint" "carries its own layer table" "${RUN[@]}" -e "$d/uniform.bin" -prism "$d/prism.txt"
+
+# The input scale (-emb_scale, header[10] as float32 bits; doc/formats.md 2.4): written by the
+# trainer into a table-version file, read back by every program, and bad values refused.
+"${RUN[@]}" -e tiny -ln 0 -emb_scale 35.36 -n 1 -o "$d/emb" > "$d/emb.log" 2>&1
+check "-emb_scale 35.36: the trainer states the scale" grep -q "no per-block LayerNorm, input x 35.36" "$d/emb.log"
+emb_h=$("$PYTHON" -c "import struct,sys; h=struct.unpack('<256i', open(sys.argv[1],'rb').read(1024)); print(h[1], struct.unpack('<f', struct.pack('<i', h[10]))[0] == struct.unpack('<f', struct.pack('<f', 35.36))[0])" "$d/emb/model_00000001.bin")
+check "-emb_scale 35.36: version 103, header[10] the float32 35.36 ($emb_h)" test "$emb_h" = "103 True"
+# the tools read it: the same weights with header[10] cleared give other attention distances, and
+# sd_surgery's output keeps the scale
+header "$d/emb_cleared_h.bin" "$d/emb/model_00000001.bin" "10=0"
+{ cat "$d/emb_cleared_h.bin"; tail -c +1025 "$d/emb/model_00000001.bin"; } > "$d/emb_cleared.bin"
+AD=(./attn_distance -j "$TS/tiny_shakespeare_val.bin" -t 16 -e)
+"${AD[@]}" "$d/emb/model_00000001.bin" 2>&1 | grep -E '^ +[0-9]' > "$d/emb.ad"
+"${AD[@]}" "$d/emb_cleared.bin" 2>&1 | grep -E '^ +[0-9]' > "$d/emb_cleared.ad"
+check "attn_distance applies the scale (rows differ from the same weights at F = 1)" sh -c "test -s $d/emb.ad && ! cmp -s $d/emb.ad $d/emb_cleared.ad"
+./sd_surgery -e "$d/emb/model_00000001.bin" -o "$d/emb_lin.bin" -op linearize -k 1 > /dev/null 2>&1
+emb_lin=$("$PYTHON" -c "import struct,sys; h=struct.unpack('<256i', open(sys.argv[1],'rb').read(1024)); h2=struct.unpack('<256i', open(sys.argv[2],'rb').read(1024)); print(h[10] == h2[10] != 0)" "$d/emb_lin.bin" "$d/emb/model_00000001.bin")
+check "sd_surgery's output keeps header[10]" test "$emb_lin" = "True"
+"${RUN[@]}" -e tiny -n 1 -o "$d/emb1" -emb_scale 1 > /dev/null 2>&1
+emb1_h=$("$PYTHON" -c "import struct,sys; h=struct.unpack('<256i', open(sys.argv[1],'rb').read(1024)); print(h[1], h[10])" "$d/emb1/model_00000001.bin")
+check "-emb_scale 1 is GPT-2: version 3, header[10] 0 ($emb1_h)" test "$emb1_h" = "3 0"
+for bad in "nan 2143289344 nan" "negative -1082130432 -1" "past 1184645120 20000"; do
+  set -- $bad
+  header "$d/emb_$1.bin" "$d/prism.bin" "10=$2"
+  expect_error "header[10] emb_scale $3" "emb_$1.bin: header\[10\] emb_scale = $3 \(bits 0x[0-9a-f]+\): expected a float in \(0, 10000\], or 0 bits for 1" "${RUN[@]}" -e "$d/emb_$1.bin"
+done
+expect_error "-emb_scale 0" "-emb_scale" "${RUN[@]}" -e tiny -emb_scale 0
+expect_error "-emb_scale with a checkpoint" "-emb_scale: the checkpoint .* carries its own model options" "${RUN[@]}" -e "$d/uniform.bin" -emb_scale 2
 finish

@@ -6,7 +6,9 @@
  * two epochs (expected sequence derived independently with numpy's RandomState(42), whose legacy
  * seeding is std::mt19937, and the Fisher-Yates rule of doc/formats.md 4); sequential order without
  * shuffling; the per-rank slice; targets = inputs shifted by one; save/restore of the shuffle
- * state mid-epoch continues identically.
+ * state mid-epoch continues identically; independent rows (-rows 1): every row its own window of
+ * T + 1 tokens at a multiple of T, a permutation of all of them per shard, disjoint over ranks,
+ * and save/restore.
  */
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +36,101 @@ static void write_shard(const char *path, int shard, int ntok) {
 static void decode(const DataLoader *dl, int *shard, int *sample) {
     *shard = dl->inputs[0] / 1000;
     *sample = (dl->inputs[0] % 1000 - dl->rank * B * T) / (dl->nproc * B * T);
+}
+
+/* -rows 1. Shard 0 holds 7*B*T + 4 tokens: (7*B*T + 3) / T = 14 rows of T, so 7 batches of B = 2
+ * rows; shard 1 holds 5*B*T + 1: 10 rows, 5 batches. Each row must be T + 1 consecutive tokens
+ * starting at a multiple of T, and one shard's epoch must use each of its rows once. */
+static void test_rows(const char *pattern, const char *state) {
+    DataLoader dl;
+    dataloader_init(&dl, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_set_rows(&dl, 1);
+    CHECK(dl.total_samples == 12 && dl.max_samples == 14, "rows: 12 batches of 2 rows, 14 rows in the largest shard (%lld, %lld)",
+          (long long)dl.total_samples, (long long)dl.max_samples);
+    int seen[2][16] = {{0}};
+    int rows_ok = 1, mixed = 0, passes = 0;
+    for (int i = 0; i < 12; i++) { /* one epoch */
+        dataloader_next_batch(&dl);
+        for (int b = 0; b < B; b++) {
+            const int *in = dl.inputs + b * T, *tg = dl.targets + b * T;
+            const int shard = in[0] / 1000, pos = in[0] % 1000;
+            rows_ok &= pos % T == 0 && shard == dl.inputs[0] / 1000;
+            for (int j = 0; j < T; j++) rows_ok &= in[j] == in[0] + j && tg[j] == in[j] + 1;
+            if (pos % T == 0 && pos / T < 16) seen[shard][pos / T]++;
+        }
+        mixed += dl.inputs[T] != dl.inputs[T - 1] + 1; /* row 1 does not continue row 0 */
+    }
+    for (int r = 0; r < 14; r++) passes += seen[0][r] == 1;
+    for (int r = 0; r < 10; r++) passes += seen[1][r] == 1;
+    CHECK(rows_ok, "rows: every row is T+1 consecutive tokens from a multiple of T, targets shifted by one");
+    CHECK(passes == 24, "rows: one epoch reads each of the 14 + 10 rows once (%d of 24)", passes);
+    CHECK(mixed >= 8, "rows: the two rows of a batch are not one span (%d of 12 batches)", mixed);
+
+    /* the same order again from a fresh loader; another seed, another order */
+    DataLoader again, other;
+    dataloader_init(&again, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_set_rows(&again, 1);
+    dataloader_init(&other, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_set_rows(&other, 1);
+    dataloader_set_seed(&other, 7);
+    dataloader_set_seed(&dl, 42); /* back to the start */
+    int same = 1, differ = 0;
+    for (int i = 0; i < 30; i++) {
+        dataloader_next_batch(&dl);
+        dataloader_next_batch(&again);
+        dataloader_next_batch(&other);
+        same &= memcmp(dl.inputs, again.inputs, sizeof(int) * B * T) == 0;
+        differ += memcmp(dl.inputs, other.inputs, sizeof(int) * B * T) != 0;
+    }
+    CHECK(same && differ > 0, "rows: seed 42 repeats over 2.5 epochs; seed 7 differs (%d of 30 batches)", differ);
+
+    /* save mid-shard, restore into a fresh loader, continue over the epoch boundary */
+    for (int i = 0; i < 3; i++) dataloader_next_batch(&dl);
+    AtomicFile af;
+    atomic_open(&af, state);
+    dataloader_write_shuffle(&dl, &af);
+    atomic_commit(&af);
+    DataLoader back;
+    dataloader_init(&back, pattern, B, T, 0, 1, 1, 50257);
+    dataloader_set_rows(&back, 1);
+    FILE *f = xfopen(state, "rb");
+    dataloader_read_shuffle(&back, f, state);
+    fclose(f);
+    dataloader_resume(&back, dl.current_shard_idx, dl.current_sample_idx, state);
+    const int restored = back.restored_samples == back.shard_order_len;
+    int cont = 1;
+    for (int i = 0; i < 20; i++) {
+        dataloader_next_batch(&dl);
+        dataloader_next_batch(&back);
+        cont &= memcmp(dl.inputs, back.inputs, sizeof(int) * B * T) == 0;
+    }
+    CHECK(cont && restored,
+          "rows: save + restore of the row order mid-shard continues identically (20 batches)");
+
+    /* two ranks: the same permutation, disjoint rows; 14 rows / (2*2) = 3 batches in shard 0 */
+    DataLoader r0, r1;
+    dataloader_init(&r0, pattern, B, T, 0, 2, 1, 50257);
+    dataloader_set_rows(&r0, 1);
+    dataloader_init(&r1, pattern, B, T, 1, 2, 1, 50257);
+    dataloader_set_rows(&r1, 1);
+    int disjoint = 1, same_shard = 1;
+    for (int i = 0; i < 5; i++) {
+        dataloader_next_batch(&r0);
+        dataloader_next_batch(&r1);
+        same_shard &= r0.inputs[0] / 1000 == r1.inputs[0] / 1000;
+        for (int b0 = 0; b0 < B; b0++)
+            for (int b1 = 0; b1 < B; b1++) disjoint &= r0.inputs[b0 * T] != r1.inputs[b1 * T];
+    }
+    CHECK(disjoint && same_shard && r0.total_samples == 3 + 2,
+          "rows, 2 ranks: the same shard, disjoint rows in each of 5 batches; 3 + 2 batches per epoch");
+
+    /* a shard with fewer than nproc*B rows is refused at init (the die is checked by test_cli) */
+    dataloader_free(&dl);
+    dataloader_free(&again);
+    dataloader_free(&other);
+    dataloader_free(&back);
+    dataloader_free(&r0);
+    dataloader_free(&r1);
 }
 
 int main(void) {
@@ -146,6 +243,8 @@ int main(void) {
     dataloader_next_batch(&r1);
     CHECK(r1.inputs[0] == B * T && r1.shard_num_samples == 3, "rank 1/2: first token at offset B*T = %d, 3 windows in shard 0",
           r1.inputs[0]);
+
+    test_rows(pattern, state);
 
     dataloader_free(&dl);
     dataloader_free(&a);

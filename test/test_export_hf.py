@@ -5,7 +5,8 @@ their init), one per layer table and option: a uniform model with LayerNorms (GP
 the stock GPT2LMHeadModel path and the tokenizer), and on the byte vocabulary (V 256; the custom
 LlmcGptForCausalLM path) per-layer heads and head sizes, sd, lin, sdlin, -ln 0, scalar D, the +D
 sign, the linear prescale; then two of them as bf16 checkpoints (v5, v105), one of those exported
-with --dtype bf16. For each (doc/export.md):
+with --dtype bf16; then two of them read with the input scale emb_scale 35.36 (header[10]: the
+uniform one, which must then leave the stock path, and the -ln 0 one). For each (doc/export.md):
   - transformers loads the export with no missing, unexpected or mismatched key, as the expected
     class (stock: GPT2LMHeadModel without remote code; custom: trust_remote_code=True);
   - its logits on two windows of 64 real val tokens equal the CPU trainer's (build/dump_logits,
@@ -14,6 +15,9 @@ with --dtype bf16. For each (doc/export.md):
   - generate() with greedy decoding gives the same 8 tokens as greedy decoding from the C logits
     (build/dump_logits greedy; the smallest top-2 gap is printed);
   - import_hf.py on the export writes the checkpoint byte for byte (bf16: with --dtype bf16).
+The emb_scale cases (the trained checkpoints rewritten with input scale 35.36, header[10]) are
+checked the same way; a config.json without emb_scale (an unscaled model's, as every export of
+F = 1 writes it) is their negative control.
 Then: left and right padding with an attention_mask leave the real tokens' logits as unpadded
 (1e-5; a softmax and a linear model); the tokenizer files give GPT-2's ids for TinyShakespeare
 (the val shard's first 600 tokens, made by the project's own BPE); negative controls (a
@@ -63,6 +67,7 @@ PAD_TOL = 1e-5      # the same implementation with and without padding
 CONTROL = 1e-2      # a wrong table or flag must move the logits by at least 100x TOL
 B, T, PROMPT, NEW = 2, 64, 24, 8
 SD_INIT = ["-sd_init_s", "0.1", "-sd_init_theta", "0.5", "-sd_init_u", "0.3"]
+EMB_SCALE = 35.36   # the input scale of the emb_scale cases: unit RMS at GPT-2's init std 0.02
 
 # name, descriptor, layer table (None: the descriptor's), trainer flags, data, steps, lr, stock?
 CASES = [
@@ -166,22 +171,23 @@ def check_case(name, ckpt, out_dir, stock, data, dtype_back, results, export_dty
     check(type(model).__name__ == cls and empty and (not stock or isinstance(model, GPT2LMHeadModel)),
           f"{name}: loads as {type(model).__name__} (expected {cls}), no missing/unexpected/mismatched "
           f"keys ({ {k: v for k, v in info.items() if v} })")
+    ref_logits, ref_greedy, ref_name = c_logits, c_greedy, "CPU trainer's"
     win = windows(data)
-    ref = c_logits(ckpt, win)
+    ref = ref_logits(ckpt, win)
     got = logits_of(model, win)
     diff = float(np.abs(got - ref).max()) if got.shape == ref.shape else float("inf")
     results[name] = (diff, float(np.abs(ref).max()))
-    check(diff <= TOL, f"{name}: logits equal the CPU trainer's on {B}x{T} val tokens "
+    check(diff <= TOL, f"{name}: logits equal the {ref_name} on {B}x{T} val tokens "
                        f"(max |diff| {diff:.2e} <= {TOL:g}; logits up to {np.abs(ref).max():.2f})")
     with torch.no_grad():
         ids = torch.from_numpy(win)
         loss = float(model(ids, labels=ids).loss)
         ref_loss = float(F.cross_entropy(torch.from_numpy(ref[:, :-1]).double().reshape(-1, ref.shape[-1]),
                                          ids[:, 1:].reshape(-1)))
-    check(abs(loss - ref_loss) <= TOL, f"{name}: loss with labels {loss:.6f} = cross-entropy of the C "
-                                       f"logits {ref_loss:.6f} (|diff| <= {TOL:g})")
+    check(abs(loss - ref_loss) <= TOL, f"{name}: loss with labels {loss:.6f} = cross-entropy of the "
+                                       f"{ref_name} logits {ref_loss:.6f} (|diff| <= {TOL:g})")
     prompt = win[0, :PROMPT]
-    want, rows = c_greedy(ckpt, prompt)
+    want, rows = ref_greedy(ckpt, prompt)
     top2 = np.sort(rows, axis=1)[:, -2:]
     margin = float((top2[:, 1] - top2[:, 0]).min())
     ids = torch.from_numpy(prompt)[None]
@@ -196,7 +202,7 @@ def check_case(name, ckpt, out_dir, stock, data, dtype_back, results, export_dty
     step_logits = torch.stack(gen.logits, dim=1)[0].numpy()
     gdiff = float(np.abs(step_logits - rows).max()) if step_logits.shape == rows.shape else float("inf")
     check(got_tokens == want and gdiff <= TOL,
-          f"{name}: generate() greedy = the C model's greedy decoding: tokens {want} (got {got_tokens}), "
+          f"{name}: generate() greedy = the {ref_name} greedy decoding: tokens {want} (got {got_tokens}), "
           f"each step's logits within {gdiff:.1e} <= {TOL:g} (smallest top-2 gap {margin:.2e})")
     back = os.path.join(TMP, name + "_back.bin")
     rc, _, err = run_main(import_hf, [out_dir, "-o", back, "--dtype", dtype_back])
@@ -205,6 +211,37 @@ def check_case(name, ckpt, out_dir, stock, data, dtype_back, results, export_dty
                 f"{export_dtype} export writes the checkpoint back byte for byte "
                 f"({os.path.getsize(ckpt)} bytes, version {checkpoint.read_header(ckpt)[1]}) {err.strip()}")
     return model
+
+
+def check_emb_scale(ckpts, results, models):
+    """The trained uniform and -ln 0 checkpoints read with emb_scale 35.36 (their blocks' input
+    F (wte[x] + wpe[t]), doc/formats.md 2.4): v103 checkpoints that export as the custom model
+    with emb_scale in config.json, give the CPU trainer's logits, and import back byte for byte."""
+    import dataclasses
+    F32 = float(np.float32(EMB_SCALE))
+    for src, stock_src, data in (("uniform", True, "gpt2"), ("noln", False, "bytes")):
+        if src not in ckpts:
+            continue
+        name = f"{src}_emb_scale"
+        cfg, _, flat = checkpoint.read(ckpts[src])
+        ckpt = os.path.join(TMP, name + ".bin")
+        checkpoint.write(ckpt, dataclasses.replace(cfg, emb_scale=EMB_SCALE), [flat])
+        out_dir = os.path.join(TMP, name + "_hf")
+        rc, _, err = run_main(export_hf, [ckpt, out_dir])
+        conf = json.load(open(os.path.join(out_dir, "config.json"))) if rc == 0 else {}
+        plain = json.load(open(os.path.join(TMP, src + "_hf", "config.json")))
+        check(rc == 0 and checkpoint.read_header(ckpt)[1] == 103 and conf.get("model_type") == "llmc_gpt"
+              and conf.get("emb_scale") == F32 and "emb_scale" not in plain,
+              f"{name}: version {checkpoint.read_header(ckpt)[1]}, exported as the custom layout with "
+              f"emb_scale {conf.get('emb_scale')!r} in config.json (the {src} export, F = 1, has no "
+              f"emb_scale field; model_type {plain.get('model_type')}) {err.strip()}")
+        if rc != 0:
+            continue
+        models[name] = check_case(name, ckpt, out_dir, False, data, "fp32", results)
+        control(name, out_dir, models[name], data, lambda c: c.pop("emb_scale"),
+                "emb_scale removed from config.json (F = 1)")
+        if stock_src:
+            check_padding(name, models[name], data)
 
 
 def check_padding(name, model, data, left_positions=False):
@@ -310,6 +347,15 @@ def check_errors(ckpts):
     rc, _, err = run_main(import_hf, [d, "-o", os.path.join(TMP, "x.bin")])
     check(one_line_error(rc, err, "config.json", "'layer_kinds'[1]", "rope"),
           f"import of a custom config.json with an unknown kind: {err.strip()}")
+    d = os.path.join(TMP, "x_import_emb_scale")
+    shutil.copytree(src, d)
+    conf = json.load(open(os.path.join(src, "config.json")))
+    for bad in (-1.0, "2", 1e5):
+        conf["emb_scale"] = bad
+        json.dump(conf, open(os.path.join(d, "config.json"), "w"))
+        rc, _, err = run_main(import_hf, [d, "-o", os.path.join(TMP, "x.bin")])
+        check(one_line_error(rc, err, "config.json", "'emb_scale'", "(0, 10000]"),
+              f"import of a custom config.json with emb_scale {bad!r}: {err.strip()}")
     from safetensors.numpy import load_file, save_file
     d = os.path.join(TMP, "x_import_missing")
     shutil.copytree(src, d)
@@ -381,6 +427,8 @@ def main():
                 dtypes = {str(f.get_slice(k).get_dtype()) for k in f.keys()}
             check(rc == 0 and dtypes == {"BF16"}, f"{name}: --dtype bf16 writes BF16 tensors only ({dtypes})")
             check_case(name + " (--dtype bf16)", ckpt, out16, stock, data, "bf16", results, "bf16")
+
+    check_emb_scale(ckpts, results, models)
 
     if "sd" in models and "sdlin" in models:
         check_padding("sd", models["sd"], "bytes")

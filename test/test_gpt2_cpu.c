@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
         }
         /* the model options (not the table) come from the checkpoint's header */
         ic.use_ln = c->use_ln;
+        ic.emb_scale = c->emb_scale;
         kind_opt_set_int(ic.opt, &SD_SCALAR_D, sd_opt_scalar_d(c));
         kind_opt_set_int(ic.opt, &SD_SIGN, sd_opt_sign(c));
         kind_opt_set_int(ic.opt, &LIN_PRESCALE, lin_opt_prescale(c));

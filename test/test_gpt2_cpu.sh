@@ -8,7 +8,9 @@
 #   S-D without LayerNorm (-ln 0), linear prescale, S init 0.5, U init 0.3, decay on S,
 #   TinyShakespeare, T 64;
 #   S-D with explicit sizes, scalar D, the +D sign, S init 0.1, theta 0.5;
-#   the byte vocabulary: L2C64H2T64V256 (V 256, Vp 256), random tokens, T 64.
+#   the byte vocabulary: L2C64H2T64V256 (V 256, Vp 256), random tokens, T 64;
+#   no LayerNorm at the input scale 35.36 (-emb_scale: F (wte[x] + wpe[t]) into the blocks),
+#   TinyShakespeare, T 64.
 # build/test_gpt2_cpu checks init, logits, loss, every gradient and the 10-step AdamW losses. The
 # linear layers are an independent check: C computes the O(T^2) normalized form, PyTorch the
 # prefix-sum form. TEST_GPT2_BIN and GPT2_STATES_DIR run another build of test_gpt2_cpu in its own
@@ -46,4 +48,5 @@ run_case sd_noln "--prism $dir/sd_noln.txt --ln 0 --lin_prescale 1 --sd_init_s 0
 run_case sd_explicit "--prism $dir/sd_explicit.txt --sd_scalar_d 1 --sd_sign 1 --sd_init_s 0.1 --sd_init_theta 0.5 --B 4 --T 32" \
   "-init tiny -prism $dir/sd_explicit.txt -sd_init_s 0.1 -sd_init_theta 0.5"
 run_case bytes "--B 4 --T 64" "-init L2C64H2T64V256" L2C64H2T64V256
+run_case emb_scale "--ln 0 --emb_scale 35.36 --B 2 --T 64 --data $val" "-init tiny"
 finish

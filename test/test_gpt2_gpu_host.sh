@@ -244,6 +244,19 @@ sb=$(steps "$dir/mg_r.r0.log")
 check "steps 4-6 of the resumed 2-process run equal the uninterrupted one" test -n "$sb" -a "$sa" = "$sb"
 check "final model byte-identical after the resume" cmp -s "$dir/MZ1/model_00000006.bin" "$dir/MR/model_00000006.bin"
 check "rank 1's step-6 state byte-identical" cmp -s "$dir/MZ1/state_00000006_00001.bin" "$dir/MR/state_00000006_00001.bin"
+# -rows 1 with two ranks: each rank reads its own rows of the shared row order; the state files
+# record the order, so a resume from step 3 repeats steps 4-6 exactly
+check "2 processes, -rows 1, -z 0: both ranks finish 6 steps" ranks2 "$dir/mg_rows" "${MG[@]}" -rows 1 -z 0 -pi tcp -ps 127.0.0.1 -o "$dir/MRW"
+check "... the loader line says rows drawn independently" grep -q "rows drawn independently (-rows 1)" "$dir/mg_rows.r0.log"
+rl=$(join <(losses "$dir/mg_z0.r0.log") <(losses "$dir/mg_rows.r0.log") | awk '{d=$2-$3; if (d<0) d=-d; if (d>1e-6) n++} END{print n+0}')
+check "... other batches than -rows 0 (step losses differ at $rl of 6 steps)" test "$rl" -ge 5
+mkdir -p "$dir/MRWR"
+cp "$dir/MRW/model_00000003.bin" "$dir/MRW/state_00000003_00000.bin" "$dir/MRW/state_00000003_00001.bin" "$dir/MRW/DONE_00000003" "$dir/MRWR/"
+check "2 processes, -rows 1, -y 1 from step 3: both ranks resume" ranks2 "$dir/mg_rowsr" "${MG[@]}" -rows 1 -z 0 -pi tcp -ps 127.0.0.1 -y 1 -o "$dir/MRWR"
+ra=$(steps "$dir/mg_rows.r0.log" | tail -n 3)
+rb=$(steps "$dir/mg_rowsr.r0.log")
+check "... steps 4-6 and the final model equal the uninterrupted -rows 1 run" \
+  bash -c "[ -n '$rb' ] && [ '$ra' = '$rb' ] && cmp -s '$dir/MRW/model_00000006.bin' '$dir/MRWR/model_00000006.bin'"
 # Ctrl-C on one rank only: the ranks agree to stop before the same step, each writes its state
 # file of that step, and the resumed pair ends with the uninterrupted pair's model
 MS=("${MG[@]}" -x 40 -v 10 -n 20 -z 1 -pi tcp -ps 127.0.0.1)

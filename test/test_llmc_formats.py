@@ -4,7 +4,8 @@ the page check each other.
 
 - checkpoint (2.1, 2.4): encode_header of v3 (a uniform model), v5, and v103 with a layer table of
   every kind and every header[9] flag bit; decode_header of the same bytes; a body written and read
-  back (fp32, bf16 rounded to nearest even); bad headers are one line naming the field;
+  back (fp32, bf16 rounded to nearest even); bad headers are one line naming the field; the input
+  scale emb_scale in header[10] (float32 bits, v103 forced, 0 for 1, ignored by v3, bad values);
 - shards (3): write_shard's bytes, read_shard of hand-made bytes, the size/magic/version errors;
 - tokenizer files (5): encode's bytes, read of hand-made v1 and v2 bytes, every error of the C reader;
 - the kinds' shapes (2.4): kind_code, qkv_rows, linear_of, and slot_shapes' qkvw rows through them;
@@ -109,6 +110,63 @@ def test_headers():
     check(one_line(lambda: checkpoint.decode_header("nh.bin", header({0: 20240326, 1: 3, 2: 8, 3: 8, 4: 1, 5: 3,
                                                                       6: 64, 7: 128})),
                    "nh.bin", "header[5]"), "v3 with heads not dividing C names header[5]")
+
+
+def f32_bits(x):
+    """The float32 bit pattern of x as a little-endian int32 (a header slot)."""
+    return struct.unpack("<i", struct.pack("<f", x))[0]
+
+
+def test_emb_scale():
+    """header[10] (doc/formats.md 2.4): emb_scale F as float32 bits when F != 1, which forces the
+    table versions; 0 otherwise, and 0 reads as 1."""
+    F = 35.36
+    F32 = struct.unpack("<f", struct.pack("<f", F))[0]      # 35.36000061035156
+    bits = f32_bits(F)
+    cfg = checkpoint.GPTConfig(n_layer=2, n_embd=64, n_head=4, block_size=32, vocab_size=100, emb_scale=F)
+    check(cfg.emb_scale == F32 and not cfg.is_uniform(),
+          f"GPTConfig keeps emb_scale as its float32 ({cfg.emb_scale!r}); F != 1 is not llm.c's model")
+    want = {0: 20240326, 1: 103, 2: 32, 3: 100, 4: 2, 5: 4, 6: 64, 7: 128, 8: 1, 9: 0, 10: bits,
+            16: 4, 17: 16, 18: 0, 19: 4, 20: 16, 21: 0}
+    raw = checkpoint.encode_header(cfg, "fp32")
+    check(raw == header(want), f"a uniform table with emb_scale {F} is v103, header[10] = its float32 bits "
+          f"({bits:#010x}), the table at 16+3l")
+    check(checkpoint.encode_header(cfg, "bf16") == header({**want, 1: 105}), "... and v105 with bf16")
+    back, version = checkpoint.decode_header("e.bin", raw)
+    check(version == 103 and back == cfg and back.emb_scale == F32,
+          f"decode_header gives emb_scale {back.emb_scale!r} back, the same config")
+    noln = checkpoint.GPTConfig(n_layer=1, n_embd=64, n_head=4, flags=1, emb_scale=F)
+    h = struct.unpack("<256i", checkpoint.encode_header(noln))
+    check(h[1] == 103 and h[9] == 1 and h[10] == bits, "with -ln 0: header[9] 1 and header[10] the bits")
+    one = checkpoint.GPTConfig(n_layer=2, n_embd=64, n_head=4, block_size=32, vocab_size=100, emb_scale=1.0)
+    check(checkpoint.encode_header(one) == header({0: 20240326, 1: 3, 2: 32, 3: 100, 4: 2, 5: 4, 6: 64, 7: 128}),
+          "emb_scale 1: v3, header[10] 0, llm.c's bytes")
+    table = checkpoint.GPTConfig(n_layer=2, n_embd=64, n_head=4, layers=((4, 16, 1), (4, 16, 0)))
+    check(struct.unpack("<256i", checkpoint.encode_header(table))[10] == 0 and
+          checkpoint.decode_header("t.bin", checkpoint.encode_header(table))[0].emb_scale == 1.0,
+          "emb_scale 1 in v103: header[10] 0, read as 1")
+    back, version = checkpoint.decode_header("v3.bin", header({**want, 1: 3, 8: 0}))
+    check(version == 3 and back.emb_scale == 1.0, "v3 ignores header[10] (emb_scale 1)")
+    # a body: write, read back, bytes as laid out
+    tensors = [np.full(s, 0.5, np.float32) for slot in cfg.slot_shapes() for s in slot]
+    p = path("emb_scale.bin")
+    checkpoint.write(p, cfg, tensors)
+    got, version, flat = checkpoint.read(p)
+    check(open(p, "rb").read(1024) == header(want) and version == 103 and got.emb_scale == F32
+          and flat.size == cfg.num_params(), "write then read: header[10] in the file, emb_scale back")
+    # bad header[10] in v103: NaN, negative, -0, above 1e4, infinity; one line naming it
+    for what, b in (("NaN", 0x7FC00000), ("negative", f32_bits(-1.0)), ("-0", -0x80000000),
+                    ("2e4", f32_bits(2e4)), ("inf", 0x7F800000)):
+        msg = one_line(lambda: checkpoint.decode_header("bad.bin", header({**want, 10: b})),
+                       "bad.bin", "header[10] emb_scale", "expected a float in (0, 10000]")
+        check(msg, f"header[10] {what} ({b & 0xFFFFFFFF:#010x}): one line naming the file and the field: {msg}")
+    check(checkpoint.decode_header("ok.bin", header({**want, 10: f32_bits(1e4)}))[0].emb_scale == 1e4,
+          "header[10] 1e4, the bound, is read")
+    for bad in (0.0, -1.0, float("nan"), float("inf"), 1e5, 1e-50):
+        check(one_line(lambda: checkpoint.GPTConfig(n_layer=1, n_embd=64, n_head=4, emb_scale=bad), "emb_scale"),
+              f"GPTConfig(emb_scale={bad}): one error line")
+    check("emb_scale=35.36" in cfg.describe() and "emb_scale" not in one.describe(),
+          f"describe names emb_scale when it is not 1: {cfg.describe()}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,7 +445,7 @@ def test_bootstrap():
 
 def main():
     try:
-        for t in (test_headers, test_bodies, test_shards, test_tokenizer, test_kinds, test_descriptors,
+        for t in (test_headers, test_emb_scale, test_bodies, test_shards, test_tokenizer, test_kinds, test_descriptors,
                   test_layer_tables, test_main_log, test_atomic, test_bootstrap):
             t()
     finally:

@@ -2,7 +2,8 @@
 
 Covers parameter counts, Prism layer tables, checkpoint round trips (v3/v5/v103/v105) and their
 error messages, the init draw order, attention head grouping against a naive per-head loop, the
-debug-state file with its AdamW trailer, the schedule parser's errors, and the defaults that
+debug-state file with its AdamW trailer, the schedule parser's errors, the input scale
+--emb_scale (header[10], the blocks' input F (wte[x] + wpe[t])), and the defaults that
 scripts/sample.py (which samples from this model) shows in --help. CPU only; runs in well under a
 minute on 2 cores. Run: /usr/bin/python3 test/test_reference.py
 """
@@ -437,7 +438,62 @@ def test_qk_scale():
           f"--qk_scale on a checkpoint: exit 1, one line: {err.getvalue().strip()}")
 
 
-# ----------------------------------------------------------------------------- (i) sample.py --help
+# ----------------------------------------------------------------------------- (i) --emb_scale
+def test_emb_scale():
+    """--emb_scale F (doc/formats.md 2.4): the blocks read F (wte[x] + wpe[t]), the tied head reads
+    wte unscaled; the model is written as v103 with F's float32 bits in header[10] and read back;
+    F = 1 writes the same bytes as no flag; bad values and a checkpoint are one error line."""
+    scale = np.float32(35.36)
+    mf, ds = tmp("emb_model.bin"), tmp("emb_state.bin")
+    B, T = 2, 16
+    rc = tg.main(["--model", "tiny", "--ln", "0", "--emb_scale", "35.36", "--write_model", mf,
+                  "--debug_state", ds, "--B", str(B), "--T", str(T), "--steps", "3"])
+    h = header_of(mf)
+    check(rc == 0 and h[1] == 103 and h[9] == 1 and h[10] == scale.view("<i4"),
+          f"--ln 0 --emb_scale 35.36: v103, header[9] 1, header[10] {h[10]:#010x} (float32 bits "
+          f"{int(scale.view('<i4')):#010x})")
+    model = tg.load_model(mf)
+    check(model.config.emb_scale == float(scale), f"load_model reads emb_scale {model.config.emb_scale!r}")
+    x = torch.from_numpy(np.fromfile(ds, dtype="<i4", count=B * T, offset=1024).astype(np.int64)).view(B, T)
+    cfg = model.config
+    with torch.no_grad():
+        got = model(x)[0]
+        hid = (torch.nn.functional.embedding(x, model.wte) + model.wpe[:T]) * torch.tensor(scale)
+        for b in model.blocks:
+            hid = b(hid)
+        want = torch.nn.functional.layer_norm(hid, (cfg.n_embd,), model.lnf_w, model.lnf_b, eps=1e-5) \
+            @ model.wte[:cfg.vocab_size].t()
+        model.config.emb_scale = 1.0
+        plain = model(x)[0]
+        model.config.emb_scale = float(scale)
+    check(torch.equal(got, want), "forward = blocks on F (wte[x] + wpe[t]), ln_f, the unscaled wte as head")
+    # at init the stream is mostly x0 and ln_f undoes its scale, so F moves the logits only a
+    # little; still far above float32 rounding (1e-7 of logits up to ~1)
+    moved = float((got - plain).abs().max())
+    check(moved > 1e-4, f"control: the same weights read with F = 1 move the logits by {moved:.2e} (> 1e-4)")
+    off = 1024 + 8 * B * T
+    logits = np.fromfile(ds, dtype="<f4", count=B * T * cfg.vocab_size, offset=off)
+    check(np.array_equal(logits, got.numpy().reshape(-1)), "the debug state's logits are the scaled model's")
+    a, b = tmp("emb_none.bin"), tmp("emb_one.bin")
+    rc1 = tg.main(["--model", "tiny", "--ln", "0", "--write_model", a])
+    rc2 = tg.main(["--model", "tiny", "--ln", "0", "--emb_scale", "1", "--write_model", b])
+    check(rc1 == rc2 == 0 and open(a, "rb").read() == open(b, "rb").read() and header_of(b)[10] == 0,
+          "--emb_scale 1 writes the same bytes as no flag (header[10] 0)")
+    for bad in ("0", "-1", "nan", "inf", "20000"):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = tg.main(["--model", "tiny", "--emb_scale", bad])
+        lines = err.getvalue().strip().splitlines()
+        check(rc == 1 and len(lines) == 1 and "--emb_scale" in lines[0] and "(0, 10000]" in lines[0],
+              f"--emb_scale {bad}: exit 1, one line: {err.getvalue().strip()}")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = tg.main(["--model", mf, "--emb_scale", "2"])
+    check(rc == 1 and "checkpoint" in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1,
+          f"--emb_scale on a checkpoint: exit 1, one line: {err.getvalue().strip()}")
+
+
+# ----------------------------------------------------------------------------- (j) sample.py --help
 def test_sample_help():
     """scripts/sample.py samples from this model (its runs are checked in test/test_scripts.sh);
     here its --help: every option shows its default (the required -e says it is required)."""
@@ -462,7 +518,8 @@ def test_sample_help():
 
 if __name__ == "__main__":
     for fn in (test_counts, test_descriptors, test_prism_count, test_checkpoints, test_init,
-               test_attention, test_debug_state, test_schedule_errors, test_qk_scale, test_sample_help):
+               test_attention, test_debug_state, test_schedule_errors, test_qk_scale, test_emb_scale,
+               test_sample_help):
         try:
             fn()
         except Exception as e:  # a crash is a failure of that group, not of the run

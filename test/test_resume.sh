@@ -52,6 +52,27 @@ check "final state files byte-identical" cmp -s "$root/A/state_00000010_00000.bi
 check "main.log appended on resume (old first line kept)" test "$(head -n 1 "$root/B/main.log")" = "s:0 tel:0.0"
 check "main.log has the resumed train lines s:5..s:9" test "$(grep -c ' trl:' "$root/B/main.log")" -eq 5
 
+# -rows 1 (independent rows, doc/formats.md 4): the state file records the row order and
+# header[6], so the resume is bit-exact too; resuming it with -rows 0 is refused
+./train_gpt2 "${COMMON[@]}" -rows 1 -o "$root/RA" > "$root/RA.log" 2>&1
+mkdir -p "$root/RB"
+cp "$root/RA/model_00000005.bin" "$root/RA/state_00000005_00000.bin" "$root/RA/DONE_00000005" "$root/RB/"
+./train_gpt2 "${COMMON[@]}" -rows 1 -o "$root/RB" -y 1 > "$root/RB.log" 2>&1
+r_a=$(steps "$root/RA.log" | tail -n 5)
+r_b=$(steps "$root/RB.log")
+check "-rows 1: steps 6-10 of the resumed run equal the uninterrupted run, final files byte-identical" \
+  bash -c "[ -n '$r_b' ] && [ '$r_a' = '$r_b' ] && cmp -s $root/RA/model_00000010.bin $root/RB/model_00000010.bin && cmp -s $root/RA/state_00000010_00000.bin $root/RB/state_00000010_00000.bin"
+check "-rows 1: other batches than -rows 0 (step 1 losses $(steps "$root/A.log" | head -n 1 | awk '{print $5}') and $(steps "$root/RA.log" | head -n 1 | awk '{print $5}'))" \
+  test "$(steps "$root/A.log" | head -n 1)" != "$(steps "$root/RA.log" | head -n 1)"
+h6=$(od -An -t d4 -j 24 -N 4 "$root/RA/state_00000005_00000.bin" | tr -d ' ')
+h6a=$(od -An -t d4 -j 24 -N 4 "$root/A/state_00000005_00000.bin" | tr -d ' ')
+check "state header[6]: 1 with -rows 1, 0 without ($h6, $h6a)" test "$h6/$h6a" = "1/0"
+mkdir -p "$root/RC"
+cp "$root/RA/model_00000005.bin" "$root/RA/state_00000005_00000.bin" "$root/RA/DONE_00000005" "$root/RC/"
+expect_error "a -rows 1 state resumed with -rows 0: one line naming header[6]" \
+  "state_00000005_00000.bin: header\[6\] rows = 1: this run's loader was saved with -rows 1; this run uses -rows 0" \
+  ./train_gpt2 "${COMMON[@]}" -rows 0 -o "$root/RC" -y 1
+
 # -o DIR -y 1 alone: the run's flags come from DIR/flags.txt
 check "the run folder holds its flags (-x 10, -d 128, -prism; no -o or -y)" \
   bash -c "grep -qx -- '-x 10' '$root/A/flags.txt' && grep -qx -- '-d 128' '$root/A/flags.txt' && grep -qx -- '-prism $root/prism.txt' '$root/A/flags.txt' && ! grep -q '^-[oy] ' '$root/A/flags.txt'"

@@ -334,6 +334,7 @@ expect_error "bench_cpu: an unknown flag" "^error: --foo: unknown flag" scripts/
 expect_error "bench_cpu --blas: a kernel-set name with a space" "^error: OPENBLAS_CORETYPE 'Sky lakeX': expected a kernel set name" \
   scripts/bench_cpu.sh --blas 'Sky lakeX'
 check "bench_cpu --help: the --blas form" bash -c "grep -q 'bash scripts/bench_cpu.sh --blas \[CORETYPE' <<< \"\$1\"" _ "$(scripts/bench_cpu.sh --help 2>&1)"
+check "bench_cpu --help: the --rows form" bash -c "grep -q 'bash scripts/bench_cpu.sh --rows \[STEPS ROUNDS\]' <<< \"\$1\"" _ "$(scripts/bench_cpu.sh --help 2>&1)"
 expect_error "bench_cpu: a non-numeric STEPS" "^error: STEPS 'x': expected a positive integer" \
   scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 x 1
 out=$(scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 2 1 2>&1); rc=$?

@@ -7,13 +7,15 @@
  *   sd       the fold K' = U L^T + softmax: dU, dV, the packed skew (dS = dL - dL^T) and theta
  *            through softplus, for vector and scalar D and both signs of D, odd head size;
  *   sdlin    the fold + the linear mixer;
- *   model    the tiny model with every kind (sd, sdlin, lin, mha), with and without LayerNorm:
- *            sampled gradients of sdskew, sdtheta, qkvw, attprojw (and ln1w) vs differences of
- *            the mean loss computed in double from the logits.
+ *   model    the tiny model with every kind (sd, sdlin, lin, mha), with and without LayerNorm,
+ *            and without LayerNorm at the input scale 35.36 (-emb_scale): sampled gradients of
+ *            sdskew, sdtheta, qkvw, attprojw (ln1w; wte and wpe) vs differences of the mean loss
+ *            computed in double from the logits.
  *
  * Loss = sum(out * R) for the layer cases (dout = R), accumulated in double; central differences
- * with step 1e-2. Negative controls that must be detected: dk scaled by 1.1, and dtheta against
- * the finite differences of the layer with the other sign of D. Build WITHOUT -ffast-math.
+ * with step 1e-2. Negative controls that must be detected: dk scaled by 1.1, dtheta against
+ * the finite differences of the layer with the other sign of D, and the input-scaled model's
+ * dwpe without its factor F (the encoder backward forgetting the scale). Build WITHOUT -ffast-math.
  */
 #include <math.h>
 #include <stdio.h>
@@ -171,21 +173,24 @@ static void layer_case(int kind, int h, int d, int T, int scalar_d, int sign, in
     free(y.qkv); free(y.skew); free(y.theta); free(y.Lmat); free(y.att); free(y.phi); free(y.Z); free(y.out); free(y.R);
 }
 
-static void model_case(int use_ln, uint32_t seed) {
+static void model_case(int use_ln, float emb_scale, uint32_t seed) {
     GPT2Config c;
     char msg[256];
     config_from_descriptor("tiny", &c, msg, sizeof(msg));
     const int kinds[4] = {ATTN_SD, ATTN_SDLIN, ATTN_LIN, ATTN_MHA};
     for (int l = 0; l < 4; l++) c.layer[l].kind = kinds[l];
     c.use_ln = use_ln;
+    c.emb_scale = emb_scale;
     kind_opt_set_float(c.opt, &SD_INIT_S, 0.5f);
     kind_opt_set_float(c.opt, &SD_INIT_THETA, -0.5f);
     GPT2 m;
     gpt2_build_from_config(&m, &c, seed);
-    /* larger attention weights so that the heads are far from uniform mixing */
+    /* larger attention weights so that the heads are far from uniform mixing (the scaled input
+     * does that by itself) */
+    const float gain = emb_scale != 1.0f ? 1.0f : use_ln ? 5.0f : 40.0f;
     for (int l = 0; l < 4; l++) {
         LayerParams p = layer_params(m.params, &m.layout, l);
-        for (size_t i = 0; i < layer_slot_size(&c, l, P_QKVW); i++) p.qkvw[i] *= use_ln ? 5.0f : 40.0f;
+        for (size_t i = 0; i < layer_slot_size(&c, l, P_QKVW); i++) p.qkvw[i] *= gain;
     }
     const int B = 2, T = 8;
     int x[16], y[16];
@@ -195,10 +200,19 @@ static void model_case(int use_ln, uint32_t seed) {
     fd_mean_loss(&m, x, y, B, T);
     gpt2_zero_grad(&m);
     gpt2_backward(&m, 1.0f / (B * T));
-    const int slots[] = {P_SDSKEW, P_SDTHETA, P_QKVW, P_ATTPROJW, P_LN1W};
-    for (int si = 0; si < 5; si++) {
+    /* at the input scale the S and theta gradients (~1e-6) drown in the logits' rounding: the
+     * check there is on the weights the scale passes through, and on wte and wpe themselves */
+    static const int plain[] = {P_SDSKEW, P_SDTHETA, P_QKVW, P_ATTPROJW, P_LN1W};
+    static const int scaled[] = {P_QKVW, P_ATTPROJW, P_WTE, P_WPE};
+    const int *slots = emb_scale != 1.0f ? scaled : plain;
+    const int n_slots = emb_scale != 1.0f ? 4 : 5;
+    char label[64];
+    snprintf(label, sizeof(label), "%s%s", use_ln ? "" : " -ln 0", emb_scale != 1.0f ? " -emb_scale 35.36" : "");
+    for (int si = 0; si < n_slots; si++) {
         const int s = slots[si];
-        const size_t n = m.layout.slot_size[s];
+        /* wte rows past the vocabulary's padding and wpe rows past T are never read */
+        const size_t n = s == P_WTE ? (size_t)c.vocab_size * c.channels : s == P_WPE ? (size_t)T * c.channels
+                                                                                     : m.layout.slot_size[s];
         if (n == 0) continue;
         float an[30];
         double fd[30];
@@ -221,7 +235,13 @@ static void model_case(int use_ln, uint32_t seed) {
         /* whole-model differences go through the 50257-way softmax: measured rel L2 <= 3e-3;
          * asserted 2e-2 (a 10% error in the parameter's gradient gives >= 0.1). */
         CHECK(e.rel_l2 <= 2e-2, "model (sd, sdlin, lin, mha)%s: d%s vs FD on 30 sampled values: rel L2 %.1e (max|a| %.2e)",
-              use_ln ? "" : " -ln 0", param_slot_name(s), e.rel_l2, e.max_a);
+              label, param_slot_name(s), e.rel_l2, e.max_a);
+        if (s == P_WPE && emb_scale != 1.0f) { /* wpe reaches the loss only through the scaled input */
+            for (int k = 0; k < 30; k++) an[k] /= emb_scale;
+            const FdErr bad = fd_compare(an, fd, 30);
+            CHECK(bad.rel_l2 > 2e-2, "model%s: negative control: dwpe without the factor F is detected (rel L2 %.2f)",
+                  label, bad.rel_l2);
+        }
     }
     gpt2_free(&m);
 }
@@ -234,7 +254,8 @@ int main(void) {
     layer_case(ATTN_SD, 1, 5, 13, 0, 1, 0, 15);
     layer_case(ATTN_SDLIN, 2, 8, 13, 0, -1, 1, 16);
     layer_case(ATTN_SDLIN, 1, 6, 7, 1, 1, 0, 17);
-    model_case(1, 42);
-    model_case(0, 43);
+    model_case(1, 1.0f, 42);
+    model_case(0, 1.0f, 43);
+    model_case(0, 35.36f, 44);
     return test_finish();
 }

@@ -14,8 +14,12 @@ Fields
 - layer_norm: false for a model trained without ln_1 / ln_2 (doc/methods.md 3.11; ln_f is kept);
 - sd_scalar_d: one D value per S-D head (3.6); sd_sign: -1 for L = S - D, +1 for L = S + D (3.6);
 - lin_prescale: linear layers scale q and k by d^(-1/4) before ELU+1 (3.12);
+- emb_scale: F, the blocks' input is F (wte[tokens] + wpe[positions]); the tied LM head reads wte
+  unscaled (checkpoint header[10]; 1, GPT-2's, when absent);
 - layer_norm_epsilon 1e-5, lin_eps 1e-6 (the normalizer's epsilon of 3.12).
 """
+import math
+
 from transformers import PretrainedConfig
 
 KINDS = ("mha", "sd", "lin", "sdlin")
@@ -30,7 +34,8 @@ class LlmcGptConfig(PretrainedConfig):
     def __init__(self, vocab_size=50257, padded_vocab_size=None, n_positions=1024, n_embd=768,
                  n_layer=12, n_head=12, layer_heads=None, layer_head_sizes=None, layer_kinds=None,
                  layer_norm=True, sd_scalar_d=False, sd_sign=-1, lin_prescale=False,
-                 layer_norm_epsilon=1e-5, lin_eps=1e-6, tie_word_embeddings=True, **kwargs):
+                 emb_scale=1.0, layer_norm_epsilon=1e-5, lin_eps=1e-6, tie_word_embeddings=True,
+                 **kwargs):
         self.vocab_size = vocab_size
         self.padded_vocab_size = padded_vocab_size if padded_vocab_size else (vocab_size + 127) // 128 * 128
         self.n_positions = n_positions
@@ -52,10 +57,13 @@ class LlmcGptConfig(PretrainedConfig):
                                  f"{', '.join(KINDS)}")
         if sd_sign not in (-1, 1):
             raise ValueError(f"LlmcGptConfig: sd_sign = {sd_sign!r}: expected -1 or 1")
+        if not (math.isfinite(emb_scale) and emb_scale > 0):
+            raise ValueError(f"LlmcGptConfig: emb_scale = {emb_scale!r}: expected a finite number > 0")
         self.layer_norm = bool(layer_norm)
         self.sd_scalar_d = bool(sd_scalar_d)
         self.sd_sign = int(sd_sign)
         self.lin_prescale = bool(lin_prescale)
+        self.emb_scale = float(emb_scale)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.lin_eps = lin_eps
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

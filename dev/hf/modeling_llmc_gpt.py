@@ -1,15 +1,16 @@
 """modeling_llmc_gpt.py: LlmcGptForCausalLM, the Hugging Face model of an llmc checkpoint whose layer
 table GPT-2 cannot express: per-layer heads and head sizes, S-D attention, ELU+1 linear attention,
-blocks without LayerNorm (the project's doc/export.md says how it is exported and checked).
+blocks without LayerNorm, a scaled input (the project's doc/export.md says how it is exported and
+checked).
 
 Standalone: it imports torch and transformers only (and its configuration beside it), since
 Hugging Face copies it next to the weights and loads it with `trust_remote_code=True`.
 
 The model is GPT-2 with pre-LayerNorm blocks and a tied LM head, in fp32 math:
 
-    x = wte[tokens] + wpe[positions]
+    x = F (wte[tokens] + wpe[positions])      (F = emb_scale, 1 for GPT-2)
     per layer:  x = x + attn(ln_1(x));  x = x + proj(gelu_tanh(fc(ln_2(x))))
-    logits = ln_f(x) wte^T          (LayerNorm eps 1e-5; the V real rows of wte only)
+    logits = ln_f(x) wte^T          (LayerNorm eps 1e-5; the V real rows of wte only; wte unscaled)
 
 With layer_norm false, ln_1 and ln_2 are the identity and ln_f stays (doc/methods.md 3.11,
 option 1). Layer l's attention has h heads of size d, width A = h d (which may differ from C):
@@ -191,6 +192,8 @@ class LlmcGptModel(LlmcGptPreTrainedModel):
             else:
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
         x = self.wte(input_ids) + self.wpe(position_ids)
+        if self.config.emb_scale != 1.0:
+            x = x * self.config.emb_scale      # the blocks' input; the LM head's wte is unscaled
         hidden = [x] if output_hidden_states else None
         for block in self.h:
             x = block(x, key_mask)

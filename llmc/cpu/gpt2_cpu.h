@@ -290,7 +290,7 @@ static inline void gpt2_forward_blocks(GPT2 *model, const int *inputs, const int
     float *w = model->params;
     const ParamLayout *pl = &model->layout;
     encoder_forward(a->encoded, inputs, w + pl->slot_offset[P_WTE], w + pl->slot_offset[P_WPE], B,
-                    T, C);
+                    T, C, model->config.emb_scale);
     for (int l = 0; l < L; l++) {
         LayerParams p = layer_params(w, pl, l);
         float *residual = l == 0 ? a->encoded : a->residual3[l - 1];
@@ -428,7 +428,7 @@ static inline void gpt2_backward(GPT2 *model, float dloss) {
                            a->ln1_mean[l], a->ln1_rstd[l], N);
     }
     encoder_backward(g + pl->slot_offset[P_WTE], g + pl->slot_offset[P_WPE], a->dresidual,
-                     model->inputs, B, T, C);
+                     model->inputs, B, T, C, model->config.emb_scale);
 }
 
 /* Global L2 norm of the gradients. Fixed 64K-element chunks summed in double in a fixed order, so

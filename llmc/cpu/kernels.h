@@ -227,21 +227,23 @@ static inline void matmul_backward_acc(float *dx, float *dW, float *db, const fl
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Embeddings. out (B, T, C) = wte[token] + wpe[t]. */
+ * Embeddings. out (B, T, C) = scale (wte[token] + wpe[t]); scale is the model's input scale F
+ * (-emb_scale, doc/methods.md 3.11, "The input scale"), and F = 1 is exact: x * 1.0f == x. */
 static inline void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe,
-                                   int B, int T, int C) {
+                                   int B, int T, int C, float scale) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         const float *we = wte + (size_t)tokens[bt] * C;
         const float *pe = wpe + (size_t)(bt % T) * C;
         float *o = out + (size_t)bt * C;
-        for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
+        for (int c = 0; c < C; c++) o[c] = (we[c] + pe[c]) * scale;
     }
 }
 
-/* Repeated tokens make wte rows collide, so parallelize over channels, not rows. */
+/* dwte[token] and dwpe[t] += scale dout. Repeated tokens make wte rows collide, so parallelize over
+ * channels, not rows. */
 static inline void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens,
-                                    int B, int T, int C) {
+                                    int B, int T, int C, float scale) {
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
         const int ce = LLMC_MIN(c0 + 16, C);
@@ -250,8 +252,9 @@ static inline void encoder_backward(float *dwte, float *dwpe, const float *dout,
             float *we = dwte + (size_t)tokens[bt] * C;
             float *pe = dwpe + (size_t)(bt % T) * C;
             for (int c = c0; c < ce; c++) {
-                we[c] += d[c];
-                pe[c] += d[c];
+                const float dc = d[c] * scale;
+                we[c] += dc;
+                pe[c] += dc;
             }
         }
     }

@@ -26,9 +26,10 @@ __device__ __forceinline__ Pack128<floatX> load128_param(const floatX *p) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Encoder */
+ * Encoder: out = scale (wte[token] + wpe[t]), scale the model's input scale F (-emb_scale; 1 is
+ * exact). The gradients are scale times the sums of dout. */
 __global__ void encoder_forward_kernel(floatX *out, const int *tokens, const floatX *wte,
-                                       const floatX *wpe, size_t N, int T, int C) {
+                                       const floatX *wpe, size_t N, int T, int C, float scale) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= N * (size_t)C) return;
     const size_t bt = i / (size_t)C;
@@ -37,22 +38,23 @@ __global__ void encoder_forward_kernel(floatX *out, const int *tokens, const flo
     const Pack128<floatX> we = load128(wte + (size_t)tokens[bt] * C + c);
     const Pack128<floatX> pe = load128(wpe + (size_t)t * C + c);
     Pack128<floatX> o;
-    for (int k = 0; k < 8; k++) o.v[k] = to_bf(bf(we.v[k]) + bf(pe.v[k]));
+    for (int k = 0; k < 8; k++) o.v[k] = to_bf((bf(we.v[k]) + bf(pe.v[k])) * scale);
     store128(out + i, o);
 }
 
 void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const floatX *wpe, int B,
-                     int T, int C, cudaStream_t stream) {
+                     int T, int C, float scale, cudaStream_t stream) {
     const size_t N = (size_t)B * T;
     const size_t threads = N * C / 8;
-    encoder_forward_kernel<<<(unsigned)ceil_div(threads, 256), 256, 0, stream>>>(out, tokens, wte, wpe, N, T, C);
+    encoder_forward_kernel<<<(unsigned)ceil_div(threads, 256), 256, 0, stream>>>(out, tokens, wte, wpe, N, T, C,
+                                                                                 scale);
     CUDA_CHECK_LAUNCH();
 }
 
 /* One block per (distinct token, 256-channel chunk); 32 threads x 8 channels. The positions of
  * the token are summed in increasing order. */
 __global__ void encoder_backward_wte_kernel(floatX *dwte, const floatX *dout, const int *uniq,
-                                            const int *start, const int *pos, int C) {
+                                            const int *start, const int *pos, int C, float scale) {
     const int u = blockIdx.x;
     const int c = (blockIdx.y * blockDim.x + threadIdx.x) * 8;
     if (c >= C) return;
@@ -63,12 +65,12 @@ __global__ void encoder_backward_wte_kernel(floatX *dwte, const floatX *dout, co
     }
     floatX *g = dwte + (size_t)uniq[u] * C + c;
     Pack128<floatX> old = load128(g);
-    for (int k = 0; k < 8; k++) old.v[k] = to_bf(bf(old.v[k]) + acc[k]);
+    for (int k = 0; k < 8; k++) old.v[k] = to_bf(bf(old.v[k]) + acc[k] * scale);
     store128(g, old);
 }
 
 /* One thread per (t, 8 channels): sum over b in order. */
-__global__ void encoder_backward_wpe_kernel(floatX *dwpe, const floatX *dout, int B, int T, int C) {
+__global__ void encoder_backward_wpe_kernel(floatX *dwpe, const floatX *dout, int B, int T, int C, float scale) {
     const size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 8;
     if (i >= (size_t)T * C) return;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -77,20 +79,20 @@ __global__ void encoder_backward_wpe_kernel(floatX *dwpe, const floatX *dout, in
         for (int k = 0; k < 8; k++) acc[k] += bf(d.v[k]);
     }
     Pack128<floatX> old = load128(dwpe + i);
-    for (int k = 0; k < 8; k++) old.v[k] = to_bf(bf(old.v[k]) + acc[k]);
+    for (int k = 0; k < 8; k++) old.v[k] = to_bf(bf(old.v[k]) + acc[k] * scale);
     store128(dwpe + i, old);
 }
 
 void encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int *uniq,
-                      const int *start, const int *pos, int U, int B, int T, int C,
+                      const int *start, const int *pos, int U, int B, int T, int C, float scale,
                       cudaStream_t stream) {
     if (U > 0) {
         dim3 grid((unsigned)U, (unsigned)ceil_div((size_t)C, 256));
-        encoder_backward_wte_kernel<<<grid, 32, 0, stream>>>(dwte, dout, uniq, start, pos, C);
+        encoder_backward_wte_kernel<<<grid, 32, 0, stream>>>(dwte, dout, uniq, start, pos, C, scale);
         CUDA_CHECK_LAUNCH();
     }
     const size_t threads = (size_t)T * C / 8;
-    encoder_backward_wpe_kernel<<<(unsigned)ceil_div(threads, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
+    encoder_backward_wpe_kernel<<<(unsigned)ceil_div(threads, 256), 256, 0, stream>>>(dwpe, dout, B, T, C, scale);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -29,11 +29,13 @@
 #include "encoder_buckets.h"
 #include "adamw.h"
 
+/* scale: the model's input scale F (-emb_scale), out = F (wte[token] + wpe[t]) */
 void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const floatX *wpe, int B,
-                     int T, int C, cudaStream_t stream);
-/* uniq/start/pos: device copies of encoder_buckets' output for this micro-batch (U tokens). */
+                     int T, int C, float scale, cudaStream_t stream);
+/* uniq/start/pos: device copies of encoder_buckets' output for this micro-batch (U tokens); the
+ * gradients are F times the sums of dout. */
 void encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int *uniq,
-                      const int *start, const int *pos, int U, int B, int T, int C,
+                      const int *start, const int *pos, int U, int B, int T, int C, float scale,
                       cudaStream_t stream);
 
 void layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *w,

@@ -506,7 +506,7 @@ void gpt2gpu_forward(GPT2GPU *m, const int *inputs, const int *targets, int B, i
     floatX *w = m->params;
     floatX *encoded = actb(m, ACT_ENCODED), *out = actb(m, ACT_OUT);
 
-    encoder_forward(encoded, m->d_inputs, param(w, m, P_WTE, 0), param(w, m, P_WPE, 0), B, T, C, s);
+    encoder_forward(encoded, m->d_inputs, param(w, m, P_WTE, 0), param(w, m, P_WPE, 0), B, T, C, c->emb_scale, s);
     if (c->use_ln) {
         const LayerActs a0 = layer_acts(m, 0);
         layernorm_forward(a0.ln1, a0.ln1_mean, a0.ln1_rstd, encoded, param(w, m, P_LN1W, 0),
@@ -736,7 +736,7 @@ void gpt2gpu_backward(GPT2GPU *m, int last_micro_step) {
         if (reduce) multi_gpu_reduce_grads(m->mg, m->grads, m->shard.seg, m->layer_seg[l], m->n_layer_seg[l], s);
     }
     encoder_backward(param(g, m, P_WTE, 0), param(g, m, P_WPE, 0), dresidual, m->d_uniq, m->d_start,
-                     m->d_pos, m->n_uniq, m->cur.B, m->cur.T, C, s);
+                     m->d_pos, m->n_uniq, m->cur.B, m->cur.T, C, m->config.emb_scale, s);
     if (reduce) {
         multi_gpu_reduce_grads(m->mg, m->grads, m->shard.seg, m->tail_seg, m->n_tail_seg, s);
         multi_gpu_join(m->mg, s);

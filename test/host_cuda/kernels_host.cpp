@@ -147,17 +147,17 @@ void lt_matmul(const LtMatmul *mm, const GpuCtx *) {
 /* ----------------------------------------------------------------------------------------------
  * Encoder */
 void encoder_forward(floatX *out, const int *tokens, const floatX *wte, const floatX *wpe, int B, int T, int C,
-                     cudaStream_t) {
+                     float scale, cudaStream_t) {
     dev16(out, (size_t)B * T * C, "encoder out");
     dev(tokens, (size_t)B * T, "encoder tokens");
     dev16(wpe, (size_t)T * C, "wpe");
     for (size_t bt = 0; bt < (size_t)B * T; bt++)
         for (int c = 0; c < C; c++)
-            st(out, bt * C + c, ld(wte, (size_t)tokens[bt] * C + c) + ld(wpe, (bt % T) * C + c));
+            st(out, bt * C + c, (ld(wte, (size_t)tokens[bt] * C + c) + ld(wpe, (bt % T) * C + c)) * scale);
 }
 
 void encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int *uniq, const int *start,
-                      const int *pos, int U, int B, int T, int C, cudaStream_t) {
+                      const int *pos, int U, int B, int T, int C, float scale, cudaStream_t) {
     dev16(dwpe, (size_t)T * C, "dwpe");
     dev16(dout, (size_t)B * T * C, "encoder dout");
     if (U > 0) dev(pos, (size_t)B * T, "encoder buckets");
@@ -166,12 +166,12 @@ void encoder_backward(floatX *dwte, floatX *dwpe, const floatX *dout, const int 
         memset(acc, 0, (size_t)C * sizeof(float));
         for (int p = start[u]; p < start[u + 1]; p++)
             for (int c = 0; c < C; c++) acc[c] += ld(dout, (size_t)pos[p] * C + c);
-        for (int c = 0; c < C; c++) st(dwte, (size_t)uniq[u] * C + c, ld(dwte, (size_t)uniq[u] * C + c) + acc[c]);
+        for (int c = 0; c < C; c++) st(dwte, (size_t)uniq[u] * C + c, ld(dwte, (size_t)uniq[u] * C + c) + acc[c] * scale);
     }
     for (size_t i = 0; i < (size_t)T * C; i++) {
         float s = 0.0f;
         for (int b = 0; b < B; b++) s += ld(dout, (size_t)b * T * C + i);
-        st(dwpe, i, ld(dwpe, i) + s);
+        st(dwpe, i, ld(dwpe, i) + s * scale);
     }
     free(acc);
 }
