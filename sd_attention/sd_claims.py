@@ -82,6 +82,19 @@ SIZES = {  # descriptor, layers, width, heads, batch, steps, surgery val batches
 # U of the S-D layers at GPT-2's std 0.02 (the trainer's default). With a 20-step warmup instead
 # the 8-layer S-D model without LayerNorm blows up (gradient norms to 1e7).
 LR = 1e-3
+# Every arm draws its batches as independent rows (-rows 1: each of the B rows its own window; llm.c's
+# batch is one contiguous passage, whose rows' gradients are correlated), and the LayerNorm-free
+# arms read their input at EMB_SCALE (-emb_scale: F (wte[x] + wpe[t]) into the blocks). With GPT-2's
+# init the stream enters LayerNorm-free blocks at an RMS of about 0.03, so their attention logits
+# stay near zero and attention is hardly used; 35.36 puts it at unit RMS (doc/sd_attention.md, "The
+# recipe").
+ROWS = 1
+EMB_SCALE = 35.36
+# A routing claim is read only from runs whose attention is used: replacing some layer's attention
+# by the uniform causal average (./sd_surgery -op uniform) must cost at least this many nats.
+ATTN_USED = 0.1
+# the claims whose verdict reads the routing of trained attention
+ROUTING_CLAIMS = ("S3/S9", "S4", "S6", "S8")
 NULL_NOISE = (0.0, 1.0, 3.0)  # gradient noise / signal of the routing nulls
 NULL_DRAWS = 8
 ARMS = {  # table entry kind, extra trainer flags (run in this order: the LayerNorm-free pair first)
@@ -162,8 +175,9 @@ class Steps:
         ck = self.ckpt(size, seed, arm)
         train, val, _, tok = self.data(size)
         every = self.checkpoint_every(size)
-        out = [([self.a.bin, "-e", p["model"], "-layers", table] + extra +
-                ["-seed", str(seed), "-data_seed", str(seed), "-i", train, "-j", val, "-tok", tok,
+        scale = ["-emb_scale", str(self.a.emb_scale)] if "-ln" in extra and self.a.emb_scale != 1 else []
+        out = [([self.a.bin, "-e", p["model"], "-layers", table] + extra + scale +
+                ["-rows", str(ROWS), "-seed", str(seed), "-data_seed", str(seed), "-i", train, "-j", val, "-tok", tok,
                  "-b", str(p["B"]), "-t", str(p["T"]), "-x", str(n), "-l", str(LR),
                  "-u", str(self.warmup(size)), "-q", "0.1", "-c", "0.1", "-v", str(every),
                  "-m", str(p["val_batches"]), "-s", "0", "-n", str(every), "-o", b, "-y", "1"], b + ".train.log", ck),
@@ -177,6 +191,9 @@ class Steps:
         for k in range(1, p["L"]):
             out.append((["./sd_surgery", "-e", ck, "-o", f"{b}.lin{k}.bin", "-op", "linearize", "-k", str(k)]
                         + ev + ["-eval_before", "1" if k == 1 else "0"], f"{b}.lin{k}.log", f"{b}.lin{k}.report.json"))
+        for l in range(p["L"]):  # the cost of each layer's attention made uniform
+            out.append((["./sd_surgery", "-e", ck, "-o", f"{b}.uniform{l}.bin", "-op", "uniform", "-layer", str(l)]
+                        + ev + ["-eval_before", "0"], f"{b}.uniform{l}.log", f"{b}.uniform{l}.report.json"))
         if kind == ":sd":
             out.append((["./sd_surgery", "-e", ck, "-o", f"{b}.shrink.bin", "-op", "shrink", "-rank90", "1",
                          "-round8", "1"] + ev, f"{b}.shrink.log", f"{b}.shrink.report.json"))
@@ -210,7 +227,8 @@ def stamp(a, st):
     """Write or check OUT/settings.json: finished steps are reused only under the same settings
     (seeds may be added)."""
     path = os.path.join(a.out, "settings.json")
-    settings = {"data": a.data, "steps": {s: st.steps(s) for s in SIZES}, "trainer": os.path.normpath(a.bin)}
+    settings = {"data": a.data, "steps": {s: st.steps(s) for s in SIZES}, "trainer": os.path.normpath(a.bin),
+                "rows": ROWS, "emb_scale": a.emb_scale}
     if os.path.exists(path):
         old = load(path)
         if old != settings:
@@ -289,6 +307,8 @@ def measure(st, size, seed):
              "minimal_fraction": spec["minimal_rank"]["layers_frac"],
              "frac_unstable": max(x["frac_unstable"] for x in spec["layers"]),
              "ppl": lin1["ppl_before"], "linearize_ppl_change": lin,
+             "uniform_cost": [load(f"{b}.uniform{l}.report.json")["val"]["loss_after"] - lin1["loss_before"]
+                              for l in range(L)],
              "linearizable": max([k for k, v in lin.items() if v < 0.05], default=0)}
         if ARMS[arm][0] == ":sd":  # n90 and erank per layer at each checkpoint over training
             r["over_training"] = {}
@@ -396,15 +416,29 @@ def claim_rows(ms_by_size, nulls):
     return rows
 
 
-def gate(by_seed, arms, f):
+def attention_used(r):
+    """The largest cost, in nats, of one layer's attention made uniform, and whether it reaches ATTN_USED."""
+    worst = max(r["uniform_cost"])
+    return worst, worst >= ATTN_USED
+
+
+def gate(by_seed, arms, f, routing=False):
     """(testable, text) of a claim at one size: a verdict needs every seed of every arm the claim
     reads to end below the bigram floor of its val windows (scripts/floors.py); a run above it has
-    learned at most what adjacent token pairs tell, and says nothing about attention."""
-    if not above_bigram({arm: [by_seed[k][arm]["val"] for k in by_seed] for arm in arms}, f):
-        return True, ""
-    got = ", ".join(f"{arm} {ms([by_seed[k][arm]['val'] for k in by_seed], '.3f')}" for arm in arms)
-    return False, (f"not testable at this budget (val {got} vs bigram floor {f['bigram']:.3f}, "
-                   f"unigram {f['unigram']:.3f} nats)")
+    learned at most what adjacent token pairs tell, and says nothing about attention. A routing
+    claim also needs every such run to use its attention: some layer whose attention made uniform
+    costs at least ATTN_USED nats."""
+    if above_bigram({arm: [by_seed[k][arm]["val"] for k in by_seed] for arm in arms}, f):
+        got = ", ".join(f"{arm} {ms([by_seed[k][arm]['val'] for k in by_seed], '.3f')}" for arm in arms)
+        return False, (f"not testable at this budget (val {got} vs bigram floor {f['bigram']:.3f}, "
+                       f"unigram {f['unigram']:.3f} nats)")
+    unused = [(arm, k, attention_used(by_seed[k][arm])[0]) for arm in arms for k in by_seed
+              if routing and not attention_used(by_seed[k][arm])[1]]
+    if unused:
+        got = ", ".join(f"{arm} seed {k} {c:+.3f}" for arm, k, c in unused)
+        return False, (f"not testable: attention unused (the costliest layer made uniform: {got} nats; "
+                       f"a verdict needs {ATTN_USED})")
+    return True, ""
 
 
 def agrees_text(ok, gates):
@@ -500,8 +534,9 @@ def report(a, st, sizes, seeds):
               f"{nl[s]['k1_erank'][1]:.1f}.", "",
               "| arm | final val loss | bits per byte | below bigram floor | ppl | routing n90 by layer | "
               "routing erank by layer | "
-              "minimal-rank layers | linearizable (< 5 %), per seed | max grad norm; blow-up steps, per seed |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "minimal-rank layers | linearizable (< 5 %), per seed | max grad norm; blow-up steps, per seed | "
+              "uniform attention: nats lost by layer |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
         for arm in st.arms:
             rs = [by_seed[k][arm] for k in by_seed]
             mf = [r["minimal_fraction"] for r in rs if r["minimal_fraction"] is not None]
@@ -513,7 +548,8 @@ def report(a, st, sizes, seeds):
                      f"{' '.join(f'{statistics.fmean(v):.1f}' for v in zip(*[r['erank'] for r in rs]))} | "
                      f"{f'{statistics.fmean(mf):.0%}' if mf else 'n/a'} | "
                      f"{' '.join(str(r['linearizable']) for r in rs)} | "
-                     f"{max(r['norm_max'] for r in rs):.3g}; {' '.join(str(r['blowup_steps']) for r in rs)} |")
+                     f"{max(r['norm_max'] for r in rs):.3g}; {' '.join(str(r['blowup_steps']) for r in rs)} | "
+                     f"{' '.join(f'{statistics.fmean(v):+.3f}' for v in zip(*[r['uniform_cost'] for r in rs]))} |")
         L.append("")
     for s, by_seed in runs.items():
         steps = sorted({c for x in by_seed.values() for c in x.get("sd_noln", {}).get("over_training", {})})
@@ -531,7 +567,7 @@ def report(a, st, sizes, seeds):
         L.append("")
     L += ["## Claims", "", "| # | the paper | measured | agrees |", "|---|---|---|---|"]
     rows = claim_rows(runs, nl)
-    gates = {c: {s: gate(runs[s], arms, fl[s]) for s in runs} for c, _, _, _, arms in rows}
+    gates = {c: {s: gate(runs[s], arms, fl[s], c in ROUTING_CLAIMS) for s in runs} for c, _, _, _, arms in rows}
     for c, paper, got, ok, _ in rows:
         L.append(f"| {c} | {paper} | {got} | {agrees_text(ok, gates[c])} |")
     text = "\n".join(L) + "\n"
@@ -563,6 +599,8 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true",
                    help="run nothing; report the finished seeds of each size")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--emb-scale", type=float, default=EMB_SCALE,
+                   help=f"the input scale of the LayerNorm-free arms (-emb_scale; default {EMB_SCALE}; 1: GPT-2's)")
     p.add_argument("--bin", default="./train_gpt2",
                    help="the CPU trainer (default ./train_gpt2; build/blas/train_gpt2 is the faster BLAS build)")
     p.add_argument("--out", default="out/sd_claims")
@@ -578,6 +616,8 @@ def main(argv=None):
             raise ClaimsError(f"--sizes {a.sizes}: expected a comma list of {', '.join(SIZES)}")
         if a.steps is not None and a.steps < 1 or a.threads < 1:
             raise ClaimsError("--steps, --threads: expected positive integers")
+        if not (0 < a.emb_scale <= 1e4):
+            raise ClaimsError(f"--emb-scale {a.emb_scale}: expected 0 < F <= 10000")
         try:
             seeds = [int(x) for x in a.seeds.split(",") if x]
         except ValueError:

@@ -7,6 +7,7 @@
  *   ./sd_surgery -e model.bin -o out.bin -op linearize -k K [-lin_prescale 0|1]
  *   ./sd_surgery -e model.bin -o out.bin -op scalar_d [-keep_layout 1]
  *   ./sd_surgery -e model.bin -o out.bin -op shrink (-planes M | -rank90 1) [-round8 1]
+ *   ./sd_surgery -e model.bin -o out.bin -op uniform -layer L    layer L's attention uniform
  *   ... [-j VAL_SHARD -m N -b B -t T] [-eval_before 0]   evaluate before (unless 0) and after
  *   ./sd_surgery --help
  *
@@ -48,6 +49,7 @@ typedef struct {
     int planes;          /* -planes */
     int rank90;          /* -rank90 */
     int round8;          /* -round8 */
+    int layer;           /* -layer */
     char val[OPT_CAP];   /* -j */
     int batches;         /* -m; -1 the whole val data */
     int B;               /* -b */
@@ -56,15 +58,15 @@ typedef struct {
 } Options;
 
 /* The CliOpt group of a flag is the op it belongs to (0: every op). */
-enum { OP_ANY = 0, OP_LINEARIZE, OP_SCALAR_D, OP_SHRINK, NUM_OP_GROUPS };
-static const char *const OP_NAMES[NUM_OP_GROUPS] = {"", "linearize", "scalar_d", "shrink"};
+enum { OP_ANY = 0, OP_LINEARIZE, OP_SCALAR_D, OP_SHRINK, OP_UNIFORM, NUM_OP_GROUPS };
+static const char *const OP_NAMES[NUM_OP_GROUPS] = {"", "linearize", "scalar_d", "shrink", "uniform"};
 
 #define O_STR(f, field, g, h) CLI_STR(Options, f, field, NULL, g, h)
 #define O_INT(f, field, lo, hi, g, h) CLI_INT(Options, f, field, lo, hi, g, h)
 static const CliOpt OPTS[] = {
     O_STR("-e", model, OP_ANY, "input checkpoint (.bin, version 3/5/103/105) [required]"),
     O_STR("-o", out, OP_ANY, "output checkpoint NAME.bin; NAME.schedule.txt and NAME.report.json go next to it [required]"),
-    O_STR("-op", op, OP_ANY, "linearize | scalar_d | shrink [required]"),
+    O_STR("-op", op, OP_ANY, "linearize | scalar_d | shrink | uniform [required]"),
     O_STR("-j", val, OP_ANY, "val token shards (glob): evaluate before and after (none: no evaluation)"),
     O_INT("-m", batches, -1, 1 << 30, OP_ANY, "val batches (-1: the whole val data)"),
     O_INT("-b", B, 1, 1 << 20, OP_ANY, "batch size of the evaluation"),
@@ -76,6 +78,8 @@ static const CliOpt OPTS[] = {
     O_INT("-planes", planes, 1, 1 << 20, OP_SHRINK, "keep M rotation planes per S-D head (new head size 2M)"),
     O_INT("-rank90", rank90, 0, 1, OP_SHRINK, "1: keep per layer the largest n90 of its heads (90% of the routing energy)"),
     O_INT("-round8", round8, 0, 1, OP_SHRINK, "1: round the new head size up to a multiple of 8"),
+    O_INT("-layer", layer, -1, LLMC_MAX_LAYERS - 1, OP_UNIFORM,
+          "the layer (from 0) whose attention becomes the uniform causal average of its values [required]"),
 };
 #define NUM_OPTS ((int)(sizeof(OPTS) / sizeof(OPTS[0])))
 
@@ -85,6 +89,7 @@ static void options_defaults(Options *o) {
     o->batches = 20;
     o->eval_before = 1;
     o->B = 4;
+    o->layer = -1;
 }
 
 static void print_help(const char *prog, const Options *d) {
@@ -101,12 +106,14 @@ static void print_help(const char *prog, const Options *d) {
 static void check_combination(const Options *o, const int *given) {
     if (!o->model[0]) llmc_die("-e: expected the input checkpoint");
     if (!o->out[0]) llmc_die("-o: expected the output checkpoint path");
-    if (strcmp(o->op, "linearize") != 0 && strcmp(o->op, "scalar_d") != 0 && strcmp(o->op, "shrink") != 0)
-        llmc_die("-op '%s': expected linearize, scalar_d or shrink", o->op);
+    int known = 0;
+    for (int g = 1; g < NUM_OP_GROUPS; g++) known |= strcmp(o->op, OP_NAMES[g]) == 0;
+    if (!known) llmc_die("-op '%s': expected linearize, scalar_d, shrink or uniform", o->op);
     for (int i = 0; i < NUM_OPTS; i++)
         if (given[i] && OPTS[i].group != OP_ANY && strcmp(OP_NAMES[OPTS[i].group], o->op) != 0)
             llmc_die("%s: applies to -op %s only, not -op %s", OPTS[i].flag, OP_NAMES[OPTS[i].group], o->op);
     if (strcmp(o->op, "linearize") == 0 && o->k == 0) llmc_die("-k: -op linearize needs the number of layers K >= 1");
+    if (strcmp(o->op, "uniform") == 0 && o->layer < 0) llmc_die("-layer: -op uniform needs the layer L >= 0");
     if (strcmp(o->op, "shrink") == 0 && (o->planes > 0) == (o->rank90 == 1))
         llmc_die("-planes/-rank90: -op shrink needs exactly one of -planes M or -rank90 1");
     const size_t n = strlen(o->out);
@@ -220,6 +227,18 @@ static void op_shrink(const Options *o, const char *path, const GPT2Config *ic, 
         llmc_warn("sdlin layers are not shrunk (ELU+1 acts coordinate-wise: a basis change changes them)");
 }
 
+static void op_uniform(const Options *o, const GPT2Config *ic, const float *ip, Result *r) {
+    if (o->layer >= ic->num_layers) llmc_die("-layer %d: the model has %d layers (0..%d)", o->layer, ic->num_layers, ic->num_layers - 1);
+    ParamLayout pl;
+    param_layout_init(&pl, ic);
+    r->cfg = *ic;
+    r->params = (float *)xmalloc(pl.total * sizeof(float));
+    memcpy(r->params, ip, pl.total * sizeof(float));
+    surg_uniform(ic, r->params, o->layer);
+    r->owns = 1;
+    r->changed_layers = 1;
+}
+
 /* ----------------------------------------------------------------------------------------------
  * Report */
 static void json_table(FILE *f, const GPT2Config *c) {
@@ -249,8 +268,8 @@ static void write_report(const char *path, const Options *o, const GPT2Config *i
     json_string(f, o->out);
     fprintf(f, ", \"op\": \"%s\",\n", o->op);
     fprintf(f, " \"options\": {\"k\": %d, \"lin_prescale\": %d, \"keep_layout\": %d, \"planes\": %d, "
-            "\"rank90\": %d, \"round8\": %d},\n", o->k, lin_opt_prescale(&r->cfg), o->keep_layout, o->planes,
-            o->rank90, o->round8);
+            "\"rank90\": %d, \"round8\": %d, \"layer\": %d},\n", o->k, lin_opt_prescale(&r->cfg), o->keep_layout,
+            o->planes, o->rank90, o->round8, o->layer);
     fprintf(f, " \"layers_before\": ");
     json_table(f, ic);
     fprintf(f, ",\n \"layers_after\": ");
@@ -317,6 +336,7 @@ int main(int argc, char **argv) {
     memset(&r, 0, sizeof(r));
     if (strcmp(o.op, "linearize") == 0) op_linearize(&o, &ic, ip, &r);
     else if (strcmp(o.op, "scalar_d") == 0) op_scalar_d(&o, o.model, &ic, ip, &r);
+    else if (strcmp(o.op, "uniform") == 0) op_uniform(&o, &ic, ip, &r);
     else op_shrink(&o, o.model, &ic, ip, &r);
     char msg[256];
     if (!config_validate(&r.cfg, msg, sizeof(msg))) llmc_die("%s: result: %s", o.out, msg);

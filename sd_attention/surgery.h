@@ -6,6 +6,10 @@
  * Defines:
  *   surg_linearize        layers 0..K-1: mha -> lin, sd -> sdlin; parameters untouched (reading
  *                         (a) of 3.13: swap softmax for ELU+1 in a trained model)
+ *   surg_uniform          one layer's attention made the uniform causal average of its values:
+ *                         the rows of qkvw / qkvb that form the scores (Q and K; S-D's U) zeroed,
+ *                         so every score is 0 (softmax: 1/(t+1) each; ELU+1: phi(0) = 1 each).
+ *                         The loss it costs says whether the layer's routing is used at all
  *   surg_scalar_d         per S-D head theta <- softplus^-1(mean_k softplus(theta_k)) (filtering
  *                         truncation of 3.13), as the scalar-D layout (or the vector layout kept)
  *   surg_schur_planes     real Schur form of a skew S (LAPACKE_dgees): orthogonal Q whose column
@@ -68,6 +72,22 @@ static inline int surg_linearize(const GPT2Config *in, int K, GPT2Config *out) {
         changed++;
     }
     return changed;
+}
+
+/* ----------------------------------------------------------------------------------------------
+ * Uniform attention in layer `layer`: in place on params (the layout does not change). A layer's
+ * projection writes qkv_rows blocks of A rows, the value rows last; every block before them feeds
+ * the scores only (Q | K for softmax and ELU+1 layers, U for S-D, whose K' = U L^T vanishes with
+ * U), so zeroing them gives all-zero scores, hence equal weights on the causal prefix, and the
+ * values and the output projection unchanged. */
+static inline void surg_uniform(const GPT2Config *c, float *params, int layer) {
+    ParamLayout pl;
+    param_layout_init(&pl, c);
+    const LayerSpec *ls = &c->layer[layer];
+    const size_t score_rows = (size_t)(layer_kind_of(ls->kind)->proj->qkv_rows - 1) * attn_width(ls);
+    LayerParams p = layer_params(params, &pl, layer);
+    memset(p.qkvw, 0, score_rows * (size_t)c->channels * sizeof(float));
+    memset(p.qkvb, 0, score_rows * sizeof(float));
 }
 
 /* ----------------------------------------------------------------------------------------------

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # test/test_sd_claims.sh: the S-D claims driver (sd_attention/sd_claims.py):
-#   - --dry-run: every command of the four arms x two seeds (flags of each arm, seed S for the
-#     init and the data order, K = 1 .. L-1 linearizations, the shrink for S-D arms only),
-#     nothing written;
+#   - --dry-run: every command of the four arms x two seeds (flags of each arm, the recipe's
+#     independent rows and the LayerNorm-free arms' input scale, seed S for the init and the data
+#     order, K = 1 .. L-1 linearizations, each layer's attention made uniform, the shrink for S-D
+#     arms only), nothing written;
 #   - end to end on the tiny size (TinyShakespeare, 2 steps, seeds 1 and 2, one thread):
 #     claims.md and claims.json, then every number of claims.json checked against the runs' own
 #     files (main.log, sd_spectrum JSON, sd_surgery reports), the table's mean and standard
 #     deviation against those numbers (the grad-norm maximum and blow-up steps from main.log),
-#     and every "agrees" recomputed from them;
+#     and every "agrees" recomputed from them; the uniform-attention cost of each layer, and the
+#     attention-used gate of the routing claims on synthetic numbers;
 #   - --bin: the trainings run that trainer (the BLAS build), the analyses the default programs;
 #   - a second start runs nothing; --report-only reports the finished seeds; other settings in
 #     the same --out (steps, trainer) are refused;
@@ -30,8 +32,14 @@ check "dry-run: ten checkpoints over training (7 steps: every step, -v 1 -n 1)" 
   test "$(count ' -v 1 -m 16 -s 0 -n 1 ' "$dry")" -eq 8
 check "dry-run: seed 2 inits with -seed 2 and reads the data order -data_seed 2, in seed2/" \
   test "$(count "-seed 2 -data_seed 2 .* -o $d/dry/tiny/seed2/" "$dry")" -eq 4
-check "dry-run: the arms' flags (mha_noln and sd_noln -ln 0, U at the default 0.02; sd_scalar adds -sd_scalar_d 1)" \
-  test "$(count 'mha_noln.table.txt -ln 0 -seed' "$dry")$(count 'sd_noln.table.txt -ln 0 -seed' "$dry")$(count 'sd_scalar.table.txt -ln 0 -sd_scalar_d 1 -seed' "$dry")$(count 'sd_init_u' "$dry")" = 2220
+check "dry-run: the arms' flags (mha_noln and sd_noln -ln 0 at input scale 35.36, U at the default 0.02; sd_scalar adds -sd_scalar_d 1; mha unscaled); every arm -rows 1" \
+  test "$(count 'mha_noln.table.txt -ln 0 -emb_scale 35.36 -rows 1 -seed' "$dry")$(count 'sd_noln.table.txt -ln 0 -emb_scale 35.36 -rows 1 -seed' "$dry")$(count 'sd_scalar.table.txt -ln 0 -sd_scalar_d 1 -emb_scale 35.36 -rows 1 -seed' "$dry")$(count 'mha.table.txt -rows 1 -seed' "$dry")$(count 'sd_init_u' "$dry")" = 22220
+check "dry-run: each of the 4 layers' attention made uniform, for 4 arms x 2 seeds, the input's loss not re-evaluated" \
+  test "$(count '-op uniform -layer [0123] .* -eval_before 0 > ' "$dry")" -eq 32
+dry1=$("$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 7 --seeds 1 --emb-scale 1 --out "$d/dry" --dry-run 2>/dev/null)
+check "dry-run --emb-scale 1: no -emb_scale flag" test "$(count -- '-emb_scale' "$dry1")" -eq 0
+expect_error "--emb-scale 0" "^error: --emb-scale 0.0: expected 0 < F <= 10000" \
+  "$PYTHON" sd_attention/sd_claims.py --sizes tiny --emb-scale 0 --steps 1 --out "$d/dry" --dry-run
 check "dry-run: the tables (4 heads x 4 layers; :sd for the S-D arms)" \
   test "$(count "^printf '4\*4.n' > $d/dry/tiny/seed1/mha.table.txt" "$dry")$(count "^printf '4:sd\*4.n' > $d/dry/tiny/seed1/sd_scalar.table.txt" "$dry")" = 11
 check "dry-run: linearize K = 1, 2, 3 for each of the 4 arms x 2 seeds" \
@@ -62,8 +70,8 @@ check "claims.md: one row per claim S2, S3/S9, S4, S6, S8, S11" \
   bash -c "for c in S2 'S3/S9' S4 S6 S8 S11; do grep -q \"^| \$c | \" $o/claims.md || exit 1; done"
 check "claims.md: the heading names the seeds, and the four arms' rows give mean +- sd" \
   test "$(count '^## tiny: L4C128H4T128, 2 steps of B 4 x T 64, seeds 1, 2$' "$(cat "$o/claims.md")")$(grep -cE '^\| (mha|mha_noln|sd_noln|sd_scalar) \| [0-9.]+ ± [0-9.]+ \|' "$o/claims.md")" = 14
-check "the surgered checkpoints are removed, the 24 reports kept" \
-  test "$(ls "$o"/tiny/seed*/*.lin*.bin "$o"/tiny/seed*/*.shrink.bin 2>/dev/null | wc -l)/$(ls "$o"/tiny/seed*/*.lin*.report.json | wc -l)" = 0/24
+check "the surgered checkpoints are removed, the 24 linearize and 32 uniform reports kept" \
+  test "$(ls "$o"/tiny/seed*/*.lin*.bin "$o"/tiny/seed*/*.uniform*.bin "$o"/tiny/seed*/*.shrink.bin 2>/dev/null | wc -l)/$(ls "$o"/tiny/seed*/*.lin*.report.json | wc -l)/$(ls "$o"/tiny/seed*/*.uniform*.report.json | wc -l)" = 0/24/32
 cat > "$d/check.py" <<'EOF'
 import json, math, os, re, statistics, sys
 o = sys.argv[1]
@@ -97,6 +105,10 @@ for seed in ("1", "2"):
         for k, v in change.items():
             eq(f"{w} linearize K={k}", r["linearize_ppl_change"][str(k)], v)
         eq(f"{w} linearizable", r["linearizable"], max([k for k, v in change.items() if v < 0.05], default=0))
+        before_loss = json.load(open(b + ".lin1.report.json"))["val"]["loss_before"]
+        for l in range(4):
+            eq(f"{w} uniform cost layer {l}", r["uniform_cost"][l],
+               json.load(open(f"{b}.uniform{l}.report.json"))["val"]["loss_after"] - before_loss)
         if arm.startswith("sd"):
             p0, p1 = json.load(open(b + ".shrink.report.json"))["attention_params"]
             eq(f"{w} shrink cut", r["shrink"]["cut"], 1.0 - p1 / p0)
@@ -172,11 +184,22 @@ check "claims.md: the S8 row gives the scalar-D cost in nats, perplexity and per
 "${RUN[@]}" > "$d/run2.out" 2>&1; rc=$?
 check "a second start runs nothing and writes the claims again (exit $rc)" \
   test "$rc/$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run2.out")/$(grep -c "^wrote $o/claims.md" "$d/run2.out")" = 0/0/1
-check "... where the first start ran 48 steps (4 arms x 2 seeds x (train, spectrum, 3 linearizations), 4 shrinks, 4 step-1 spectra)" \
-  test "$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run.out")" -eq 48
+check "... where the first start ran 80 steps (4 arms x 2 seeds x (train, spectrum, 3 linearizations, 4 uniform layers), 4 shrinks, 4 step-1 spectra)" \
+  test "$(grep -c '\.log [0-9]* s$\|\.txt [0-9]* s$' "$d/run.out")" -eq 80
 "$PYTHON" sd_attention/sd_claims.py --sizes tiny --data shakespeare --steps 2 --seeds 1,2,3 --out "$o" --report-only > "$d/ro.out" 2>&1; rc=$?
 check "--report-only with seeds 1,2,3: reports the finished seeds 1, 2 and runs nothing (exit $rc)" \
   test "$rc/$(grep -c 'seeds 1, 2$' "$d/ro.out")/$(ls -d "$o"/tiny/seed3 2>/dev/null | wc -l)" = 0/1/0
+# the attention-used gate, on synthetic numbers below the bigram floor: a routing claim is not
+# testable while some run's costliest uniform layer costs under 0.1 nats; other claims are
+gate=$("$PYTHON" -c "
+from sd_attention import sd_claims as c
+f = {'bigram': 3.0, 'unigram': 4.0}
+used = {1: {'sd_noln': {'val': 2.0, 'uniform_cost': [0.01, 0.4]}}, 2: {'sd_noln': {'val': 2.1, 'uniform_cost': [0.02, 0.3]}}}
+unused = {1: {'sd_noln': {'val': 2.0, 'uniform_cost': [0.01, 0.4]}}, 2: {'sd_noln': {'val': 2.1, 'uniform_cost': [0.02, 0.05]}}}
+print(c.gate(used, ['sd_noln'], f, True)[0], c.gate(unused, ['sd_noln'], f, False)[0], c.gate(unused, ['sd_noln'], f, True))
+" 2>&1)
+check "gate: routing claims need a layer costing >= 0.1 nats in every seed; other claims do not ($gate)" \
+  test "$gate" = "True True (False, 'not testable: attention unused (the costliest layer made uniform: sd_noln seed 2 +0.050 nats; a verdict needs 0.1)')"
 expect_error "--report-only on a size with no finished seed" "^error: $o/small: no finished seed of 1,2" \
   "$PYTHON" sd_attention/sd_claims.py --sizes small --data shakespeare --steps 2 --seeds 1,2 --out "$o" --report-only
 expect_error "other settings in the same --out are refused" \

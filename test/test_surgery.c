@@ -11,6 +11,9 @@
  *   - scalar_d keeps the mean softplus of every head, gives spread 0, and both layouts (scalar flag,
  *     equal values) have bit-identical logits; linearize changes only kinds.
  *   - the value low-rank map is exact at full rank; the plan (-planes, -rank90, -round8).
+ *   - uniform: for each kind (sd, sdlin, lin, mha) in layer 1, the layer's attention output after
+ *     surg_uniform is the causal mean of its values, per head, at every position; layer 0 and the
+ *     values are untouched. Negative control: the output before the surgery is not that mean.
  *
  * Tolerances: logits agree to 2e-5 absolute (fp32 forward of two different parametrizations of the
  * same function; the logits are O(1)); the negative controls differ by > 1e-3. Double-precision
@@ -47,6 +50,7 @@ static void small_config(GPT2Config *c, int scalar_d, int kind1) {
     c->channels = 32;
     c->num_heads = 2;
     c->use_ln = 1;
+    c->emb_scale = 1.0f;
     kind_opt_set_int(c->opt, &SD_SCALAR_D, scalar_d);
     kind_opt_set_int(c->opt, &SD_SIGN, -1);
     kind_opt_set_float(c->opt, &SD_INIT_S, 0.5f);
@@ -337,7 +341,60 @@ static void test_value_and_plan(void) {
     gpt2_free(&m);
 }
 
+/* max |atty - causal mean of V| of layer l of a forward of (c, params) on x (1, T) */
+static double uniform_gap(const GPT2Config *c, const float *params, const int *x, int T, int l) {
+    GPT2 m;
+    gpt2_build_from_config(&m, c, 1);
+    memcpy(m.params, params, m.layout.total * sizeof(float));
+    gpt2_forward(&m, x, NULL, 1, T);
+    const int A = attn_width(&c->layer[l]);
+    const float *qkv = m.acts.qkv[l], *atty = m.acts.atty[l]; /* qkv (T, 3A): Q | K | V, S-D U | U L^T | V */
+    double gap = 0.0;
+    for (int a = 0; a < A; a++) {
+        double sum = 0.0;
+        for (int t = 0; t < T; t++) {
+            sum += qkv[(size_t)t * 3 * A + (size_t)2 * A + a];
+            gap = worst_err(gap, fabs(atty[(size_t)t * A + a] - sum / (t + 1)));
+        }
+    }
+    gpt2_free(&m);
+    return gap;
+}
+
+static void test_uniform(void) {
+    const int kinds[4] = {ATTN_SD, ATTN_SDLIN, ATTN_LIN, ATTN_MHA};
+    for (int k = 0; k < 4; k++) {
+        GPT2Config c;
+        small_config(&c, 0, kinds[k]);
+        GPT2 m;
+        gpt2_build_from_config(&m, &c, 7);
+        randomize(&m);
+        const size_t n = m.layout.total;
+        float *u = (float *)xmalloc(n * sizeof(float));
+        memcpy(u, m.params, n * sizeof(float));
+        surg_uniform(&c, u, 1);
+        int x[12];
+        tokens(x, 12);
+        const double before = uniform_gap(&c, m.params, x, 12, 1), after = uniform_gap(&c, u, x, 12, 1);
+        /* what may change: layer 1's score rows of qkvw and qkvb, nothing else */
+        const int A = attn_width(&c.layer[1]), rows = layer_kind_of(c.layer[1].kind)->proj->qkv_rows;
+        const size_t w0 = param_offset(&m.layout, P_QKVW, 1), b0 = param_offset(&m.layout, P_QKVB, 1);
+        const size_t wn = (size_t)(rows - 1) * A * c.channels, bn = (size_t)(rows - 1) * A;
+        int kept = 1;
+        for (size_t i = 0; i < n; i++) {
+            const int score = (i >= w0 && i < w0 + wn) || (i >= b0 && i < b0 + bn);
+            kept &= score ? u[i] == 0.0f : u[i] == m.params[i];
+        }
+        CHECK(after <= 1e-5 && before > 1e-2 && kept,
+              "uniform, layer 1 %s: attention output = causal mean of V to %.1e (before: %.2e); only its score rows zeroed",
+              layer_kind_of(kinds[k])->name, after, before);
+        free(u);
+        gpt2_free(&m);
+    }
+}
+
 int main(void) {
+    test_uniform();
     test_shrink_exact();
     test_schur_planes();
     test_scalar_d_and_linearize();
