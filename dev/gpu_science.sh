@@ -22,7 +22,7 @@
 #      steps, tokens, tokens per parameter, epochs of the train split and the expected seconds
 #   3. the S-D claims at the paper's smallest scale, GPT-2's vocabulary: L4C128H4T256 (7.2M
 #      parameters with the 50304 x 128 embedding) to about 10 tokens per parameter, arms sd_noln
-#      (SD_NOLN_FLAGS), mha_noln (-ln 0) and mha, one init and data seed; 10 checkpoints of sd_noln
+#      (SD_NOLN_FLAGS), mha_noln (-ln 0, input scale 35.36) and mha, all with -rows 1, one seed; 10 checkpoints of sd_noln
 #      through ./sd_spectrum (routing erank and n90 per layer over training); val loss of each arm
 #      on the whole val split beside the unigram and bigram floors (scripts/floors.py); the first
 #      K = 1 .. L-1 layers linearized (./sd_surgery, no retraining) on sd_noln and mha_noln
@@ -66,12 +66,15 @@ if [ -n "${GPU_SCIENCE_ASSUME:-}" ] &&
 fi
 
 # --- the recipe: every arm of parts 3, 4a and 4b trains with LR_FLAGS (learning rate, warmup) --
+# and independent rows (-rows 1); the LayerNorm-free arms read their input at EMB_SCALE (unit RMS
+# at GPT-2's init: without it their attention stays uniform; doc/sd_attention.md "The recipe")
 LR_FLAGS=${GPU_SCIENCE_LR_FLAGS:-"-l 1e-3 -u 100"}
-SD_NOLN_FLAGS=${GPU_SCIENCE_SD_NOLN_FLAGS:-"-ln 0 -sd_init_u 0.02 $LR_FLAGS"}
-MHA_NOLN_FLAGS="-ln 0 $LR_FLAGS"
+EMB_SCALE=35.36
+SD_NOLN_FLAGS=${GPU_SCIENCE_SD_NOLN_FLAGS:-"-ln 0 -emb_scale $EMB_SCALE -sd_init_u 0.02 $LR_FLAGS"}
+MHA_NOLN_FLAGS="-ln 0 -emb_scale $EMB_SCALE $LR_FLAGS"
 MHA_FLAGS="$LR_FLAGS"
 PRISM_FLAGS="$LR_FLAGS"
-COMMON_FLAGS="-q 0.1 -c 0.1 -s 0"   # cosine to 0.1 of the peak, weight decay 0.1, no samples
+COMMON_FLAGS="-q 0.1 -c 0.1 -s 0 -rows 1"   # cosine to 0.1 of the peak, weight decay 0.1, no samples
 TPP_TARGET=10                        # tokens per parameter of parts 3 and 4a (the most they get)
 
 HOST=${GPU_SCIENCE_HOST:-0}

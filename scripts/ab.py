@@ -33,7 +33,9 @@ Pairing (doc/methods.md 2.6 "Protocol"): within a seed S every arm starts from t
 (-seed S; a layer table changes no parameter shape) and reads the same batches. --data-order seed
 (the default) gives seed S the data order -data_seed S, so that the spread over seeds covers the
 data order as well as the init; --data-order fixed keeps llm.c's order (shuffle seed 42) in
-every run. Runs go seed by seed, the arms in turn, so that a change of machine load hits every
+every run. The sizes that run the trainer directly draw independent rows (--rows 1, the trainers'
+-rows 1: every row of a batch its own window; doc/formats.md 4); --rows 0 gives llm.c's batches,
+one passage each, whose curves compare step by step with llm.c. Runs go seed by seed, the arms in turn, so that a change of machine load hits every
 arm of a seed alike.
 
 Outputs in --out (default out/ab_<size>): <arm>_seed<S>/ (the run: main.log, stdout.log,
@@ -294,6 +296,7 @@ class Plan:
             cmd += ["-tok", self.tokenizer]
         if self.a.data_order == "seed":
             cmd += ["-data_seed", str(seed)]
+        cmd += ["-rows", str(a.rows)]
         if arm["table"] is not None:
             cmd += ["-prism" if arm["checked"] else "-layers", arm["table"]]
         if a.gpus > 1:
@@ -330,7 +333,7 @@ class Plan:
         """What must agree for the runs of one --out to be one A/B (seeds and arms may grow)."""
         s = {k: getattr(self, k) for k in ("model", "T", "steps")}
         s.update(size=self.a.size, data=self.a.data, data_order=self.a.data_order, bin=self.bin,
-                 gpus=self.a.gpus)
+                 gpus=self.a.gpus, rows=self.a.rows)
         if self.direct:
             s.update(B=self.B, val_every=self.val_every, val_batches=self.val_batches)
         return s
@@ -545,6 +548,8 @@ def main(argv=None):
     p.add_argument("--seeds", default="1,2,3", help="init seeds (default 1,2,3)")
     p.add_argument("--data-order", choices=("seed", "fixed"), default="seed",
                    help="seed: -data_seed S for seed S (default); fixed: llm.c's order 42 in every run")
+    p.add_argument("--rows", type=int, choices=(0, 1), default=1,
+                   help="1: independent rows per batch (default; tiny, small and bytes); 0: llm.c's batches")
     p.add_argument("--data", default=None,
                    help="shakespeare, prose, fineweb, fineweb-edu or a shard directory (default: prose for "
                         "tiny/small, fineweb for 124M-757M)")

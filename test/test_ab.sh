@@ -179,6 +179,8 @@ EOF
 check "ab.py tiny: the summary's paired val loss, task deltas and Delta D_l equal the runs' main.log, evals.json and attn JSON" \
   grep -qx consistent "$d/tiny.check"
 [ "$(cat "$d/tiny.check")" = consistent ] || head -n 5 "$d/tiny.check"
+check "ab.py tiny: every run draws independent rows (-rows 1, the default)" \
+  bash -c "grep -q -- '-rows *| 1 ' $o/narrow_seed2/stdout.log && grep -q -- '-rows *| 1 ' $o/prism_seed2/stdout.log"
 check "ab.py tiny: seed S reads the data order -data_seed S and inits with -seed S in every arm" \
   bash -c "grep -q -- '-data_seed *| 2 ' $o/narrow_seed2/stdout.log && grep -q -- '-seed *| 2 ' $o/prism_seed2/stdout.log"
 check "ab.py tiny: the table arm runs with -layers, the preset with -prism (the rules checked)" \

@@ -335,6 +335,10 @@ expect_error "bench_cpu --blas: a kernel-set name with a space" "^error: OPENBLA
   scripts/bench_cpu.sh --blas 'Sky lakeX'
 check "bench_cpu --help: the --blas form" bash -c "grep -q 'bash scripts/bench_cpu.sh --blas \[CORETYPE' <<< \"\$1\"" _ "$(scripts/bench_cpu.sh --help 2>&1)"
 check "bench_cpu --help: the --rows form" bash -c "grep -q 'bash scripts/bench_cpu.sh --rows \[STEPS ROUNDS\]' <<< \"\$1\"" _ "$(scripts/bench_cpu.sh --help 2>&1)"
+out=$(scripts/check_learning.sh --help 2>&1); rc=$?
+check "check_learning --help: usage, exit 0" bash -c "[ $rc = 0 ] && grep -q 'bash scripts/check_learning.sh \[--bin TRAINER\]' <<< \"\$1\"" _ "$out"
+expect_error "check_learning: --rows 2" "^error: --rows '2': expected 0 or 1" scripts/check_learning.sh --rows 2
+expect_error "check_learning: an unknown argument" "^error: --fast: unknown argument" scripts/check_learning.sh --fast
 expect_error "bench_cpu: a non-numeric STEPS" "^error: STEPS 'x': expected a positive integer" \
   scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 x 1
 out=$(scripts/bench_cpu.sh L2C64H2 prism/schedules/L8C256_uniform.txt prism/schedules/L8C256_prism.txt 4 16 2 1 2>&1); rc=$?
