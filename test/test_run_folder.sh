@@ -171,7 +171,7 @@ check "... so it equals the uninterrupted run's, with no step twice" cmp -s "$d/
 
 # --- -b and -t are the run's on resume ------------------------------------------------------------------
 expect_error "resuming with another -b names the flag and the run's value" \
-  "^error: -b 4: this run's checkpoints were written with -b 2 \($d/K/flags.txt\); its state file holds the data order of B x T windows, so resume with -b 2 \(or leave -b out\)$" \
+  "^error: -b 4: this run's checkpoints were written with -b 2 \($d/K/flags.txt\); its state file holds the data order of B x T windows \(or rows\), so resume with -b 2 \(or leave -b out\)$" \
   ./train_gpt2 -o "$d/K" -y 1 -b 4
 expect_error "resuming with another -t names the flag and the run's value" \
   "^error: -t 16: this run's checkpoints were written with -t 32 \($d/K/flags.txt\)" ./train_gpt2 -o "$d/K" -y 1 -t 16

@@ -142,7 +142,7 @@ the schedule files parse back to the checkpoints' tables: $(grep torch "$d/py.ch
   grep -qx ok "$d/py.check"
 
 # ---- errors and help
-expect_error "unknown op" "^error: -op 'fold': expected linearize, scalar_d or shrink" ./sd_surgery -e "$M" -o "$d/x.bin" -op fold
+expect_error "unknown op" "^error: -op 'fold': expected linearize, scalar_d, shrink or uniform" ./sd_surgery -e "$M" -o "$d/x.bin" -op fold
 expect_error "linearize without -k" "^error: -k: -op linearize needs" ./sd_surgery -e "$M" -o "$d/x.bin" -op linearize
 expect_error "-k beyond the layers" "^error: -k 5: the model has 4 layers" ./sd_surgery -e "$M" -o "$d/x.bin" -op linearize -k 5
 expect_error "a flag of another op" "^error: -planes: applies to -op shrink only" ./sd_surgery -e "$M" -o "$d/x.bin" -op linearize -k 1 -planes 2
