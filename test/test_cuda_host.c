@@ -533,12 +533,12 @@ static void test_model_from_args(void) {
     gpt2_free(&m);
     /* a checkpoint -e: model options are errors unless resuming; -prism always */
     const char *argv2[] = {"x", "-e", "model.bin", "-ln", "0"};
-    /* the model options: -ln and the kinds' options of the model and its init, not -sd_decay_s */
+    /* the model options: -ln, -emb_scale and the kinds' options of the model and its init, not -sd_decay_s */
     int listed = 1;
-    const char *model_flags[] = {"-ln", "-sd_scalar_d", "-sd_sign", "-sd_init_s", "-sd_init_theta", "-sd_init_u",
-                                 "-lin_prescale"};
-    for (int i = 0; i < 7; i++) listed &= model_option_flag(i) != NULL && strcmp(model_option_flag(i), model_flags[i]) == 0;
-    CHECK(listed && model_option_flag(7) == NULL, "the model-option flags are -ln and the six S-D and linear ones");
+    const char *model_flags[] = {"-ln", "-emb_scale", "-sd_scalar_d", "-sd_sign", "-sd_init_s", "-sd_init_theta",
+                                 "-sd_init_u", "-lin_prescale"};
+    for (int i = 0; i < 8; i++) listed &= model_option_flag(i) != NULL && strcmp(model_option_flag(i), model_flags[i]) == 0;
+    CHECK(listed && model_option_flag(8) == NULL, "the model-option flags are -ln, -emb_scale and the six S-D and linear ones");
     parse(&a, given, argv2, 5);
     ok = !model_config_from_args(&a, given, a.init, 1, 0, prism_rules_check, &c, err, sizeof(err)) &&
          strncmp(err, "-ln: the checkpoint model.bin carries its own model options", 59) == 0 && !strchr(err, '\n');
