@@ -490,7 +490,7 @@ def main(argv=None):
                  (FLAG_SD_SCALAR_D if args.sd_scalar_d else 0) |
                  (FLAG_SD_PLUS_D if args.sd_sign > 0 else 0) |
                  (FLAG_LIN_PRESCALE if args.lin_prescale else 0))
-        if not (math.isfinite(args.emb_scale) and 0 < args.emb_scale <= checkpoint.EMB_SCALE_MAX):
+        if not checkpoint.emb_scale_ok(args.emb_scale):
             raise ValueError(f"--emb_scale {args.emb_scale}: expected a finite number in "
                              f"(0, {checkpoint.EMB_SCALE_MAX:g}]")
         model = build_model(args.model, args.prism, args.layers, args.seed, flags,

@@ -142,17 +142,14 @@ static inline void dataloader_reset(DataLoader *dl) {
 }
 
 /* The sizes of every shard in the current mode, and the sample-order buffer for the longest one.
- * Every shard must hold at least one batch. */
+ * Every shard must hold at least one batch: nproc*B*T + 1 tokens in either mode (nproc*B rows of
+ * T + 1 tokens at multiples of T need exactly as many). */
 static inline void dl_count_(DataLoader *dl) {
     dl->total_tokens = dl->max_samples = dl->total_samples = 0;
     for (int i = 0; i < dl->n_files; i++) {
         const char *path = dl->glob.gl_pathv[i];
         int64_t ntok = shard_validate(path);
         if (dl_batches_(dl, ntok) < 1) {
-            if (dl->rows) {
-                llmc_die("%s: %lld tokens, fewer than nproc*B rows of T tokens + 1 = %lld (lower -b/-t)", path,
-                         (long long)ntok, (long long)dl_window_tokens(dl) + 1);
-            }
             llmc_die("%s: %lld tokens, fewer than one window of nproc*B*T + 1 = %lld (lower -b/-t)",
                      path, (long long)ntok, (long long)dl_window_tokens(dl) + 1);
         }

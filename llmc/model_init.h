@@ -30,11 +30,12 @@
 /* The model options a descriptor takes from the command line (a checkpoint has its own): -ln,
  * -emb_scale and every kind option of the model or its init; i counts from 0, NULL past the end. */
 static inline const char *model_option_flag(int i) {
-    if (i == 0) return "-ln";
-    if (i == 1) return "-emb_scale";
-    i--;
+    static const char *const framework[] = {"-ln", "-emb_scale"}; /* GPT2Config.use_ln, .emb_scale */
+    const int n = (int)(sizeof(framework) / sizeof(framework[0]));
+    if (i < n) return framework[i];
+    i -= n;
     for (int k = 0; k < N_KIND_OPTIONS; k++)
-        if (KIND_OPTIONS[k]->role != KIND_OPT_TRAIN && --i == 0) return KIND_OPTIONS[k]->cli.flag;
+        if (KIND_OPTIONS[k]->role != KIND_OPT_TRAIN && i-- == 0) return KIND_OPTIONS[k]->cli.flag;
     return NULL;
 }
 

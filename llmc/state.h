@@ -125,8 +125,8 @@ static inline void state_read(const char *path, TrainState *s, float *m, float *
                  expect->should_shuffle);
     }
     if (s->rows != expect->rows) {
-        llmc_die("%s: header[6] rows = %d: this run's loader was saved with -rows %d; this run uses -rows %d",
-                 path, s->rows, s->rows, expect->rows);
+        llmc_die("%s: header[6]: the loader was saved with -rows %d; this run uses -rows %d", path, s->rows,
+                 expect->rows);
     }
     if (s->step != expect->step) {
         llmc_die("%s: header[10] step %d, but its DONE_ marker says %d", path, s->step, expect->step);

@@ -4,7 +4,7 @@ Defines
 - MODEL_MAGIC, VERSIONS (3 fp32, 5 bf16: llm.c's; 103, 105: with a layer table), KINDS (the
   attention kinds of the layer table: mha, sd, lin, sdlin), SD_KINDS, LINEAR_KINDS, kind_code(name),
   qkv_rows(kind) (qkvw rows per unit of attention width), linear_of(kind), the header[9] flag bits (FLAG_NO_LN 1, FLAG_SD_SCALAR_D 2, FLAG_SD_PLUS_D 4, FLAG_LIN_PRESCALE 8), SLOT_NAMES
-  (llm.c's 16 slots, then S-D's sdskew 16 and sdtheta 17), padded_vocab(V), EMB_SCALE_MAX,
+  (llm.c's 16 slots, then S-D's sdskew 16 and sdtheta 17), padded_vocab(V), EMB_SCALE_MAX, emb_scale_ok(F),
   f32(x) (rounded to float32), emb_scale_bits(F) (header[10]);
 - GPTConfig: what a header holds (maxT, V, L, base heads, C, Vp, the layer table, the flags, the
   input scale emb_scale; plus the init-only S-D options), with slot_shapes() (2.4's body table),
@@ -76,6 +76,12 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+def emb_scale_ok(f):
+    """True for an input scale every reader accepts: finite, 0 < f <= EMB_SCALE_MAX, not 0 as a float32
+    (llmc/layer_kind.h config_validate)."""
+    return math.isfinite(f) and 0.0 < f <= EMB_SCALE_MAX and f32(f) > 0.0
+
+
 def emb_scale_bits(f):
     """header[10] for the input scale f: its float32 bits as an int32, 0 for f = 1."""
     return 0 if f == 1.0 else struct.unpack("<i", struct.pack("<f", f))[0]
@@ -127,7 +133,7 @@ class GPTConfig:
         if self.flags & ~KNOWN_FLAGS:
             raise ValueError(f"GPTConfig: unknown flags {self.flags:#x}")
         F = float(self.emb_scale)
-        if not (math.isfinite(F) and 0.0 < F <= EMB_SCALE_MAX and f32(F) > 0.0):
+        if not emb_scale_ok(F):
             raise ValueError(f"GPTConfig: emb_scale {self.emb_scale}: expected a finite number "
                              f"in (0, {EMB_SCALE_MAX:g}]")
         self.emb_scale = f32(F)       # the stored float32, so that a read gives back an equal config
@@ -260,7 +266,7 @@ def decode_header(path, raw):
                               f"LayerNorm, 2 scalar D, 4 +D, 8 linear prescale)")
         if header[10] != 0:
             emb_scale = struct.unpack("<f", struct.pack("<i", header[10]))[0]
-            if not (math.isfinite(emb_scale) and 0.0 < emb_scale <= EMB_SCALE_MAX):
+            if not emb_scale_ok(emb_scale):
                 raise FormatError(f"{path}: header[10] emb_scale = {emb_scale:g} (bits "
                                   f"{header[10] & 0xFFFFFFFF:#010x}): expected a float in "
                                   f"(0, {EMB_SCALE_MAX:g}], or 0 bits for 1")

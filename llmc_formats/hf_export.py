@@ -23,11 +23,9 @@ Defines
   naming the file and the field;
 - custom_slot_arrays(cfg, tensors, path): the checkpoint's slots from {key: array}, wte padded.
 """
-import math
-
 from llmc_formats import FormatError
 from llmc_formats.checkpoint import (EMB_SCALE_MAX, FLAG_LIN_PRESCALE, FLAG_NO_LN, FLAG_SD_PLUS_D,
-                                     FLAG_SD_SCALAR_D, KINDS, SD_KINDS, GPTConfig)
+                                     FLAG_SD_SCALAR_D, KINDS, SD_KINDS, GPTConfig, emb_scale_ok)
 
 STOCK_MODEL_TYPE = "gpt2"
 STOCK_ARCH = "GPT2LMHeadModel"
@@ -198,7 +196,7 @@ def config_from_custom(conf, path):
              (FLAG_LIN_PRESCALE if boolean("lin_prescale") else 0))
     emb_scale = conf.get("emb_scale", 1.0)
     if (isinstance(emb_scale, bool) or not isinstance(emb_scale, (int, float)) or
-            not (math.isfinite(emb_scale) and 0 < emb_scale <= EMB_SCALE_MAX)):
+            not emb_scale_ok(emb_scale)):
         raise FormatError(f"{path}: field 'emb_scale': {emb_scale!r}: expected a number in "
                           f"(0, {EMB_SCALE_MAX:g}]")
     try:

@@ -89,6 +89,9 @@ expect_error "a Llama-3 shard" "^error: $d/llama3.bin: header\[0\] = 20240801 is
 ${PYTHON:-/usr/bin/python3} -c "from dev.data import data_common as dc; dc.write_datafile('$d/oov.bin', [60000] * 100)"
 expect_error "a token outside the vocabulary" "^error: $d/oov.bin: token 60000 at position [0-9]+ is outside the vocabulary \[0, 50257\)" ./train_gpt2 -e tiny -i "$d/oov.bin" -j "$TS/tiny_shakespeare_val.bin" -b 1 -t 16 -x 1 -s 0
 expect_error "shard smaller than one window" "tiny_shakespeare_val.bin: 32768 tokens, fewer than one window" ./train_gpt2 -e L1C64H1T4096 "${DATA[@]}" -b 16 -t 4096 -x 1
+expect_error "-rows 1: a train shard with fewer than B rows of T + 1 tokens" "tiny_shakespeare_train.bin: 305260 tokens, fewer than one window of nproc\*B\*T \+ 1 = 327681" \
+  ./train_gpt2 -e L1C64H1T64 "${DATA[@]}" -b 5120 -t 64 -x 1 -rows 1
+expect_error "-rows 2" "^error: -rows '2': expected" ./train_gpt2 -e L1C64H1T64 "${DATA[@]}" -rows 2
 
 # S-D / linear / -ln model options
 expect_error "-sd_sign 0" "^error: -sd_sign 0: expected -1 or \+1" "${RUN[@]}" -sd_sign 0

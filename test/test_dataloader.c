@@ -124,7 +124,6 @@ static void test_rows(const char *pattern, const char *state) {
     CHECK(disjoint && same_shard && r0.total_samples == 3 + 2,
           "rows, 2 ranks: the same shard, disjoint rows in each of 5 batches; 3 + 2 batches per epoch");
 
-    /* a shard with fewer than nproc*B rows is refused at init (the die is checked by test_cli) */
     dataloader_free(&dl);
     dataloader_free(&again);
     dataloader_free(&other);

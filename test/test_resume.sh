@@ -70,7 +70,7 @@ check "state header[6]: 1 with -rows 1, 0 without ($h6, $h6a)" test "$h6/$h6a" =
 mkdir -p "$root/RC"
 cp "$root/RA/model_00000005.bin" "$root/RA/state_00000005_00000.bin" "$root/RA/DONE_00000005" "$root/RC/"
 expect_error "a -rows 1 state resumed with -rows 0: one line naming header[6]" \
-  "state_00000005_00000.bin: header\[6\] rows = 1: this run's loader was saved with -rows 1; this run uses -rows 0" \
+  "state_00000005_00000.bin: header\[6\]: the loader was saved with -rows 1; this run uses -rows 0" \
   ./train_gpt2 "${COMMON[@]}" -rows 0 -o "$root/RC" -y 1
 
 # -o DIR -y 1 alone: the run's flags come from DIR/flags.txt
