@@ -2,7 +2,7 @@
 
 Trains train_gpt2.py's GPT (fp32, CPU) and changes one thing at a time, to find which part of a
 recipe lets blocks without ln_1 / ln_2 (-ln 0, doc/methods.md 3.11) learn more than byte pairs
-(doc/sd_attention.md, "Earlier: the learning rate and the warmup"). The variants, none of which the
+(doc/records/noln_lr_warmup.md). The variants, none of which the
 trainers implement:
 
   --lnf 0              drop ln_f too: the LM head reads the residual stream (doc/methods.md 3.11,

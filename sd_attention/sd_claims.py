@@ -77,7 +77,7 @@ SIZES = {  # descriptor, layers, width, heads, batch, steps, surgery val batches
     "bytes": dict(model="L4C128H4T256V256", L=4, C=128, H=4, B=16, T=256, steps=1920, val_batches=16,
                   vocab="bytes"),
 }
-# The recipe of every arm (doc/sd_attention.md "Earlier: the learning rate and the warmup"): peak
+# The recipe of every arm (doc/sd_attention.md "The recipe"; doc/records/noln_lr_warmup.md): peak
 # learning rate 1e-3 after a warmup of min(100, steps / 5), cosine to 0.1 of it, weight decay 0.1;
 # U of the S-D layers at GPT-2's std 0.02 (the trainer's default). With a 20-step warmup instead
 # the 8-layer S-D model without LayerNorm blows up (gradient norms to 1e7).

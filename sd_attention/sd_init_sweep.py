@@ -2,7 +2,7 @@
 """sd_attention/sd_init_sweep.py: does S-D training move S away from its initialization? A measured
 sweep of the S-D init and optimizer options (-sd_init_s, -sd_decay_s, -sd_init_u, the learning
 rate) on one small LayerNorm-free S-D model, so that what sd_spectrum reports as the routing
-cascade can be told apart from the init (doc/sd_attention.md, "Does S leave its init?").
+cascade can be told apart from the init (doc/records/sd_init_sweep.md).
 
     /usr/bin/python3 sd_attention/sd_init_sweep.py [--steps 200] [--out out/sd_init_sweep] [--bin PATH]
                                               [--data prose|tinyshakespeare] [--dry-run]

@@ -1,5 +1,5 @@
 """test/test_noln_variants.py: sd_attention/noln_variants.py, the LayerNorm-free variant screens
-(doc/sd_attention.md, "Earlier: the learning rate and the warmup").
+(doc/records/noln_lr_warmup.md).
 
 Checks, each against the reference model (train_gpt2.py) computed another way:
 - with no variant, forward() equals GPT.forward (logits and loss, mha and sd, -ln 0 and -ln 1);
