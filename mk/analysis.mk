@@ -8,5 +8,5 @@
 ALL_BINS += attn_distance
 TEST_BINS += build/test_attn_stats
 
-attn_distance: prism/attn_distance.c $(HEADERS)
+attn_distance: attn_distance.c $(HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -12,10 +12,10 @@ SD_TOOLS_LIBS = -llapacke -llapack -lblas $(LDLIBS)
 ALL_BINS += sd_spectrum sd_surgery
 TEST_BINS += build/test_spectrum build/test_surgery
 
-sd_spectrum: sd_attention/sd_spectrum.c $(SD_TOOLS_HEADERS)
+sd_spectrum: sd_spectrum.c $(SD_TOOLS_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(SD_TOOLS_LIBS)
 
-sd_surgery: sd_attention/sd_surgery.c $(SD_TOOLS_HEADERS)
+sd_surgery: sd_surgery.c $(SD_TOOLS_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(SD_TOOLS_LIBS)
 
 build/test_spectrum: test/test_spectrum.c $(SD_TOOLS_HEADERS) $(TEST_HEADERS) | build

@@ -62,9 +62,11 @@ def violations(root):
     for rel in sorted(sources(root)):
         text = open(os.path.join(root, rel), errors="replace").read()
         mod = module_of(rel)
-        if mod is None or MAIN.search(text):
-            continue  # a program: anything goes
+        if mod is None:
+            continue  # a program at the top, in dev/ or in test/: anything goes
         checked += 1
+        if MAIN.search(text):
+            bad.append((rel, "", "a program inside module %s (programs stand above the modules)" % mod))
         for inc in INCLUDE.findall(text):
             target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
             if not os.path.exists(os.path.join(root, target)):
@@ -82,12 +84,15 @@ def violations(root):
 
 def negative_control():
     """A tiny tree: llmc/a.h includes sd_attention/b.h (against the direction), llmc/c.h includes
-    llmc/a.h (fine), sd_attention/b.h includes llmc/c.h (fine)."""
+    llmc/a.h (fine), sd_attention/b.h includes llmc/c.h (fine), and sd_attention/tool.c, a program
+    inside a module, includes kinds/r.h (the cycle a program in a method folder would close)."""
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "llmc"))
         os.makedirs(os.path.join(tmp, "sd_attention"))
+        os.makedirs(os.path.join(tmp, "kinds"))
         files = {"llmc/a.h": '#include "../sd_attention/b.h"\n', "llmc/c.h": '#include "a.h"\n',
-                 "sd_attention/b.h": '#include "../llmc/c.h"\n'}
+                 "sd_attention/b.h": '#include "../llmc/c.h"\n', "kinds/r.h": '#include "../sd_attention/b.h"\n',
+                 "sd_attention/tool.c": '#include "../kinds/r.h"\nint main(void) { return 0; }\n'}
         for k, v in files.items():
             with open(os.path.join(tmp, k), "w") as f:
                 f.write(v)
@@ -104,8 +109,12 @@ def main():
     for mod in ALLOWED:
         check(os.path.isdir(os.path.join(ROOT, mod)), "module %s exists" % mod)
     nb, _ = negative_control()
-    check(len(nb) == 1 and nb[0][0] == "llmc/a.h" and "llmc may not include sd_attention" in nb[0][2],
-          "negative control: the framework including a method folder is reported: %s" % nb)
+    nb = sorted(nb)
+    check(len(nb) == 3 and nb[0][0] == "llmc/a.h" and "llmc may not include sd_attention" in nb[0][2]
+          and nb[1][0] == nb[2][0] == "sd_attention/tool.c" and "a program inside module" in nb[1][2]
+          and "sd_attention may not include kinds" in nb[2][2],
+          "negative control: the framework including a method folder, a program inside a method folder and "
+          "its include of the registry are reported: %s" % nb)
     # the README's layout table names every folder, and everything it names exists
     readme = open(os.path.join(ROOT, "README.md")).read()
     table = readme[readme.index("## Layout"):]
@@ -242,7 +251,8 @@ def misnamed_rows(text):
 
 def test_map_gaps():
     """test/README.md's table: the module files no row names and the tests named that are not
-    there (a test/ file, a suite name of test/suites.d, or a path from the root)."""
+    there (a test/ file, a suite name of test/suites.d, a path from the root, or build/X built from
+    test/X.c)."""
     text = open(os.path.join(ROOT, "test", "README.md")).read()
     suites = set()
     for f in os.listdir(os.path.join(ROOT, "test", "suites.d")):
@@ -254,6 +264,8 @@ def test_map_gaps():
         rows += 1
         mapped.update(mods)
         for name in tests:
+            if name.startswith("build/"):  # a built test program: its source in test/
+                name = "test/" + name[len("build/"):] + ".c"
             ok = os.path.exists(os.path.join(ROOT, name)) if "/" in name else \
                 os.path.exists(os.path.join(ROOT, "test", name)) or name in suites
             if not ok:

@@ -1,6 +1,6 @@
 /*
  * llmc/cpu/cpu_eval.h: the CPU model's two evaluations, shared by ./train_gpt2, ./eval_gpt2 and
- * sd_attention/sd_surgery:
+ * sd_surgery.c:
  *   gpt2_val_loss        the val loss as ./train_gpt2 reports it ("val loss" in the log, and the
  *                        residual stream's size per layer, "stream rms") and
  *                        sd_surgery reports it before and after an operation: the mean of the

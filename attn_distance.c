@@ -1,5 +1,5 @@
 /*
- * prism/attn_distance.c: per-layer attention distance of a checkpoint (Prism, arXiv 2606.27449;
+ * attn_distance.c: per-layer attention distance of a checkpoint (Prism, arXiv 2606.27449;
  * doc/methods.md 2.7), and the
  * difference between two checkpoints on the same tokens (Prism minus uniform: the "flip" claim P7).
  *
@@ -25,14 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/checkpoint.h"
-#include "../llmc/config.h"
-#include "../llmc/dataloader.h"
-#include "../llmc/cli.h"
-#include "../llmc/cpu/gpt2_cpu.h"
-#include "../llmc/utils.h"
-#include "attn_stats.h"
-#include "../kinds/registry_cpu.h"
+#include "llmc/checkpoint.h"
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/cli.h"
+#include "llmc/cpu/gpt2_cpu.h"
+#include "llmc/utils.h"
+#include "prism/attn_stats.h"
+#include "kinds/registry_cpu.h"
 
 #define OPT_CAP 1024
 

@@ -1,5 +1,5 @@
 /*
- * sd_attention/sd_surgery.c: post-hoc surgery on a checkpoint (arXiv 2605.18826; doc/methods.md 3.13),
+ * sd_surgery.c: post-hoc surgery on a checkpoint (arXiv 2605.18826; doc/methods.md 3.13),
  * writing a new
  * checkpoint, its layer table as a schedule file, and a JSON report with the val loss and
  * perplexity before and after (CPU forward, llm.c's val order).
@@ -23,16 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../llmc/cli.h"
-#include "../llmc/checkpoint.h"
-#include "../llmc/config.h"
-#include "../llmc/dataloader.h"
-#include "../llmc/cpu/gpt2_cpu.h"
-#include "../llmc/param_layout.h"
-#include "../llmc/utils.h"
-#include "../llmc/cpu/cpu_eval.h"
-#include "surgery.h"
-#include "../kinds/registry_cpu.h"
+#include "llmc/cli.h"
+#include "llmc/checkpoint.h"
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/cpu/gpt2_cpu.h"
+#include "llmc/param_layout.h"
+#include "llmc/utils.h"
+#include "llmc/cpu/cpu_eval.h"
+#include "sd_attention/surgery.h"
+#include "kinds/registry_cpu.h"
 
 #define OPT_CAP 1024
 

@@ -1,5 +1,5 @@
 /*
- * sd_attention/sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
+ * sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
  * (standard, Prism, S-D, mixed kinds, -ln 0): the routing/filtering split, effective ranks of
  * the routing part, the spectral abscissa and unstable heads, the spread of S-D filtering
  * (arXiv 2605.18826; doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
@@ -29,16 +29,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../llmc/cli.h"
-#include "../llmc/checkpoint.h"
-#include "../llmc/config.h"
-#include "../llmc/dataloader.h"
-#include "../llmc/cpu/gpt2_cpu.h"
-#include "../llmc/param_layout.h"
-#include "../llmc/utils.h"
-#include "spectrum.h"
-#include "stages.h"
-#include "../kinds/registry_cpu.h"
+#include "llmc/cli.h"
+#include "llmc/checkpoint.h"
+#include "llmc/config.h"
+#include "llmc/dataloader.h"
+#include "llmc/cpu/gpt2_cpu.h"
+#include "llmc/param_layout.h"
+#include "llmc/utils.h"
+#include "sd_attention/spectrum.h"
+#include "sd_attention/stages.h"
+#include "kinds/registry_cpu.h"
 
 #define OPT_CAP 1024
 
