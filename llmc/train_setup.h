@@ -127,9 +127,8 @@ static inline uint64_t dataloader_hash(const DataLoader *dl, uint64_t h) {
  * given with another value than the run's is stated (verbose: print the notes). With a complete
  * checkpoint to resume from, -b and -t must stay the run's: the state file holds the data loader's
  * order of B x T windows. A checkpoint without flags.txt beside it (written by an older version)
- * keeps the command line's flags, with a note. A retired flag of older files is read as what
- * replaced it: -prism_unchecked 1 (a -prism table without Prism's rules) as -layers. Returns 1 if
- * flags were restored. */
+ * keeps the command line's flags, with a note. An unknown flag in the file is one error naming
+ * the file and line. Returns 1 if flags were restored. */
 static inline int train_flags_restore(TrainArgs *a, const int *given, int verbose) {
     if (!a->resume || a->out_dir[0] == '\0') return 0;
     const int ckpt = find_max_done_step(a->out_dir);
@@ -145,16 +144,10 @@ static inline int train_flags_restore(TrainArgs *a, const int *given, int verbos
     int changed = 0, n;
     const ArgSpec *t = train_arg_table(&n);
     while (flags_file_next(&ff, &flag, &val)) {
-        if (strcmp(flag, "-prism_unchecked") == 0) { /* retired; its line follows -layers and -prism */
-            if (strcmp(val, "0") != 0 && a->prism[0] != '\0' && a->layers[0] == '\0' &&
-                !train_args_given(given, "-prism")) {
-                strcpy(a->layers, a->prism);
-                a->prism[0] = '\0';
-            }
-            continue;
-        }
         const int k = cli_find(t, n, flag);
-        if (k < 0) llmc_die("%s:%d: %s: not a flag of this trainer", path, ff.lineno, flag);
+        if (k < 0) /* -prism_unchecked 1 once read a -prism table without Prism's rules */
+            llmc_die("%s:%d: %s: not a flag of this trainer%s", path, ff.lineno, flag,
+                     strcmp(flag, "-prism_unchecked") == 0 ? " (a table without Prism's rules is -layers FILE)" : "");
         if (train_flag_per_launch(flag)) continue;
         char err[1400];
         if (!given[k]) {
