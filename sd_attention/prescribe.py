@@ -1,81 +1,29 @@
-"""sd_attention/prescribe.py: the S-D cascade's prescription. A measured checkpoint (its
-./sd_spectrum -json output) -> a layer table with one head size per layer, to train from scratch
-(Jamil and Kapadia, arXiv 2605.18826: "architectures sized by the cascade"; doc/methods.md 3.14).
+"""sd_attention/prescribe.py: the S-D cascade's prescription (Jamil and Kapadia, arXiv 2605.18826:
+"architectures sized by the cascade"; doc/methods.md 3.14). A measured
+checkpoint (or its ./sd_spectrum -json output) -> a layer table with one head size per layer, to
+train from scratch.
 
     python sd_attention/prescribe.py --checkpoint model.bin -o table.txt
     python sd_attention/prescribe.py --spectrum spectrum.json [--measure n90|grad|erank] [-c 2]
         [--min-head 8] [--max-head 64] [--kind keep|sd|mha] [--linear-plateau 0|1] [--heads H]
         [--seq-len T] [-o table.txt]
 
-The rule (doc/methods.md 3.14), per layer l:
+Per layer l: d_l = clamp(2^ceil(log2(c * r_l)), min, max), defaults c = 2, min 8, max 64 (an exact
+power of two maps to itself; r_l = 0 gives min). r_l is the layer's routing rank in singular
+values, the median over its heads of, by --measure:
+  n90 (default)  2 x n90, the rotation planes holding 90 % of ||S||_F^2 (of R, the skew part of
+                 W_Q W_K^T, for standard heads);
+  grad           2 x grad_n90, the planes of S's mean gradient (sd_spectrum -grad_batches);
+  erank          the Roy-Vetterli effective rank of S (or R).
+The head count is the measured model's (header[5]) unless --heads is given, so entries are
+`HxD:kind`. --kind keep keeps each layer's kind, sd or mha sets all; --linear-plateau 1 makes the
+layers at minimal rank (median head erank < 2.5) linear (sd -> sdlin, mha -> lin).
 
-    d_l = clamp(2^ceil(log2(c * r_l)), min, max),    defaults c = 2, min = 8, max = 64
-
-computed exactly on the powers of two (the smallest power of two >= c * r_l, so that an exact
-power of two maps to itself); c * r_l <= min, including a layer whose routing is zero (r_l = 0),
-gives min.
-
-r_l is the layer's routing rank in singular values (two per rotation plane), by --measure:
-
-- n90 (default): rank90 = 2 n90, n90 the rotation planes holding 90 % of ||S||_F^2 (3.9), median
-  over the layer's heads (sd_spectrum's per-head `n90`). Robust to Adam's sign structure: in the
-  nulls of 3.9 (sd_attention/routing_null.py) a one-plane signal gives n90(S) = 1-2 and a
-  two-plane one 2-5 at noise/signal 0-3, where erank(S) reads 6-20 of 32.
-- grad: 2 x the median of `grad_n90`, the planes of the mean gradient of S (sd_spectrum
-  -grad_batches; standard layers, which have no S, use their n90). Exact when the gradient is
-  averaged over enough batches (noise/signal / sqrt(N) well below 1), inflated otherwise (3.9),
-  so it is an option, not the default.
-- erank: the former rule, the median Roy-Vetterli erank; an Adam-trained S has an erank of
-  about 13 of 32 for a single plane of routing (3.9), so this sizes from the optimizer.
-
-The erank (the old r_l, kept as --measure erank) is the layer's routing effective rank, the
-quantity the cascade is defined on
-(doc/methods.md 3.10): per head the Roy-Vetterli erank (3.9) of S, the head-space skew matrix,
-for S-D heads (`sd`, `sdlin`), and of R = (W_Q W_K^T - (W_Q W_K^T)^T) / 2, the skew part of the
-head kernel, for standard heads (`mha`, `lin`): the per-head field `erank` of sd_spectrum's JSON.
-Not its `x_erank` (the erank of the token-space routing U S U^T): that is reported next to the
-cascade because it differs from erank(S) unless U has orthonormal columns, but a head size bounds
-the head space where S lives (capacity d), which erank(S) measures. The layer's value is the
-median over its heads, as the minimal-rank flag of 3.10 (a layer is at minimal rank when its
-median head is), so one outlying head does not move the layer's size. For an S-D head
-erank(S) <= d; a standard head's erank(R) counts against a capacity of min(2d, C). The published
-cascade is measured on S-D models trained without LayerNorm (3.10); prescribing from a standard
-model applies the same rule to R.
-
-Why c = 2 (doc/methods.md 3.14): erank counts singular values, which come in equal pairs, one
-pair per rotation plane (3.9), so a head routes on about erank/2 planes; a head of size
-d >= 2 * erank has d/2 >= erank planes, twice the planes in use, and rounding up to a power of
-two adds at most another factor 2. With c = 2 the shape 3.10 reports (about 2 at layer 0, a
-plateau of 2-3, then >= 10 in the last layers; unverified) maps onto the endpoints 3.14 quotes
-(8 early, 64 late; unverified): erank <= 4 -> 8 (the whole plateau on the floor), (4, 8] -> 16,
-(8, 16] -> 32, > 16 -> 64. c = 1 gives d/2 >= erank/2 planes, just the planes in use, with no
-headroom beyond the rounding; c = 4 lifts a one-plane layer of erank just above 2 off the floor
-to 16, so the minimal-rank plateau would not stay at 8.
-
-The head count of every layer is the measured model's base head count (3.14: "with the head
-count fixed"; header[5] of the checkpoint, doc/formats.md 2.4), so the table's entries are
-`HxD:kind` with an attention width H * D that may differ from C; both trainers accept that
-(the trainer's Prism rules warn that parameters and FLOPs are not the uniform model's, which is
-the point). --heads overrides it, and is needed when only a spectrum of a model with varying head
-counts is given and its checkpoint is not readable.
-
-Kinds: --kind keep (default) keeps each measured layer's kind; sd or mha sets every layer's.
---linear-plateau 1 makes the layers sd_spectrum flags at minimal rank (median head erank < 2.5,
-one rotation plane, 3.10) linear: `sd` -> `sdlin`, `mha` -> `lin` (the ELU+1 mixer on the same
-projection, doc/methods.md 3.12, 3.13 reading (b)); a layer already linear stays so.
-
-Output: the measure used (first line), a per-layer table (layer, measured heads x size and kind,
-r_l and which matrix it is of (S, R, or G for S's mean gradient), minimal rank yes/no, prescribed heads x size and kind), then
-the attention parameters and the attention FLOPs per token of the prescribed table, of the
-uniform model of the same shape (the prescribed kinds, H heads of C/H at every layer) and of the
-measured model. -o writes the table file (NAME.tmp, fsync, rename): comment lines naming the
-source checkpoint, c, the rule and the measured model's options, then one line of entries,
-consecutive equal layers run-length compressed (`4x8:sd*2 4x32:sd`), for `-layers` with
-`-e L<L>C<C>H<H>[T<T>]` (doc/prism.md).
-
-Errors: one line `error: <file or flag>: <what was expected>` and exit 1: a missing or unreadable
-input, JSON without the expected fields, c <= 0, min > max, bounds that are not powers of two,
-sd_spectrum not built (`make sd_spectrum`) or failing on the checkpoint.
+Output: the measure, a per-layer table (measured and prescribed heads x size and kind, r_l, minimal
+rank), and the attention parameters and FLOPs per token of the prescribed, uniform and measured
+tables. -o writes the table (comment lines naming the source and the rule, then the entries,
+run-length compressed) atomically. Errors are one line `error: <file or flag>: <what was
+expected>` and exit 1.
 """
 import argparse
 import math
