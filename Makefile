@@ -160,7 +160,7 @@ $(PROSE_VAL):
 prose: $(PROSE_VAL)
 .PHONY: prose
 
-# The same corpus as byte-level shards (token = byte, V 256, EOT 0; doc/formats.md 3.1):
+# The same corpus as byte-level shards (token = byte, V 256, EOT 0; doc/formats.md "The byte vocabulary and its shards"):
 # dev/data/prose_bytes/prose_bytes_{val,train}_*.bin (82.3M train + 4.5M val tokens) and the
 # tokenizer file for -tok, bytes_tokenizer.bin (dev/data/prose_bytes.py; 4-15 s)
 PROSE_BYTES_VAL = dev/data/prose_bytes/prose_bytes_val_000000.bin

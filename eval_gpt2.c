@@ -14,7 +14,7 @@
  * The flags, the loop and the report are llmc/eval_cli.h, shared with the GPU program
  * eval_gpt2.cu; this file is the CPU back end.
  *
- * Scoring is llm.c's completion style (doc/formats.md 6): an option's loss is the cross-entropy of its
+ * Scoring is llm.c's completion style (doc/formats.md "Eval files and scoring"): an option's loss is the cross-entropy of its
  * completion tokens given its context; acc_norm = argmin of the mean (llm.c's HellaSwag number),
  * acc = argmin of the sum.
  */

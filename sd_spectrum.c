@@ -2,7 +2,7 @@
  * sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
  * (standard, Prism, S-D, mixed kinds, -ln 0): the routing/filtering split, effective ranks of
  * the routing part, the spectral abscissa and unstable heads, the spread of S-D filtering
- * (arXiv 2605.18826; doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9), and the cascade over depth (3.10).
+ * (arXiv 2605.18826; doc/methods.md "Routing/filtering split of a standard head", "Dynamically unstable heads", "Stability", "Formulation B", "Effective rank"), and the cascade over depth (3.10).
  *
  *   ./sd_spectrum model.bin [-heads 1] [-csv out.csv] [-json out.json] [-png out.png] [-eps E]
  *   ./sd_spectrum model.bin -grad_batches N -j 'VAL_GLOB' [-b B] [-t T] [-json out.json]
@@ -11,10 +11,10 @@
  * Standard heads (mha, lin): M = W_Q W_K^T, split through the QR core (never forming C x C),
  * ranks of R. S-D heads (sd, sdlin): ranks of S, ||S||_2, the spread of D, alpha of L = S + sign D,
  * the x-space split of U L U^T and the ranks of its routing U S U^T (x_erank). Heads and layers
- * at minimal rank (one rotation plane, doc/methods.md 3.10) are counted per layer and per model.
+ * at minimal rank (one rotation plane, doc/methods.md "The spectral cascade") are counted per layer and per model.
  * -grad_batches N also runs the CPU model (llmc/cpu/gpt2_cpu.h) forward and backward over the first
  * N consecutive (B, T) batches of -j, as one accumulated training step, and ranks every S-D head's
- * mean gradient of S beside S itself (doc/methods.md 3.9: what the loss asks for, free of Adam's
+ * mean gradient of S beside S itself (doc/methods.md "Effective rank": what the loss asks for, free of Adam's
  * per-coordinate normalization).
  * The math is in spectrum.h, the columns in doc/sd_tools.md.
  * -png runs `$PYTHON sd_attention/plot_cascade.py DATA.json OUT.png` (PYTHON defaults to
@@ -63,9 +63,9 @@ static const CliOpt OPTS[] = {
     CLI_STR(Options, "-csv", csv, NULL, 0, "write one row per head here (CSV)"),
     CLI_STR(Options, "-json", json, NULL, 0, "write the layer summaries and every head here (JSON)"),
     CLI_STR(Options, "-png", png, NULL, 0, "plot the cascade (rank over depth) here, via sd_attention/plot_cascade.py"),
-    CLI_FLT(Options, "-eps", eps, 0.0, 1.0, 0, "unstable head: alpha > eps * rho (doc/methods.md 3.3)"),
+    CLI_FLT(Options, "-eps", eps, 0.0, 1.0, 0, "unstable head: alpha > eps * rho (doc/methods.md 'Dynamically unstable heads')"),
     CLI_INT(Options, "-grad_batches", grad_batches, 0, 1 << 20, 0,
-            "N > 0: also rank the mean gradient of each S-D head's S over N batches of -j (doc/methods.md 3.9)"),
+            "N > 0: also rank the mean gradient of each S-D head's S over N batches of -j (doc/methods.md 'Effective rank')"),
     CLI_STR(Options, "-j", val, NULL, 0, "token shards (glob) for -grad_batches, read in order from the start"),
     CLI_INT(Options, "-b", B, 1, 1 << 20, 0, "batch size B of -grad_batches"),
     CLI_INT(Options, "-t", T, 0, 1 << 20, 0, "sequence length T of -grad_batches (0: the model's maxT)"),
@@ -83,7 +83,7 @@ static void parse_options(Options *o, int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         printf("usage: %s model.bin [-flag value ...]   (--help: this text)\n", argv[0]);
         printf("routing/filtering split, effective rank, spectral abscissa of every attention head\n"
-               "(doc/methods.md 3.2-3.10; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
+               "(doc/methods.md 'S–D attention'; doc/sd_tools.md). -png runs $PYTHON (default /usr/bin/python3).\n");
         cli_print_options(OPTS, NUM_OPTS, o, -1, stdout);
         exit(0);
     }
@@ -145,7 +145,7 @@ static void analyse_model(const char *path, double eps, Report *r) {
 }
 
 /*
- * -grad_batches N (doc/methods.md 3.9): the mean gradient of the loss over N consecutive batches,
+ * -grad_batches N (doc/methods.md "Effective rank"): the mean gradient of the loss over N consecutive batches,
  * exactly as a training step with N micro-batches accumulates it (gpt2_zero_grad, then per batch
  * gpt2_forward and gpt2_backward with dloss = 1/(B T N)), from the start of the -j shards without
  * shuffling (the validation loader). Then every S-D head's packed gradient is ranked next to its S
@@ -197,7 +197,7 @@ static void report_free(Report *r) {
     for (int l = 0; l < r->cfg.num_layers; l++) free(r->head[l]);
 }
 
-/* The model's count of layers and heads at minimal rank (doc/methods.md 3.10). */
+/* The model's count of layers and heads at minimal rank (doc/methods.md "The spectral cascade"). */
 typedef struct {
     int layers, heads, total_heads;
 } MinimalCount;

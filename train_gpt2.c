@@ -117,7 +117,7 @@ static void setup(Run *r) {
     TrainLoop *t = &r->loop;
     train_loop_setup(t, a, 0, 1, c->vocab_size, resume_step); /* one process: rank 0 of 1 */
     if (a->hellaswag) {
-        /* llm.c's -h 1 (doc/formats.md 6), scored with the training B and T, plus the -ht tasks */
+        /* llm.c's -h 1 (doc/formats.md "Eval files and scoring"), scored with the training B and T, plus the -ht tasks */
         train_evals_setup(&r->evals, a->eval_tasks, a->hellaswag_max, a->B, a->T, a->init, c->vocab_size, 1);
         gpt2_eval_init(&r->eval, &r->model, a->B, a->T);
     }

@@ -166,7 +166,7 @@ static void check_ranks_agree(Run *r, int resume_step, const GPT2Config *c) {
     }
 }
 
-/* -h 1 (llm.c's in-training HellaSwag, doc/formats.md 6, plus the -ht tasks): scored with the
+/* -h 1 (llm.c's in-training HellaSwag, doc/formats.md "Eval files and scoring", plus the -ht tasks): scored with the
  * training B and T. */
 static void evals_setup(Run *r) {
     const TrainArgs *a = &r->args;
@@ -356,7 +356,7 @@ static void generate(Run *r) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Checkpoints (doc/formats.md 8): rank 0 the model, every rank its state, a barrier, rank 0 DONE_. */
+ * Checkpoints (doc/formats.md "Optimizer/DataLoader state"): rank 0 the model, every rank its state, a barrier, rank 0 DONE_. */
 static void save_checkpoint(Run *r, int step) {
     const TrainArgs *a = &r->args;
     GPT2GPU *m = &r->model;

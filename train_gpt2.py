@@ -3,11 +3,11 @@
 Defines
   - GPT: a GPT-2 pre-LN model (fp32, explicit attention; its GPTConfig is llmc_formats/checkpoint.py's)
     whose attention layers each have their own head count h_l, head size d_l and kind (the layer
-    table, doc/formats.md 2.4):
-    mha softmax attention, sd S-D attention (doc/methods.md 3.4), lin ELU+1 linear attention and
+    table, doc/formats.md "Per-layer heads"):
+    mha softmax attention, sd S-D attention (doc/methods.md "Formulation A"), lin ELU+1 linear attention and
     sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11) and with the
     input scaled by emb_scale F (the blocks read F (wte[x] + wpe[t]); the head reads wte unscaled);
-  - init_weights: the init of doc/formats.md 2.3, drawn in the C trainer's order;
+  - init_weights: the init of doc/formats.md "Random init and RNG order", drawn in the C trainer's order;
   - write_model / load_model: a GPT to and from a checkpoint, versions 3/5 (llm.c) and 103/105
     (with a layer table);
   - a command line that writes checkpoints, the debug-state file (with our AdamW trailer) that the
@@ -33,7 +33,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------
-# Constants (doc/formats.md 1 and 2) and the formats, from llmc_formats/ (the package at the
+# Constants (doc/formats.md "Conventions and magic numbers", "Model checkpoint") and the formats, from llmc_formats/ (the package at the
 # repository root, next to this file): checkpoints, descriptors, layer tables, shards. The names
 # below are this module's too, for the code and tests that import them from here.
 
@@ -51,9 +51,9 @@ from llmc_formats.shards import SHARD_MAGIC, read_shard  # noqa: E402,F401
 STATE_MAGIC = 20240327          # debug state
 DEBUG_STATE_VERSION = 2         # v2 = gradients with the padded vocabulary
 LIN_EPS = 1e-6                  # the linear-attention normalizer's epsilon, as the C kernels
-# Weight decay applies to the 2-D slots only (doc/formats.md 11).
+# Weight decay applies to the 2-D slots only (doc/formats.md "Optimization semantics").
 DECAY_SLOTS = frozenset((0, 1, 4, 6, 10, 12))
-SDSKEW_SLOT = 16                # decayed only with --sd_decay_s (doc/methods.md 3.7)
+SDSKEW_SLOT = 16                # decayed only with --sd_decay_s (doc/methods.md "Parameter counts")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ def _param(*shape):
 
 
 def elu1(x):
-    """phi(x) = elu(x) + 1 > 0, the feature map of linear attention (doc/methods.md 3.12)."""
+    """phi(x) = elu(x) + 1 > 0, the feature map of linear attention (doc/methods.md "ELU+1 causal linear attention")."""
     return F.elu(x) + 1.0
 
 
@@ -94,12 +94,12 @@ def softmax_mix(q, k, v):
 class CausalSelfAttention(nn.Module):
     """One layer's attention: h heads of size d, width A = h*d (may differ from C), of a kind:
       mha / lin:   q, k, v from qkv_w (3A, C): the Q block, the K block, the V block, each A rows;
-                   head k owns rows [k*d, (k+1)*d) of each block (doc/formats.md, doc/methods.md 0).
+                   head k owns rows [k*d, (k+1)*d) of each block (doc/formats.md, doc/methods.md "Notation").
       sd / sdlin:  u, v from qkv_w (2A, C): the U block then the V block. Per head
                    L = S + sign*D with S skew from the packed strict upper triangle sd_skew (h,
                    d(d-1)/2) and D = diag(softplus(sd_theta)); logits u_i L u_j^T / sqrt(d)
-                   (doc/methods.md 3.4), computed as u . k' with k' = u L^T (the fold of 3.8).
-    mha and sd mix with softmax, lin and sdlin with ELU+1 linear attention (doc/methods.md 3.12)."""
+                   (doc/methods.md "Formulation A"), computed as u . k' with k' = u L^T (the fold of 3.8).
+    mha and sd mix with softmax, lin and sdlin with ELU+1 linear attention (doc/methods.md "ELU+1 causal linear attention")."""
 
     def __init__(self, cfg, n_head, head_size, kind):
         super().__init__()
@@ -119,7 +119,7 @@ class CausalSelfAttention(nn.Module):
 
     def generator(self):
         """L (h, d, d) = S + sign * diag(softplus(theta)) for every head: the mirror of the C
-        definition sd_build_generator (sd_attention/generator.h; doc/methods.md 3.4), the same
+        definition sd_build_generator (sd_attention/generator.h; doc/methods.md "Formulation A"), the same
         packing and softplus threshold; test/test_gpt2_cpu.sh checks the two models' S-D layers
         (forward and every gradient) against each other."""
         h, d = self.n_head, self.head_size
@@ -147,7 +147,7 @@ class CausalSelfAttention(nn.Module):
 
 class Block(nn.Module):
     """Pre-LN transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)); with -ln 0 (flag bit 0)
-    the sub-blocks read x itself (doc/methods.md 3.11, option 1: ln_f is kept)."""
+    the sub-blocks read x itself (doc/methods.md "Training without LayerNorm", option 1: ln_f is kept)."""
 
     def __init__(self, cfg, n_head, head_size, kind):
         super().__init__()
@@ -172,7 +172,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """GPT-2 with a per-layer attention table. wte is (Vp, C) and doubles as the LM head; only
     its first V rows produce logits, so the padded rows never receive gradient. The blocks' input
-    is F (wte[x] + wpe[t]) with F = config.emb_scale (header[10], doc/formats.md 2.4): with
+    is F (wte[x] + wpe[t]) with F = config.emb_scale (header[10], doc/formats.md "Per-layer heads"): with
     GPT-2's init (std 0.02) the stream enters the blocks at an RMS of about 0.03, which F = 35.36
     raises to 1 for blocks without LayerNorm; the tied head reads wte unscaled."""
 
@@ -188,7 +188,7 @@ class GPT(nn.Module):
             init_weights(self, seed)
 
     def slots(self):
-        """The parameters as 18 lists in checkpoint order (doc/formats.md 2.2, then the S-D slots),
+        """The parameters as 18 lists in checkpoint order (doc/formats.md "The 16 parameter tensors", then the S-D slots),
         layer 0 first; a layer without a tensor (no LN; not S-D) contributes nothing."""
         bl = self.blocks
         ln = [b for b in bl if b.use_ln]
@@ -234,7 +234,7 @@ class GPT(nn.Module):
 
 @torch.no_grad()
 def init_weights(model, seed=42):
-    """doc/formats.md 2.3: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) residual projections, zero biases
+    """doc/formats.md "Random init and RNG order": N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) residual projections, zero biases
     and padded wte rows, unit LayerNorm weights. One normal_ call per tensor on one mt19937
     generator, in PyTorch module order (wte rows [0, V), wpe, then per layer qkvw, [S-D: the packed
     skew ~ N(0, sd_init_s^2)], attprojw, fcw, fcprojw), so the C trainer, which replays torch's
@@ -272,7 +272,7 @@ def init_weights(model, seed=42):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoints (doc/formats.md 2.1, 2.4)
+# Checkpoints (doc/formats.md "Header", "Per-layer heads")
 
 def write_model(model, path, dtype="fp32"):
     """Write a checkpoint: version 3/5 (byte-identical to llm.c) for a uniform table, else
@@ -299,10 +299,10 @@ def load_model(path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Token shards (doc/formats.md 3): read_shard is llmc_formats/shards.py's
+# Token shards (doc/formats.md "Token shards"): read_shard is llmc_formats/shards.py's
 
 def _window(tokens, start, B, T):
-    # Inputs are B*T tokens from `start`, targets the same window shifted by 1 (doc/formats.md 4).
+    # Inputs are B*T tokens from `start`, targets the same window shifted by 1 (doc/formats.md "DataLoader semantics").
     w = torch.from_numpy(tokens[start:start + B * T + 1].astype(np.int64))
     return w[:-1].view(B, T), w[1:].view(B, T)
 
@@ -324,11 +324,11 @@ def eval_loss(model, shard, B, T, batches):
 
 
 # ---------------------------------------------------------------------------------------------
-# Debug state and the reference AdamW trajectory (doc/formats.md 7, 11)
+# Debug state and the reference AdamW trajectory (doc/formats.md "Debug-state file and tests", "Optimization semantics")
 
 @torch.no_grad()
 def adamw_step(model, m_bufs, v_bufs, t, lr, beta1, beta2, eps, wd, clip, decay_sd_skew=False):
-    """One AdamW update written out (doc/formats.md 11), t = step+1. Returns the pre-clip grad norm.
+    """One AdamW update written out (doc/formats.md "Optimization semantics"), t = step+1. Returns the pre-clip grad norm.
     The norm is accumulated in float64; clip <= 0 disables clipping. Decay: the 2-D slots, and
     the packed S-D skew only with decay_sd_skew (never theta, biases or LayerNorms)."""
     slots = model.slots()
@@ -383,7 +383,7 @@ def debug_state(model, x, y, path, steps, lr, beta1, beta2, eps, wd, clip, decay
               logits.numpy().astype("<f4", copy=False).tobytes(),
               np.array([loss0], dtype="<f4").tobytes()]
     chunks += [g.numpy().astype("<f4", copy=False).tobytes() for g in grads]
-    # Our trailer; llm.c's readers stop after the gradients (doc/formats.md 7).
+    # Our trailer; llm.c's readers stop after the gradients (doc/formats.md "Debug-state file and tests").
     chunks.append(np.array([steps], dtype="<i4").tobytes())
     chunks.append(np.array([lr, beta1, beta2, eps, wd, clip], dtype="<f4").tobytes())
     chunks.append(np.array(losses, dtype="<f4").tobytes())

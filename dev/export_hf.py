@@ -7,7 +7,7 @@ CKPT is any checkpoint the trainers write or read (versions 3, 5, 103, 105; bf16
 exactly; read by llmc_formats/checkpoint.py). OUT_DIR receives:
 - model.safetensors (the safetensors library; fp32, or bf16 with --dtype bf16, rounded to nearest
   even) and config.json, generation_config.json;
-- a uniform model with its LayerNorms and emb_scale 1 (doc/formats.md 2.4) as transformers' own
+- a uniform model with its LayerNorms and emb_scale 1 (doc/formats.md "Per-layer heads") as transformers' own
   GPT2LMHeadModel (model_type gpt2: Conv1D weights transposed to (in, out), gelu_new,
   layer_norm_epsilon 1e-5, n_positions = maxT); any other model (another layer table, -ln 0, an
   input scale emb_scale != 1, which GPT-2 cannot express) as LlmcGptForCausalLM, whose code

@@ -1,12 +1,12 @@
 /*
  * kinds/list.h: the layer kinds' codes, one per kind. The code is the kind's number in checkpoints
- * (doc/formats.md 2.4) and its row in each registry table: kinds/registry.h (shapes),
+ * (doc/formats.md "Per-layer heads") and its row in each registry table: kinds/registry.h (shapes),
  * kinds/registry_cpu.h (the CPU model's stages), kinds/registry_gpu.cu (the GPU model's). Append
  * new kinds, never reorder.
  *
  *   mha    GPT-2's softmax attention (the framework's two stages)
- *   sd     S-D attention: logits u_i (S -/+ D) u_j^T / sqrt(d) (sd_attention/, doc/methods.md 3.4)
- *   lin    ELU+1 linear attention on q, k (doc/methods.md 3.12)
+ *   sd     S-D attention: logits u_i (S -/+ D) u_j^T / sqrt(d) (sd_attention/, doc/methods.md "Formulation A")
+ *   lin    ELU+1 linear attention on q, k (doc/methods.md "ELU+1 causal linear attention")
  *   sdlin  the linear mixer on S-D's u and u L^T
  */
 #ifndef KINDS_LIST_H

@@ -109,7 +109,7 @@ static const ArgSpec ARG_TABLE[] = {
           "(V256: the byte vocabulary)"),
     A_STR("-o", out_dir, NULL, SCOPE_ALL, "output directory for main.log and checkpoints (empty: none)"),
     A_STR("-layers", layers, NULL, SCOPE_ALL,
-          "layer table file: heads, head size and kind per layer (doc/formats.md 2.4); with a "
+          "layer table file: heads, head size and kind per layer (doc/formats.md 'Per-layer heads'); with a "
           "descriptor -e"),
     A_STR("-prism", prism, NULL, SCOPE_ALL,
           "a layer table checked by Prism's rules (doc/prism.md): a Prism schedule; with a descriptor -e"),
@@ -118,7 +118,7 @@ static const ArgSpec ARG_TABLE[] = {
           "shuffle seed of the training data order, + rank (llm.c: 42); A/B seeds can vary it too"),
     A_INT("-rows", rows, 0, 1, SCOPE_ALL,
           "1: each of the B rows of a batch its own window of T+1 tokens (a seeded permutation of all such "
-          "windows); 0: llm.c's batch, one span of B*T+1 tokens (doc/formats.md 4)"),
+          "windows); 0: llm.c's batch, one span of B*T+1 tokens (doc/formats.md 'DataLoader semantics')"),
     A_INT("-ln", ln, 0, 1, SCOPE_ALL, "0: blocks without ln_1/ln_2 (ln_f kept); with a descriptor -e"),
     A_FLT("-emb_scale", emb_scale, 1e-30, 1e4, SCOPE_ALL,
           "input scale F: the blocks read F (wte[x] + wpe[t]), the tied head wte unscaled (35.36: unit RMS "

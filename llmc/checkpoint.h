@@ -45,9 +45,9 @@
 #define CKPT_V_TABLE_BF16 105
 #define CKPT_TABLE_REVISION 1
 /* header[9]: bit 1 is the framework's; the kinds' stored options own the others (their
- * KindOption.header_bit, llmc/kind_option.h; doc/formats.md 2.4) */
+ * KindOption.header_bit, llmc/kind_option.h; doc/formats.md "Per-layer heads") */
 #define CKPT_FLAG_NO_LN 1 /* -ln 0: blocks without ln_1/ln_2 */
-/* header[10]: the input scale F (-emb_scale) as float32 bits; 0 when F = 1 (doc/formats.md 2.4) */
+/* header[10]: the input scale F (-emb_scale) as float32 bits; 0 when F = 1 (doc/formats.md "Per-layer heads") */
 #define HEADER_INTS 256
 #define HEADER_BYTES (HEADER_INTS * 4)
 

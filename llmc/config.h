@@ -14,7 +14,7 @@
  * What needs the kinds (validation, printing, llm.c compatibility) is in llmc/layer_kind.h.
  *
  * The layer table is the seam for both methods: Prism varies h per layer (d = C/h), S-D
- * attention adds kinds and explicit head sizes (doc/formats.md 2.4).
+ * attention adds kinds and explicit head sizes (doc/formats.md "Per-layer heads").
  */
 #ifndef LLMC_CONFIG_H
 #define LLMC_CONFIG_H
@@ -27,7 +27,7 @@
 #include "utils.h"
 
 #define LLMC_MAX_LAYERS 80 /* the checkpoint header holds 3 ints per layer from slot 16 */
-/* Bounds of a model's shape (doc/formats.md 2.1). Inside them every size computed from a config
+/* Bounds of a model's shape (doc/formats.md "Header"). Inside them every size computed from a config
  * (parameters below 2^44, their bytes, activations of a bounded (B, T)) fits in 64 bits and every
  * per-layer width h*d in an int; a header field, flag or table entry outside them is an error
  * before any arithmetic. GPT-3 175B (C 12288, 96 heads of 128, V 50257) is well inside. */
@@ -56,7 +56,7 @@ typedef struct GPT2Config {
     int num_heads;         /* base heads: the uniform model's count, header[5] */
     int use_ln;            /* 1: per-block ln_1/ln_2; 0: -ln 0, blocks without them (ln_f kept) */
     float emb_scale;       /* F: the blocks' input is F (wte[x] + wpe[t]); the tied head reads wte
-                            * unscaled (-emb_scale; 1 is GPT-2; doc/methods.md 3.11, "The input scale") */
+                            * unscaled (-emb_scale; 1 is GPT-2; doc/methods.md "Training without LayerNorm": the input scale) */
     /* the kinds' options, KIND_OPTIONS[i] in opt[i] (llmc/kind_option.h): the stored ones from
      * the checkpoint or the command line, the init ones from the command line */
     KindOptValue opt[LLMC_MAX_KIND_OPTIONS];
@@ -74,14 +74,14 @@ static inline void config_set_uniform(GPT2Config *c, int heads) {
     }
 }
 
-/* V and the padded Vp = ceil(V/128)*128 (doc/formats.md 2.1); V in [2, LLMC_MAX_VOCAB]. */
+/* V and the padded Vp = ceil(V/128)*128 (doc/formats.md "Header"); V in [2, LLMC_MAX_VOCAB]. */
 static inline void config_set_vocab(GPT2Config *c, int V) {
     c->vocab_size = V;
     c->padded_vocab_size = (int)(((long long)V + 127) / 128 * 128);
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Descriptors (doc/formats.md 2.2 for dN and gpt3:cC, 2.2 and 3.1 for V<vocab>). Returns 1 on success; on failure
+ * Descriptors (doc/formats.md "The 16 parameter tensors" for dN and gpt3:cC, 2.2 and 3.1 for V<vocab>). Returns 1 on success; on failure
  * writes the reason to msg. */
 static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     memset(c, 0, sizeof(*c));
@@ -161,7 +161,7 @@ static inline int config_from_descriptor(const char *desc, GPT2Config *c, char *
                  *end == 'H' && parse_positive_int(end + 1, &end, &H);
         if (ok && *end == 'T') ok = parse_positive_int(end + 1, &end, &T);
         if (ok && *end == 'V') {
-            /* the vocabulary: V = 256 is the byte vocabulary (doc/formats.md 3.1) */
+            /* the vocabulary: V = 256 is the byte vocabulary (doc/formats.md "The byte vocabulary and its shards") */
             if (!parse_positive_int(end + 1, &end, &V) || *end != '\0' || V < 2 || V > LLMC_MAX_VOCAB) {
                 snprintf(msg, cap, "descriptor '%s': V<vocab> expects an integer in [2, %d] at the end, e.g. L2C64H2T64V256", desc,
                          LLMC_MAX_VOCAB);

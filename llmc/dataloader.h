@@ -1,5 +1,5 @@
 /*
- * llmc/dataloader.h: llm.c token shards and the distributed data loader (doc/formats.md 3, 4).
+ * llmc/dataloader.h: llm.c token shards and the distributed data loader (doc/formats.md "Token shards", "DataLoader semantics").
  *
  * Defines:
  *   shard_validate        check one shard's header and size; returns its token count
@@ -10,7 +10,7 @@
  *   dataloader_set_rows   independent rows (-rows 1): each of the B rows its own window of T + 1
  *                         tokens, drawn from a seeded permutation of all such windows
  *   dataloader_write_shuffle / dataloader_read_shuffle / dataloader_shuffle_bytes
- *                         the permutation part of a state file (doc/formats.md 8)
+ *                         the permutation part of a state file (doc/formats.md "Optimizer/DataLoader state")
  *   dataloader_val_batches  -m: the val batches each evaluation takes
  *
  * The order of samples must equal llm.c's so that loss curves compare step by step: shard order
@@ -22,7 +22,7 @@
  * a row window of T + 1 tokens starting at a multiple of T, and batch i of rank r takes the entries
  * (i * nproc + r) * B .. + B of it: every row comes from another place of the shard, and the ranks
  * read disjoint rows (the permutation is the same on every rank, seeded without the rank). Shards
- * are visited in the same permuted order as llm.c's (doc/formats.md 4).
+ * are visited in the same permuted order as llm.c's (doc/formats.md "DataLoader semantics").
  */
 #ifndef LLMC_DATALOADER_H
 #define LLMC_DATALOADER_H
@@ -287,7 +287,7 @@ static inline void dataloader_resume(DataLoader *dl, int64_t shard_idx, int64_t 
     }
 }
 
-/* State-file part (doc/formats.md 8): size_t n, int32 shard order; size_t m, int32 sample order
+/* State-file part (doc/formats.md "Optimizer/DataLoader state"): size_t n, int32 shard order; size_t m, int32 sample order
  * (of windows, or of rows with rows on); the raw 2520-byte mt19937. */
 static inline void dataloader_write_shuffle(const DataLoader *dl, AtomicFile *af) {
     size_t n = (size_t)dl->n_files, m = (size_t)dl->shard_order_len;

@@ -17,7 +17,7 @@
  *   eval_losses_from_logits   per-position losses (and argmax) for a forward callback that has logits
  *   evalfile_uses_norm        whether the task has per-option completions (acc_norm reported)
  *
- * Scoring (doc/formats.md 6). A row holds its context and then its completion; position p predicts
+ * Scoring (doc/formats.md "Eval files and scoring"). A row holds its context and then its completion; position p predicts
  * token p + 1, so the completion's j-th token is scored at position ctx_len - 1 + j and a row
  * needs ctx_len + completion_len - 1 input positions. Each option's loss is the cross-entropy
  * summed over its completion tokens: acc takes the option with the lowest sum, acc_norm the lowest

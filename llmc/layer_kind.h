@@ -49,7 +49,7 @@ typedef struct {
     /* qkvw is (qkv_rows A, C) and qkvb (qkv_rows A): 3 for Q | K | V, 2 for S-D's U | V */
     int qkv_rows;
     /* elements of layer ls's block of a per-layer slot other than qkvw / qkvb that the stage
-     * owns (its KindSlots, llmc/param_layout.h; doc/formats.md 2.4); NULL: none */
+     * owns (its KindSlots, llmc/param_layout.h; doc/formats.md "Per-layer heads"); NULL: none */
     size_t (*slot_size)(const GPT2Config *c, const LayerSpec *ls, int slot);
     /* forward matmul FLOPs per token beyond the projection GEMM; NULL: none */
     double (*extra_flops)(const LayerSpec *ls);
@@ -90,7 +90,7 @@ typedef struct {
     const Mixer *mix;
 } LayerKind;
 
-/* The registry, indexed by code (doc/formats.md 2.4); defined by kinds/registry.h. */
+/* The registry, indexed by code (doc/formats.md "Per-layer heads"); defined by kinds/registry.h. */
 extern const LayerKind LAYER_KINDS[];
 extern const int N_LAYER_KINDS;
 

@@ -1,6 +1,6 @@
 /*
  * llmc/layer_table.h: layer-table files (`-prism FILE`): the heads, head size and kind of every
- * layer (doc/formats.md 2.4). A Prism head schedule is such a table; Prism's own rules are a
+ * layer (doc/formats.md "Per-layer heads"). A Prism head schedule is such a table; Prism's own rules are a
  * validator run on the parsed table (prism/rules.h).
  *
  * Defines:

@@ -1,6 +1,6 @@
 /*
  * llmc/logger.h: `<out>/main.log`, the per-run metrics file llm.c's plotting tools parse
- * (doc/formats.md 9). `s` is the 0-based step.
+ * (doc/formats.md "main.log and stdout"). `s` is the 0-based step.
  *
  * Defines:
  *   Logger, logger_init (a new main.log, or on resume the old one without the records of the

@@ -3,7 +3,7 @@
  *
  * Defines:
  *   AdamWHyper     lr, beta1, beta2, eps, weight decay, and the slots it decays
- *                  (llmc/param_layout.h param_decay_mask; doc/formats.md 11)
+ *                  (llmc/param_layout.h param_decay_mask; doc/formats.md "Optimization semantics")
  *   adamw_gpt2     llm.c's GPT-2 setting: betas (0.9, 0.95), eps 1e-8, the run's lr and decay
  *   ROUNDING_RNG_SEED   llm.c's initial state of the bf16 update's rounding RNG
  */

@@ -4,7 +4,7 @@
  *
  * Defines:
  *   param_init_gpt2   one torch-identical normal_ draw per tensor in PyTorch's module order
- *                     (doc/formats.md 2.3): wte (its first V rows), wpe, then per layer qkvw, the
+ *                     (doc/formats.md "Random init and RNG order"): wte (its first V rows), wpe, then per layer qkvw, the
  *                     projection stage's own parameters (llmc/layer_kind.h init: S-D's packed skew
  *                     and theta), attprojw, fcw, fcprojw. Residual projections use std
  *                     0.02/sqrt(2L); LayerNorm weights are 1, everything else 0.

@@ -11,7 +11,7 @@
  *   LayerParams / layer_params   named views of layer l's tensors (float or any element type
  *                     through the offsets), so the model code reads like llm.c's
  *   param_decay_mask  the slots AdamW decays: wte, wpe, qkvw, attprojw, fcw, fcprojw
- *                     (doc/formats.md 11) and the kind slots whose rule says so;
+ *                     (doc/formats.md "Optimization semantics") and the kind slots whose rule says so;
  *                     slot_has_weight_decay reads it
  *   model_matmul_flops_per_token forward FLOPs of every matmul, for the neutrality test
  *
@@ -53,7 +53,7 @@ typedef enum {
 
 #define LLMC_MAX_PARAM_SLOTS 32
 
-/* A tensor a kind owns, stored after llm.c's 16 (doc/formats.md 2.4): per layer, sized by the
+/* A tensor a kind owns, stored after llm.c's 16 (doc/formats.md "Per-layer heads"): per layer, sized by the
  * layer's projection (Projection.slot_size); empty in layers of other kinds. */
 typedef struct {
     int slot;                 /* its number in the file: NUM_LLMC_SLOTS + its row in KIND_SLOTS */
@@ -80,7 +80,7 @@ static inline int slot_is_per_layer(int slot) {
 }
 
 /* AdamW decays the matrices only; biases, LayerNorm parameters never; a kind slot as its rule says
- * (S-D's packed skew only on request, doc/methods.md 3.7). opt: the kinds' option values. */
+ * (S-D's packed skew only on request, doc/methods.md "Parameter counts"). opt: the kinds' option values. */
 static inline unsigned param_decay_mask(const KindOptValue *opt) {
     unsigned m = (1u << P_WTE) | (1u << P_WPE) | (1u << P_QKVW) | (1u << P_ATTPROJW) | (1u << P_FCW) |
                  (1u << P_FCPROJW);
@@ -189,8 +189,8 @@ static inline LayerParams layer_params(float *base, const ParamLayout *p, int l)
 /*
  * Forward matmul FLOPs per token of a sequence of length T (2 per multiply-add), counting the
  * softmax attention products over the full T x T square (the causal half is a constant factor for
- * every schedule) and linear attention by its O(d^2) state (doc/methods.md 3.12). Parameter- and
- * FLOP-neutrality of Prism (doc/methods.md 2.4) is the statement that this number and
+ * every schedule) and linear attention by its O(d^2) state (doc/methods.md "ELU+1 causal linear attention"). Parameter- and
+ * FLOP-neutrality of Prism (doc/methods.md "Parameter and FLOP neutrality") is the statement that this number and
  * param_layout_init's total do not depend on the per-layer head counts.
  */
 static inline double model_matmul_flops_per_token(const GPT2Config *c, int T) {

@@ -3,7 +3,7 @@
  *
  * Defines:
  *   Mt19937           the 32-bit Mersenne Twister with PyTorch's state layout (2520 bytes; the
- *                     raw bytes go into llm.c-format state files, doc/formats.md 8)
+ *                     raw bytes go into llm.c-format state files, doc/formats.md "Optimizer/DataLoader state")
  *   mt_seed, mt_u32   seeding and one tempered 32-bit draw
  *   TorchGenerator    Mt19937 plus the cached second Box-Muller sample that torch keeps in its
  *                     generator for small tensors
@@ -15,12 +15,12 @@
  *   sample_softmax    a token from softmax(logits) at temperature 1 with that RNG
  *
  * Why: the C trainer, the CUDA trainer and train_gpt2.py must start from the same weights so
- * that their losses and gradients can be compared directly (doc/formats.md 2.3). The mt19937
+ * that their losses and gradients can be compared directly (doc/formats.md "Random init and RNG order"). The mt19937
  * stream and the n < 16 path match torch exactly. For n >= 16, torch's vectorized kernel (the
  * avx_mathfun log/sincos in Debian's torch 1.13) differs from glibc's logf/sinf/cosf by up to ~20
  * ulps, and the compiler flags can move a value by 1 ulp; so C-vs-PyTorch init is compared to a
  * tolerance (test/test_rand.py, test/test_gpt2_cpu.c), and C-vs-C is bit-exact only between builds
- * with the same flags. The 1e-12 inside the logs is llm.c's guard (doc/formats.md 2.3); it changes
+ * with the same flags. The 1e-12 inside the logs is llm.c's guard (doc/formats.md "Random init and RNG order"); it changes
  * nothing measurable.
  */
 #ifndef LLMC_RAND_H
@@ -164,7 +164,7 @@ static inline void torch_normal_(float *x, size_t n, float mean, float std, Torc
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Permutations for the data loader (doc/formats.md 4): Fisher-Yates from the end,
+ * Permutations for the data loader (doc/formats.md "DataLoader semantics"): Fisher-Yates from the end,
  * j = u32 mod (i+1). perm_shuffle permutes whatever order `p` already holds. */
 static inline void perm_identity(int32_t *p, int64_t n) {
     for (int64_t i = 0; i < n; i++) p[i] = (int32_t)i;
@@ -187,7 +187,7 @@ static inline uint32_t xorshift_u32(uint64_t *state) {
     return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
-/* The sampling RNG's seed in both trainers, as llm.c's (doc/formats.md 10). */
+/* The sampling RNG's seed in both trainers, as llm.c's (doc/formats.md "The trainer command line"). */
 #define SAMPLE_RNG_SEED 1337ull
 
 /* One draw from softmax(logits[0..V-1]): a uniform coin of 24 bits against the unnormalized CDF,

@@ -1,6 +1,6 @@
 /*
  * llmc/run_folder.h: the run folder (-o) is the user's data. What a launch may do with it is
- * decided before anything in it is written (doc/formats.md 8, "The run folder"):
+ * decided before anything in it is written (doc/formats.md "Optimizer/DataLoader state": the run folder):
  *
  *   the folder holds             -y 0 (default)      -y 1                           -start_over 1
  *   no run (missing or empty)    start the run       start it if -e is given,       start the run

@@ -1,5 +1,5 @@
 /*
- * llmc/schedulers.h: learning-rate schedules (doc/formats.md 11), identical to llm.c's.
+ * llmc/schedulers.h: learning-rate schedules (doc/formats.md "Optimization semantics"), identical to llm.c's.
  *
  * Defines:
  *   LRSchedule, lr_schedule_init, lr_at(step)

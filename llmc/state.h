@@ -1,6 +1,6 @@
 /*
  * llmc/state.h: training checkpoints: the optimizer/loader state file, DONE_ markers, resume
- * and retention (doc/formats.md 8).
+ * and retention (doc/formats.md "Optimizer/DataLoader state").
  *
  * Defines:
  *   ckpt_model_path / ckpt_state_path / ckpt_done_path   <out>/model_%08d.bin, state_%08d_%05d.bin,

@@ -1,5 +1,5 @@
 /*
- * llmc/tokenizer.h: token decoding from llm.c's tokenizer files (doc/formats.md 5): GPT-2's
+ * llmc/tokenizer.h: token decoding from llm.c's tokenizer files (doc/formats.md "Tokenizer file"): GPT-2's
  * `gpt2_tokenizer.bin`, or the byte vocabulary's `bytes_tokenizer.bin` (V 256, EOT 0).
  *
  * Defines:

@@ -286,7 +286,7 @@ static inline int train_due_checkpoint(const TrainArgs *a, const TrainLoop *t, i
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Checkpoints (doc/formats.md 8) */
+ * Checkpoints (doc/formats.md "Optimizer/DataLoader state") */
 
 /* The part of a state file's header that is the run's shape: how many processes, which one writes,
  * whether fp32 master weights are kept. */

@@ -15,7 +15,7 @@
  *                               directory on commit, so a file with its final name is always
  *                               complete and on disk; a failed write removes the .tmp, as does
  *                               atomic_discard
- *                               (doc/formats.md 1)
+ *                               (doc/formats.md "Conventions and magic numbers")
  *   path_join, file_exists, make_dir, format_duration, fnv1a64
  *
  * Header-only (static inline) and valid C11 and C++17, so train_gpt2.c and train_gpt2.cu include

@@ -1,7 +1,7 @@
 """llmc_formats: the Python reader and writer of each file format of the project (doc/formats.md).
 
 Modules
-- checkpoint: the model checkpoint (doc/formats.md 2.1, 2.2, 2.4): the kinds (names, codes, qkvw
+- checkpoint: the model checkpoint (doc/formats.md "Header", "The 16 parameter tensors", "Per-layer heads"): the kinds (names, codes, qkvw
   rows, S-D and linear), GPTConfig (shape, layer table, header[9] flags, header[10] emb_scale,
   slot shapes), header encode/decode for versions 3/5/103/105, fp32/bf16 bodies;
 - descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; 2.2);

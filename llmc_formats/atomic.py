@@ -1,4 +1,4 @@
-"""llmc_formats/atomic.py: complete files only (doc/formats.md 1, "Here: complete files only").
+"""llmc_formats/atomic.py: complete files only (doc/formats.md "Conventions and magic numbers": complete files only).
 
 Defines
 - write_atomic(path, data): data (bytes, str written as UTF-8, or an iterable of bytes chunks)

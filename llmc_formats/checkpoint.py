@@ -1,4 +1,4 @@
-"""llmc_formats/checkpoint.py: the model checkpoint (doc/formats.md 2.1, 2.2, 2.4).
+"""llmc_formats/checkpoint.py: the model checkpoint (doc/formats.md "Header", "The 16 parameter tensors", "Per-layer heads").
 
 Defines
 - MODEL_MAGIC, VERSIONS (3 fp32, 5 bf16: llm.c's; 103, 105: with a layer table), KINDS (the
@@ -40,11 +40,11 @@ GPT2_VOCAB = 50257
 
 
 def padded_vocab(v):
-    # Vp = ceil(V/128)*128 (doc/formats.md 2.1): 50257 -> 50304.
+    # Vp = ceil(V/128)*128 (doc/formats.md "Header"): 50257 -> 50304.
     return (v + 127) // 128 * 128
 
 
-# Attention kinds of the layer table (doc/formats.md 2.4).
+# Attention kinds of the layer table (doc/formats.md "Per-layer heads").
 KINDS = ("mha", "sd", "lin", "sdlin")
 SD_KINDS = (1, 3)               # a shared query/key projection U, skew S, theta
 LINEAR_KINDS = (2, 3)           # ELU+1 linear attention instead of softmax
@@ -57,14 +57,14 @@ def kind_code(name):
 
 def qkv_rows(kind):
     """Rows of qkvw per unit of attention width A = h d of a layer of this kind (code): Q | K | V,
-    or S-D's shared U | V (doc/formats.md 2.4; Projection.qkv_rows in the C registry)."""
+    or S-D's shared U | V (doc/formats.md "Per-layer heads"; Projection.qkv_rows in the C registry)."""
     return 2 if kind in SD_KINDS else 3
 
 
 def linear_of(kind):
     """The kind (code) with this kind's projection and the ELU+1 mixer: mha -> lin, sd -> sdlin."""
     return next(k for k in LINEAR_KINDS if (k in SD_KINDS) == (kind in SD_KINDS))
-# header[9] flags (doc/formats.md 2.4)
+# header[9] flags (doc/formats.md "Per-layer heads")
 FLAG_NO_LN, FLAG_SD_SCALAR_D, FLAG_SD_PLUS_D, FLAG_LIN_PRESCALE = 1, 2, 4, 8
 KNOWN_FLAGS = 15
 MAX_TABLE_LAYERS = 80           # 16 + 3L <= 256 header slots
@@ -86,11 +86,11 @@ def emb_scale_bits(f):
     """header[10] for the input scale f: its float32 bits as an int32, 0 for f = 1."""
     return 0 if f == 1.0 else struct.unpack("<i", struct.pack("<f", f))[0]
 
-# The 16 parameter slots in checkpoint order (doc/formats.md 2.2); the per-layer ones are stored layer 0
+# The 16 parameter slots in checkpoint order (doc/formats.md "The 16 parameter tensors"); the per-layer ones are stored layer 0
 # first.
 SLOT_NAMES = ("wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
               "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb",
-              "sdskew", "sdtheta")   # the S-D slots follow llm.c's 16 (doc/formats.md 2.4)
+              "sdskew", "sdtheta")   # the S-D slots follow llm.c's 16 (doc/formats.md "Per-layer heads")
 
 
 @dataclass
@@ -104,7 +104,7 @@ class GPTConfig:
     layers: tuple = None              # per layer (h_l, d_l, kind code); None -> uniform
     flags: int = 0                    # header[9]: no LN, scalar D, +D, linear prescale
     emb_scale: float = 1.0            # header[10]: F, the blocks' input F (wte[x] + wpe[t]); float32
-    sd_init_s: float = 0.0            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md 3.7)
+    sd_init_s: float = 0.0            # init only: packed skew ~ N(0, sd_init_s^2) (doc/methods.md "Parameter counts")
     sd_init_theta: float = 0.1        # init only: theta; D = softplus(theta)
     sd_init_u: float = 0.02           # init only: std of the S-D U rows (logit scale ~ its square)
 
@@ -118,7 +118,7 @@ class GPTConfig:
             raise ValueError(f"GPTConfig: padded_vocab_size {self.padded_vocab_size} < "
                              f"vocab_size {self.vocab_size}")
         if self.layers is None:
-            # The uniform table of a descriptor: h heads of size C/h (doc/formats.md 18 #8: check it).
+            # The uniform table of a descriptor: h heads of size C/h (doc/formats.md "Upstream weak spots" #8: check it).
             if self.n_embd % self.n_head:
                 raise ValueError(f"GPTConfig: {self.n_head} heads do not divide C={self.n_embd}")
             d = self.n_embd // self.n_head
@@ -156,7 +156,7 @@ class GPTConfig:
 
     def is_uniform(self):
         """True when llm.c can read the model: LayerNorms, the input unscaled (emb_scale 1), every
-        layer mha with the same h and h*d == C (doc/formats.md 2.1, 2.4); such a model is written
+        layer mha with the same h and h*d == C (doc/formats.md "Header", "Per-layer heads"); such a model is written
         as version 3/5."""
         h0 = self.layers[0][0]
         return self.use_ln and self.emb_scale == 1.0 and all(
@@ -184,7 +184,7 @@ class GPTConfig:
                 per(lambda l: (h_(l),) if self.sd_scalar_d else (h_(l), d_(l)), sd)]
 
     def num_params(self):
-        """llm.c's count: padded wte, wpe included (doc/formats.md 2.2)."""
+        """llm.c's count: padded wte, wpe included (doc/formats.md "The 16 parameter tensors")."""
         return sum(math.prod(s) for slot in self.slot_shapes() for s in slot)
 
     def describe(self):
@@ -196,7 +196,7 @@ class GPTConfig:
 
 
 # ---------------------------------------------------------------------------------------------
-# Header (doc/formats.md 2.1, 2.4)
+# Header (doc/formats.md "Header", "Per-layer heads")
 
 def encode_header(cfg, dtype="fp32", path="checkpoint"):
     """The 1024 header bytes of cfg: version 3/5 (byte-identical to llm.c) for a uniform table,
@@ -310,10 +310,10 @@ def read_header(path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Body (doc/formats.md 2.2, 2.4): the slots in order, fp32 (v3/v103) or bf16 (v5/v105)
+# Body (doc/formats.md "The 16 parameter tensors", "Per-layer heads"): the slots in order, fp32 (v3/v103) or bf16 (v5/v105)
 
 def bf16_to_f32(raw_u16):
-    """bf16 bits -> float32: the bf16 value is the upper half of an fp32 word (doc/formats.md 2.1)."""
+    """bf16 bits -> float32: the bf16 value is the upper half of an fp32 word (doc/formats.md "Header")."""
     import numpy as np
     return (raw_u16.astype(np.uint32) << 16).view(np.float32)
 

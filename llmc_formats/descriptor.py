@@ -1,4 +1,4 @@
-"""llmc_formats/descriptor.py: model descriptors, the trainers' -e (doc/formats.md 2.2
+"""llmc_formats/descriptor.py: model descriptors, the trainers' -e (doc/formats.md "The 16 parameter tensors"
 "Descriptors" and its "Here" table).
 
 Defines
@@ -15,7 +15,7 @@ from llmc_formats.checkpoint import GPT2_VOCAB, GPTConfig
 
 MAX_VOCAB = 16777216            # LLMC_MAX_VOCAB of llmc/config.h: V and Vp
 
-# Descriptor tables (doc/formats.md 2.2): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
+# Descriptor tables (doc/formats.md "The 16 parameter tensors"): GPT-2 depth -> (C, NH); GPT-3 width -> (L, head size).
 GPT2_SHAPES = {6: (384, 6), 12: (768, 12), 24: (1024, 16), 36: (1280, 20),
                48: (1600, 25), 60: (1920, 30), 72: (2880, 30), 84: (3456, 36)}
 GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96),
@@ -24,7 +24,7 @@ GPT3_SHAPES = {384: (6, 64), 768: (12, 64), 1024: (24, 64), 1536: (24, 96),
 
 
 def parse_descriptor(desc):
-    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md 2.2)."""
+    """Model descriptor -> GPTConfig with the uniform layer table (doc/formats.md "The 16 parameter tensors")."""
     m = re.fullmatch(r"(?:gpt2:)?d(\d+)", desc)
     if m:
         depth = int(m.group(1))
@@ -40,7 +40,7 @@ def parse_descriptor(desc):
             raise ValueError(f"descriptor '{desc}': width {C} is not one of {sorted(GPT3_SHAPES)}")
         L, hs = GPT3_SHAPES[C]
         if C % hs:
-            # gpt3:c5140 is in llm.c's table but 5140 % 128 != 0 (doc/formats.md 18 #8).
+            # gpt3:c5140 is in llm.c's table but 5140 % 128 != 0 (doc/formats.md "Upstream weak spots" #8).
             raise ValueError(f"descriptor '{desc}': head size {hs} does not divide C={C}")
         return GPTConfig(n_layer=L, n_embd=C, n_head=C // hs, block_size=2048)
     if desc == "tiny":

@@ -1,9 +1,9 @@
 """llmc_formats/hf_export.py: a checkpoint as a Hugging Face model directory, and back (doc/export.md).
 
-Two layouts, chosen by the checkpoint's layer table (doc/formats.md 2.4):
+Two layouts, chosen by the checkpoint's layer table (doc/formats.md "Per-layer heads"):
 - stock: a uniform model with its LayerNorms and an unscaled input (GPTConfig.is_uniform()) is
   transformers' GPT2LMHeadModel: keys `transformer.<name>` with HF's Conv1D weights stored
-  (in, out), i.e. our (out, in) qkvw, attprojw, fcw, fcprojw transposed (doc/formats.md 2.2);
+  (in, out), i.e. our (out, in) qkvw, attprojw, fcw, fcprojw transposed (doc/formats.md "The 16 parameter tensors");
 - custom: every other model is the project's LlmcGptForCausalLM (dev/hf/modeling_llmc_gpt.py),
   whose linears keep our (out, in) layout and whose config.json carries the layer table, the
   header[9] flags and, when it is not 1, the input scale emb_scale (header[10]).
@@ -63,7 +63,7 @@ CUSTOM_FIELDS = ("vocab_size", "padded_vocab_size", "n_positions", "n_embd", "n_
 
 
 def slot_layers(cfg, s):
-    """The layers holding per-layer slot s, in file order (doc/formats.md 2.4 "Body")."""
+    """The layers holding per-layer slot s, in file order (doc/formats.md "Per-layer heads" "Body")."""
     if s in LN_SLOTS and not cfg.use_ln:
         return []
     if s in SD_SLOTS:
@@ -134,7 +134,7 @@ def custom_names(cfg):
 
 def custom_config(cfg):
     """The fields of CUSTOM_FIELDS for cfg: sizes, the layer table (heads, head size, kind name
-    per layer) and the header[9] flags (doc/formats.md 2.4) as booleans and the S-D sign; then
+    per layer) and the header[9] flags (doc/formats.md "Per-layer heads") as booleans and the S-D sign; then
     emb_scale (header[10], the float32 value) when it is not 1."""
     conf = {"vocab_size": cfg.vocab_size, "padded_vocab_size": cfg.padded_vocab_size,
             "n_positions": cfg.block_size, "n_embd": cfg.n_embd, "n_layer": cfg.n_layer,

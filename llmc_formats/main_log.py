@@ -1,4 +1,4 @@
-"""llmc_formats/main_log.py: the trainer's main.log (doc/formats.md 9).
+"""llmc_formats/main_log.py: the trainer's main.log (doc/formats.md "main.log and stdout").
 
 llm.c's format, one record per line, `s` the 0-based step:
 

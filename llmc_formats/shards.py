@@ -1,4 +1,4 @@
-"""llmc_formats/shards.py: llm.c token shards (doc/formats.md 3, 3.1).
+"""llmc_formats/shards.py: llm.c token shards (doc/formats.md "Token shards", "The byte vocabulary and its shards").
 
 A shard is a header of 256 int32 (20240520, 1, ntok, zeros), then ntok uint16 token ids; its
 size is exactly 1024 + 2 * ntok bytes. GPT-2 shards and the byte-vocabulary shards of 3.1 share it.

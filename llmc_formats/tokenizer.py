@@ -1,4 +1,4 @@
-"""llmc_formats/tokenizer.py: llm.c's tokenizer file (doc/formats.md 5).
+"""llmc_formats/tokenizer.py: llm.c's tokenizer file (doc/formats.md "Tokenizer file").
 
 A header of 256 int32 ([0] 20240328, [1] version 1 or 2, [2] the token count n, [3] the EOT id in
 version 2; version 1 implies 50256), then for each id 0..n-1 a uint8 length (1..255) and that many

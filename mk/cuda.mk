@@ -12,7 +12,7 @@
 #                        the toolkit gets the newest arch it has, as SASS + PTX for the driver to
 #                        compile, with a note; an older one than 8.0 is left out with a note.
 #                        Always explicit: llm.c's auto-detection was dead code and nvcc then built
-#                        sm_75 PTX for a JIT on every start (doc/formats.md 17).
+#                        sm_75 PTX for a JIT on every start (doc/formats.md "Build facts").
 #   USE_CUDNN=1          cuDNN flash attention (needs libcudnn 9 and the frontend headers)
 #   CUDNN_FRONTEND_PATH  include dir holding cudnn_frontend.h (1.13.0 or newer; 1.32.0 tested);
 #                        default: mk/cudnn_frontend.sh's search (the active venv/conda's pip package
@@ -24,7 +24,7 @@
 #   NO_MULTI_GPU=1       no NCCL (one process); NO_USE_MPI=1: NCCL with tcp/fs rendezvous only
 #   NCCL_HOME, OPENMPI_DIR   where nccl.h / mpi.h live when not in the standard places
 #   PRECISION            BF16 only (the GPU trainer is bf16 with fp32 master weights)
-# NVML is never linked: -lg reports memory through the CUDA runtime (doc/formats.md 18 #10).
+# NVML is never linked: -lg reports memory through the CUDA runtime (doc/formats.md "Upstream weak spots" #10).
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -93,7 +93,7 @@ CUDNN_LIB = $(if $(wildcard $(dir $(CUDNN_LIBDIR))libcudnn.so),-lcudnn,-l:libcud
 # CUDNN_LDFLAGS must be expanded only in the recipes that link cuDNN ($$ inside a define), so that
 # a machine without cuDNN still builds everything else.
 CUDNN_NO_LIB = CUDNN_HOME=$(CUDNN_HOME): no libcudnn.so* in $(CUDNN_HOME)/lib64, $(CUDNN_HOME)/lib or /usr/lib/$(MULTIARCH) (a cuDNN build links it: set CUDNN_HOME to the folder whose lib64/ or lib/ holds libcudnn.so*, or build without USE_CUDNN=1)
-# the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md 15.3)
+# the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md "cuDNN version and build facts")
 CUDNN_LDFLAGS = $(if $(CUDNN_LIBDIR),-L$(dir $(CUDNN_LIBDIR)) -Xlinker -rpath -Xlinker $(dir $(CUDNN_LIBDIR)) $(CUDNN_LIB) -lnvrtc,$(error $(CUDNN_NO_LIB)))
 # searched once, when first used (mk/cudnn_frontend.sh: the order is in its header)
 ifeq ($(origin CUDNN_FRONTEND_PATH),undefined)

@@ -1,4 +1,4 @@
-# mk/fuzz.mk: fuzz targets of every file reader (test/fuzz/; doc/verification.md "Fuzzing").
+# mk/fuzz.mk: fuzz targets of every file reader (test/fuzz/; doc/verification.md "Hostile files and faults").
 #
 #   make fuzz [FUZZ_SECONDS=300] [FUZZ_TARGETS="checkpoint state"]   libFuzzer with ASan + UBSan,
 #                     each target from a working copy of its seed corpus; crashes are written to

@@ -1,4 +1,4 @@
-# mk/sd.mk: tests of S-D attention, linear attention and -ln 0 (doc/methods.md 3).
+# mk/sd.mk: tests of S-D attention, linear attention and -ln 0 (doc/methods.md "S–D attention").
 TEST_BINS += build/test_sd_cpu_fd build/test_sd_stability build/test_sd_layout
 
 build/test_sd_cpu_fd: test/test_sd_cpu_fd.c $(HEADERS) $(TEST_HEADERS) | build

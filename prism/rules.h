@@ -1,5 +1,5 @@
 /*
- * prism/rules.h: Prism's rules for a layer table (Aggarwal, arXiv 2606.27449; doc/methods.md 2.2,
+ * prism/rules.h: Prism's rules for a layer table (Aggarwal, arXiv 2606.27449; doc/methods.md "Definition",
  * 2.3, 2.6): few wide heads early, the base head count late, at the parameters and FLOPs of the
  * uniform model.
  *
@@ -12,7 +12,7 @@
  * Warnings (constraints the abstract does not state as rules, and the controls of doc/methods.md
  * 2.6): the last layer not at the base head count, fewer than L/2 base layers, a run of a
  * non-base width shorter than 2 or longer than 4 layers, a head count more than doubling between
- * layers, an attention width h*d != C (parameters and FLOPs not neutral, doc/methods.md 2.4).
+ * layers, an attention width h*d != C (parameters and FLOPs not neutral, doc/methods.md "Parameter and FLOP neutrality").
  * Every message starts "file:line: ".
  */
 #ifndef PRISM_RULES_H
@@ -24,7 +24,7 @@
 /* `model` supplies C, L and the base head count (its num_heads). */
 static inline int prism_rules_check(LayerTable *s, const char *path, const GPT2Config *model) {
     const int C = model->channels, L = model->num_layers, base = model->num_heads;
-    /* The constraints the paper does not state as rules (doc/methods.md 2.3): warnings only. */
+    /* The constraints the paper does not state as rules (doc/methods.md "Constraints"): warnings only. */
     if (s->layer[L - 1].n_head != base) {
         layer_table_warn(s, path, s->line[L - 1], "the last layer has %d heads; the model's base is %d "
                     "(Prism ends at the base head count)", s->layer[L - 1].n_head, base);

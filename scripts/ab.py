@@ -15,7 +15,7 @@ Sizes (presets):
   bytes  L4C128H2T256V256, the prose corpus as bytes (make prose_bytes), B 16 x T 256, 1,920 steps:
          10 tokens per parameter outside the embeddings, runs that end below the bigram floor
          (doc/reproducing.md "Floors and the gate"); no zero-shot tasks (GPT-2-tokenized files)
-  124M, 354M, 757M  llm.c's recipes through scripts/run_gpt2.sh (doc/baselines.md 1.1; FineWeb),
+  124M, 354M, 757M  llm.c's recipes through scripts/run_gpt2.sh (doc/baselines.md "Hyperparameters of the reproduction scripts"; FineWeb),
          with --budget to run a fraction of the tokens
 tiny, small and bytes run the trainer directly: ./train_gpt2 on the CPU, or --bin ./train_gpt2cu for a
 short GPU run (--gpus N > 1: mpirun -np N); --seq-len, --val-every and --val-batches change their
@@ -29,12 +29,12 @@ Arms: a comma list; the first is the reference every other arm is paired against
   NAME=FILE        any layer-table file (doc/prism.md: head counts and sizes, kinds such as sd or
                    lin); it is run with -layers, since such a table need not follow Prism's
                    rules (for example the table sd_attention/prescribe.py writes)
-Pairing (doc/methods.md 2.6 "Protocol"): within a seed S every arm starts from the same weights
+Pairing (doc/methods.md "Candidate schedules and negative controls": its protocol): within a seed S every arm starts from the same weights
 (-seed S; a layer table changes no parameter shape) and reads the same batches. --data-order seed
 (the default) gives seed S the data order -data_seed S, so that the spread over seeds covers the
 data order as well as the init; --data-order fixed keeps llm.c's order (shuffle seed 42) in
 every run. The sizes that run the trainer directly draw independent rows (--rows 1, the trainers'
--rows 1: every row of a batch its own window; doc/formats.md 4); --rows 0 gives llm.c's batches,
+-rows 1: every row of a batch its own window; doc/formats.md "DataLoader semantics"); --rows 0 gives llm.c's batches,
 one passage each, whose curves compare step by step with llm.c. Runs go seed by seed, the arms in turn, so that a change of machine load hits every
 arm of a seed alike.
 
@@ -291,7 +291,7 @@ class Plan:
                "-b", str(self.B), "-t", str(self.T), "-x", str(self.steps), "-l", "1e-3",
                "-u", str(self.warmup), "-q", "0.1", "-c", "0.1", "-v", str(self.val_every),
                "-m", str(self.val_batches), "-s", "0", "-n", str(self.steps), "-o", self.run_dir(arm, seed),
-               "-y", "1"]  # a run stopped by Ctrl-C resumes from its checkpoint (doc/formats.md 8)
+               "-y", "1"]  # a run stopped by Ctrl-C resumes from its checkpoint (doc/formats.md "Optimizer/DataLoader state")
         if self.tokenizer != "gpt2_tokenizer.bin":
             cmd += ["-tok", self.tokenizer]
         if self.a.data_order == "seed":

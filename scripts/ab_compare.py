@@ -5,7 +5,7 @@ it for upstream llm.c vs our train_gpt2cu on the same data, flags and init).
   python scripts/ab_compare.py REF.log NEW.log [--labels upstream,ours] [--tol 0.01]
          [--warmup 3] [--tokens-per-step D] [--every K] [--json out.json]
 
-Both logs are llm.c-style stdout (doc/formats.md 9). The step line
+Both logs are llm.c-style stdout (doc/formats.md "main.log and stdout"). The step line
   step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr %.2e | %.2f ms | ... | %.0f tok/s ...
 is read for the step, loss, norm, lr and ms (llm.c's MFU field and our CPU trainer's eta field
 are ignored), or the CPU demo's (upstream train_gpt2.c, dev/cpu/upstream_cpu_loop.c)

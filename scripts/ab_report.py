@@ -7,7 +7,7 @@ and MFU, with plots. scripts/ab.py writes such a directory and calls this at its
                               [--plots 0|1] [--markdown FILE] [--json FILE]
 
 DIR holds one run per arm and seed, DIR/<arm>_seed<S>/, with
-  main.log          the trainer's log (doc/formats.md 9): the final val loss is the last `tel`
+  main.log          the trainer's log (doc/formats.md "main.log and stdout"): the final val loss is the last `tel`
                     record, which must be one past the last train step (an unfinished run is an
                     error; see ab_stats.final_val_loss);
   stdout.log, or DIR/<arm>_seed<S>.log

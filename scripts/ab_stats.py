@@ -14,7 +14,7 @@ scripts/ab.py and sd_attention/sd_claims.py read final val losses with it too). 
 - t975(df): the two-sided 95% Student t quantile (the normal 1.96 beyond 30 degrees of freedom);
 - fmt(v, spec): v formatted, or "n/a" for None and NaN.
 
-main.log is read by llmc_formats/main_log.py (doc/formats.md 9).
+main.log is read by llmc_formats/main_log.py (doc/formats.md "main.log and stdout").
 """
 import math
 import os

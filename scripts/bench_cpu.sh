@@ -11,7 +11,7 @@
 #       Prism L8C256H4T256, B 4, T 256, 8 steps, 3 rounds): OpenBLAS with the kernel set it picks
 #       itself, then with each OPENBLAS_CORETYPE named (e.g. SkylakeX Haswell)
 #   bash scripts/bench_cpu.sh --rows [STEPS ROUNDS]
-#       llm.c's batches (-rows 0) vs independent rows (-rows 1, doc/formats.md 4) on the byte
+#       llm.c's batches (-rows 0) vs independent rows (-rows 1, doc/formats.md "DataLoader semantics") on the byte
 #       preset (L4C128H4T256V256, B 16, T 256, the prose bytes of make prose_bytes), with the BLAS
 #       build when it is built; default 8 steps, 3 rounds
 #

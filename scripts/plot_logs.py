@@ -4,7 +4,7 @@
   python scripts/plot_logs.py RUN [RUN ...] [-o loss.png] [--labels a,b] [--baseline 3.28:llm.c]
 
 RUN is a run's output directory (the trainer's -o, holding main.log) or a main.log path. The
-format is llm.c's main.log (doc/formats.md 9; read by llmc_formats/main_log.py), one record per
+format is llm.c's main.log (doc/formats.md "main.log and stdout"; read by llmc_formats/main_log.py), one record per
 line, `s` the 0-based step:
 
   s:%d trl:%.4f lr:%.6f norm:%.2f      train loss, learning rate, grad norm (older llm.c

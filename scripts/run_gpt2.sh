@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/run_gpt2.sh: the reproduction launcher for uniform and Prism GPT-2 at 124M (d12),
 # 354M (d24) and 757M (24 x 1536, -e L24C1536H24) on FineWeb with llm.c's recipes
-# (doc/baselines.md 1.1), run by the CUDA trainer ./train_gpt2cu.
+# (doc/baselines.md "Hyperparameters of the reproduction scripts"), run by the CUDA trainer ./train_gpt2cu.
 #
 #   scripts/run_gpt2.sh --size 124M --arm prism --seed 42                 # one GPU
 #   scripts/run_gpt2.sh --size 124M --arm uniform --gpus 8                # mpirun -np 8
@@ -16,8 +16,8 @@
 #   - the recipe's flags: -b -t -d -x -l -u 700 -q 0.0 -c 0.1 -z 1 -r 0 -v 250 -h 1 -s -g 144 -n
 #     -y 1; the arm adds -prism prism/schedules/<scale>_prism.txt (uniform: the descriptor's own
 #     heads; table: -layers --schedule FILE, any layer table without Prism's rules); -seed sets the init seed. The data order is llm.c's (shuffle seed 42 + rank) in
-#     both arms, so two arms with the same seed form an A/B pair (doc/methods.md 2.6 "Protocol");
-#   - the val-loss comparability rule (doc/formats.md 13): every eval reads the first 10*2^20 val
+#     both arms, so two arms with the same seed form an A/B pair (doc/methods.md "Candidate schedules and negative controls": its protocol);
+#   - the val-loss comparability rule (doc/formats.md "Val-loss comparability"): every eval reads the first 10*2^20 val
 #     tokens, so -m = 10485760 / (B * T * processes), which must divide exactly;
 #   - it restarts the trainer with -y 1 (resume from the last DONE_ checkpoint) until
 #     DONE_<last step> exists, and gives up after --max-restarts attempts without progress;
@@ -33,7 +33,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
-VAL_TOKENS=10485760 # 10 * 2^20: llm.c's published val loss (doc/formats.md 13)
+VAL_TOKENS=10485760 # 10 * 2^20: llm.c's published val loss (doc/formats.md "Val-loss comparability")
 RESTART_DELAY=${LLMC_RESTART_DELAY:-5} # seconds between a failed attempt and the next
 
 usage() {
@@ -74,8 +74,8 @@ EOF
 }
 
 # ------------------------------------------------------------------------------------------------
-# Recipes: llm.c's scripts/run_gpt2_{124M,350M,774M}.sh (doc/baselines.md 1.1). 757M = 24 x 1536 is a
-# reconstruction (doc/methods.md 2.5); it takes the 774M recipe, the closest published one.
+# Recipes: llm.c's scripts/run_gpt2_{124M,350M,774M}.sh (doc/baselines.md "Hyperparameters of the reproduction scripts"). 757M = 24 x 1536 is a
+# reconstruction (doc/methods.md "Model sizes"); it takes the 774M recipe, the closest published one.
 set_recipe() {
   case "$1" in
     124M) DESC=d12; DATA_DIR=dev/data/fineweb10B; B=64; STEPS=18865; LR=6e-4
@@ -206,7 +206,7 @@ if [ -n "$val_tokens" ]; then
   fi
 fi
 [ -n "$VAL_NOTE" ] || [ $((VAL_TOKENS % PER_STEP)) -eq 0 ] ||
-  die "10*2^20 val tokens are not a whole number of B*T*processes = $PER_STEP batches (doc/formats.md 13): choose B so that it divides"
+  die "10*2^20 val tokens are not a whole number of B*T*processes = $PER_STEP batches (doc/formats.md 'Val-loss comparability'): choose B so that it divides"
 DONE_FILE="$OUT/DONE_$(printf '%08d' "$STEPS")"
 
 FLAGS=(-i "$TRAIN_GLOB" -j "$VAL_GLOB" -o "$OUT" -e "$DESC" -seed "$SEED"
@@ -261,7 +261,7 @@ missing_inputs() {
 }
 
 # ------------------------------------------------------------------------------------------------
-# The run's cost: tokens, and GPU-hours from the FLOPs per token (6 N + 6 L C T, doc/formats.md 12)
+# The run's cost: tokens, and GPU-hours from the FLOPs per token (6 N + 6 L C T, doc/formats.md "Throughput and MFU")
 # at the throughput measured for d12 on one H200 (558k tok/s, 45 % MFU: doc/gpu.md); an A100
 # has 312 of the H200's 989 dense bf16 TFLOP/s, so about 3.2 times the hours at the same MFU.
 model_shape() {  # descriptor -> "L C"

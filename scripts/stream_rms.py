@@ -11,7 +11,7 @@ residual stream").
 With a checkpoint: the model of train_gpt2.py (the PyTorch reference) runs the first -m windows of
 B x T tokens of the first val shard, the trainer's val windows (llmc/dataloader.h), and prints
 the root mean square of the stream entering each block (block 0: F (wte[x] + wpe[t]), with the
-checkpoint's emb_scale F, doc/formats.md 2.4) and entering ln_f, over the same
+checkpoint's emb_scale F, doc/formats.md "Per-layer heads") and entering ln_f, over the same
 positions as the trainer's "s:<step> rms0:... rmsL:..." record of main.log (sqrt of the mean over batches of
 each batch's mean square). With --log: that record at every val step of a run, one row a step.
 """

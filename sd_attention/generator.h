@@ -1,13 +1,13 @@
 /*
  * sd_attention/generator.h: the S-D generator, the one definition every path uses.
  *
- * S-D attention (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md 3.4, 3.6) scores a pair of
+ * S-D attention (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md "Formulation A", "Formulation B") scores a pair of
  * tokens of one head by u_i L u_j^T / sqrt(d) with the d x d generator
  *
  *     L = S + sign D,   S = -S^T (routing),   D = diag(softplus(theta)) > 0 (filtering)
  *
- * sign = -1 is the paper's L = S - D (every eigenvalue has Re(lambda) <= 0, doc/methods.md 3.5);
- * +1 is the ablation S + D. Parameters of one head (doc/formats.md 2.4, slots sdskew, sdtheta):
+ * sign = -1 is the paper's L = S - D (every eigenvalue has Re(lambda) <= 0, doc/methods.md "Stability");
+ * +1 is the ablation S + D. Parameters of one head (doc/formats.md "Per-layer heads", slots sdskew, sdtheta):
  *   skew   d(d-1)/2 values, the strict upper triangle of S row by row: S_ij = s, S_ji = -s, i < j
  *   theta  d values, or one with scalar D (D = softplus(theta) I)
  *

@@ -31,7 +31,7 @@ F32/F16/BF16 widened to fp32; torch.load for .bin). Sharded checkpoints are not 
     untied LM head), the buffers attention.bias, attention.masked_bias, *rotary_emb.inv_freq.
   Any other key, a missing tensor or a wrong shape is a one-line error naming file and key.
 
-Where each tensor goes (our slots, doc/formats.md 2.2; all nn.Linear (out, in) as in our format):
+Where each tensor goes (our slots, doc/formats.md "The 16 parameter tensors"; all nn.Linear (out, in) as in our format):
   qkvw = [W_Q; W_K; W_V] (3C, C), qkvb likewise. BERT: query, key, value stacked. GPT-NeoX: the
     fused query_key_value weight (3C, C) has its rows ordered (head, {q, k, v}, d), i.e. per head
     q, k and v interleaved; it is de-interleaved to (q|k|v, head, d), so that rows [h*d, (h+1)*d)

@@ -7,7 +7,7 @@ pretrained GPT-2 small/medium/large/XL; and the way back from dev/export_hf.py (
     python sd_attention/import_hf.py path/to/hf_model_dir -o gpt2_355M.bin      (model.safetensors or
                                                                          pytorch_model.bin inside)
 
-Input (doc/formats.md 2.2, "Importing Hugging Face GPT-2"):
+Input (doc/formats.md "The 16 parameter tensors": importing Hugging Face GPT-2):
   - model.safetensors, parsed by hand (no safetensors package): a little-endian u64 header length
     n, n bytes of JSON {name: {dtype, shape, data_offsets: [begin, end)}, "__metadata__": ...},
     then the raw data; offsets count from the first byte after the JSON. F32, F16, BF16 (and F64)
@@ -195,7 +195,7 @@ def infer_shape(t, path, n_head):
 
 
 def slot_arrays(t, L, C, V, Vp):
-    """Yields llm.c's 16 tensors in file order (doc/formats.md 2.2), one layer block at a time."""
+    """Yields llm.c's 16 tensors in file order (doc/formats.md "The 16 parameter tensors"), one layer block at a time."""
     wte = t["wte.weight"].numpy()
     yield np.concatenate([wte, np.zeros((Vp - V, C), np.float32)]) if Vp > V else wte
     yield t["wpe.weight"].numpy()
@@ -211,7 +211,7 @@ def slot_arrays(t, L, C, V, Vp):
 
 
 def write_checkpoint(t, L, C, V, maxT, n_head, out, dtype, Vp=0):
-    """Header, then the slots of doc/formats.md 2.2 in order; a per-layer slot holds every layer's
+    """Header, then the slots of doc/formats.md "The 16 parameter tensors" in order; a per-layer slot holds every layer's
     tensor (all ln_1.weight, then all ln_1.bias, ...), which is how slot_arrays walks PER_LAYER.
     The writer is llmc_formats/checkpoint.py's (a uniform model: version 3, or 5 with bf16).
     Vp 0: ceil(V/128)*128."""

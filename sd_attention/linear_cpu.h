@@ -1,6 +1,6 @@
 /*
  * sd_attention/linear_cpu.h: the ELU+1 linear mixer on the CPU (Katharopoulos et al. 2020, arXiv
- * 2006.16236; doc/methods.md 3.12), the fp32 reference of the GPU's chunked scan
+ * 2006.16236; doc/methods.md "ELU+1 causal linear attention"), the fp32 reference of the GPU's chunked scan
  * (sd_attention/linear_scan.h) and of train_gpt2.py.
  *
  * Defines:

@@ -1,5 +1,5 @@
 /*
- * sd_attention/linear_scan.cuh: causal ELU+1 linear attention on the GPU (doc/methods.md 3.12;
+ * sd_attention/linear_scan.cuh: causal ELU+1 linear attention on the GPU (doc/methods.md "ELU+1 causal linear attention";
  * sd_attention/linear_scan.cu), for the layer kinds lin and sdlin.
  *
  * Same inputs and outputs as the softmax paths: qkv (B, T, 3A) bf16 (Q | K | V, or U | K' | V for

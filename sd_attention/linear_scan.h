@@ -1,6 +1,6 @@
 /*
  * sd_attention/linear_scan.h: the chunked causal scan behind the GPU's ELU+1 linear attention
- * (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md 3.12), written once for the CUDA kernels (sd_attention/linear_scan.cu) and the CPU emulation test
+ * (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md "ELU+1 causal linear attention"), written once for the CUDA kernels (sd_attention/linear_scan.cu) and the CPU emulation test
  * (test/test_sd_fold_emul.c).
  *
  * One primitive, run once forward and three times backward. For one sequence of T rows:
@@ -305,7 +305,7 @@ static inline LLMC_HD void lin_merge_element(uint16_t *dst, size_t ld, size_t co
  *   backward  split; the forward scan again (o and Z in fp32); dn, dg from dout; three scans
  *             dq~ (forward), dk~ (reverse), dv (reverse), each merged into dqkv (with phi' for q, k)
  * The scans' arguments (which of q~, k~, v, dn plays X, K, Y, their row scalars, the direction)
- * are doc/methods.md 3.12's; LinOps supplies the primitives, ctx is theirs. */
+ * are doc/methods.md "ELU+1 causal linear attention"'s; LinOps supplies the primitives, ctx is theirs. */
 typedef struct {
     void (*split)(void *ctx, const LinLayer *L, const uint16_t *qkv);
     void (*scan)(void *ctx, const LinLayer *L, const LinScanArgs *a);

@@ -1,11 +1,11 @@
 """noln_variants.py: the discriminating experiments for LayerNorm-free blocks, on the reference model.
 
 Trains train_gpt2.py's GPT (fp32, CPU) and changes one thing at a time, to find which part of a
-recipe lets blocks without ln_1 / ln_2 (-ln 0, doc/methods.md 3.11) learn more than byte pairs
+recipe lets blocks without ln_1 / ln_2 (-ln 0, doc/methods.md "Training without LayerNorm") learn more than byte pairs
 (doc/records/noln_lr_warmup.md). The variants, none of which the
 trainers implement:
 
-  --lnf 0              drop ln_f too: the LM head reads the residual stream (doc/methods.md 3.11,
+  --lnf 0              drop ln_f too: the LM head reads the residual stream (doc/methods.md "Training without LayerNorm",
                        option 2), so the loss sees the stream's size
   --branch_scale s     multiply every attention and MLP branch output by a fixed s (1/sqrt(2L) is
                        GPT-2's residual scaling, here applied in the forward, not only at init)

@@ -1,4 +1,4 @@
-"""sd_attention/plot_cascade.py: the spectral cascade (arXiv 2605.18826; doc/methods.md 3.10) as a PNG: effective rank
+"""sd_attention/plot_cascade.py: the spectral cascade (arXiv 2605.18826; doc/methods.md "The spectral cascade") as a PNG: effective rank
 of the routing part over depth, from the output of ./sd_spectrum.
 
     python3 sd_attention/plot_cascade.py spectrum.json cascade.png
@@ -6,7 +6,7 @@ of the routing part over depth, from the output of ./sd_spectrum.
 
 Per layer, over its heads, one quantity per line, each named in words in the legend: the mean and
 the median Roy-Vetterli effective rank (the primary curve), the mean participation ratio, the mean
-stable rank and the mean rank90 = 2 n90 (doc/methods.md 3.9); with S-D layers also the mean
+stable rank and the mean rank90 = 2 n90 (doc/methods.md "Effective rank"); with S-D layers also the mean
 effective rank of the token-space routing U S U^T. All share one rank axis; the routing capacity
 (min(2d, C) for standard heads, d for S-D heads) is dotted and minimal rank (one rotation plane,
 erank 2) a thin line. Markers tell the matrix: circles for S (S-D layers), squares for R (standard

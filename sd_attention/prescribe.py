@@ -1,5 +1,5 @@
 """sd_attention/prescribe.py: the S-D cascade's prescription (Jamil and Kapadia, arXiv 2605.18826:
-"architectures sized by the cascade"; doc/methods.md 3.14). A measured
+"architectures sized by the cascade"; doc/methods.md "Cascade-allocated d_head"). A measured
 checkpoint (or its ./sd_spectrum -json output) -> a layer table with one head size per layer, to
 train from scratch.
 
@@ -45,7 +45,7 @@ MAX_ATTN_WIDTH = 65536   # LLMC_MAX_ATTN_WIDTH
 DEFAULT_C, DEFAULT_MIN, DEFAULT_MAX = 2.0, 8, 64
 
 # The kinds by the names of layer tables, and what each is, all from llmc_formats/checkpoint.py
-# (doc/formats.md 2.4): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
+# (doc/formats.md "Per-layer heads"): rows of qkvw per unit of attention width (Q | K | V, or S-D's U | V),
 # whether the projection is S-D's, whether the mixer is ELU+1 linear; the kind with the same
 # projection and the linear mixer.
 KINDS = {name: (checkpoint.qkv_rows(k), k in checkpoint.SD_KINDS, k in checkpoint.LINEAR_KINDS)
@@ -63,7 +63,7 @@ class Parser(argparse.ArgumentParser):
 
 
 # ---------------------------------------------------------------------------------------------
-# The rule (doc/methods.md 3.14)
+# The rule (doc/methods.md "Cascade-allocated d_head")
 
 def next_pow2(x):
     """The smallest power of two >= x (1 for x <= 1), exactly: no log2 rounding at 2^k."""
@@ -93,7 +93,7 @@ MEASURES = {  # --measure: (per-head field, factor to singular values, words for
     "n90": ("n90", 2, "rank90 = 2 x n90, the rotation planes holding 90% of the routing energy"),
     "grad": ("grad_n90", 2, "2 x grad_n90, the planes holding 90% of the mean gradient of S (sd_spectrum "
                             "-grad_batches; n90 of R for standard layers)"),
-    "erank": ("erank", 1, "the Roy-Vetterli erank (the former rule; inflated by Adam, doc/methods.md 3.9)"),
+    "erank": ("erank", 1, "the Roy-Vetterli erank (the former rule; inflated by Adam, doc/methods.md 'Effective rank')"),
 }
 
 
@@ -111,11 +111,11 @@ def run_length(table):
 
 
 # ---------------------------------------------------------------------------------------------
-# Counting (the quantities of doc/methods.md 3.14)
+# Counting (the quantities of doc/methods.md "Cascade-allocated d_head")
 
 def attention_params(C, table, scalar_d):
     """Attention parameters of a table: per layer the tensors surg_attention_params counts
-    (sd_attention/surgery.h; shapes doc/formats.md 2.4, per-head counts doc/methods.md 3.7):
+    (sd_attention/surgery.h; shapes doc/formats.md "Per-layer heads", per-head counts doc/methods.md "Parameter counts"):
     qkvw (rows A, C), qkvb (rows A), attprojw (C, A), attprojb (C) with A = H d and rows 3
     (Q | K | V) or 2 (S-D: U | V); S-D layers add sdskew H d(d-1)/2 and sdtheta H d (H with
     scalar D)."""
@@ -132,7 +132,7 @@ def attention_params(C, table, scalar_d):
 def attention_flops(C, table, T):
     """Forward matmul FLOPs per token of the attention sub-blocks at sequence length T: the
     attention terms of model_matmul_flops_per_token (llmc/param_layout.h): the projection
-    2 C rows A; S-D's fold K' = U L^T, 2 A d (doc/methods.md 3.8); the mixing, softmax Q K^T and
+    2 C rows A; S-D's fold K' = U L^T, 2 A d (doc/methods.md "Realization with the standard attention kernels"); the mixing, softmax Q K^T and
     att V over the full T x T square, 4 T A (2.4), or the ELU+1 state, 4 A d (3.12); the output
     projection 2 A C."""
     f = 0
@@ -214,7 +214,7 @@ def read_spectrum(path, measure="n90"):
 
 
 def read_header(path):
-    """(maxT, L, base heads, C) from a checkpoint header (doc/formats.md 2.1, 2.4; read by
+    """(maxT, L, base heads, C) from a checkpoint header (doc/formats.md "Header", "Per-layer heads"; read by
     llmc_formats/checkpoint.py), or None when the file is unreadable or not a checkpoint."""
     try:
         with open(path, "rb") as f:
@@ -266,7 +266,7 @@ def report(src, spec, table, uniform, measured, c, lo, hi, T, measure="n90"):
     C = spec["C"]
     lines = [f"measure: {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]}",
              f"source: {src} (L {spec['L']}, C {C}); rule d_l = clamp(2^ceil(log2({c:g} * r_l)), "
-             f"{lo}, {hi}) (doc/methods.md 3.14), r_l of S (S-D), G (S's mean gradient) or R "
+             f"{lo}, {hi}) (doc/methods.md 'Cascade-allocated d_head'), r_l of S (S-D), G (S's mean gradient) or R "
              f"(standard), {table[0][0]} heads per layer",
              f"layer  measured         {'r_l ' + measure:>8s}  of  minimal  prescribed"]
     for l, (m, p) in enumerate(zip(spec["layers"], table)):
@@ -293,7 +293,7 @@ def options_text(opts, has_sd):
 
 def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd, measure="n90"):
     text = (f"# layer table prescribed by sd_attention/prescribe.py from the S-D cascade of {src}\n"
-            f"# rule (doc/methods.md 3.14): d_l = clamp(2^ceil(log2(c * r_l)), {lo}, {hi}), c = {c:g}, "
+            f"# rule (doc/methods.md 'Cascade-allocated d_head'): d_l = clamp(2^ceil(log2(c * r_l)), {lo}, {hi}), c = {c:g}, "
             f"--measure {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]} (S for "
             f"S-D heads, R for standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
     if desc:
@@ -305,7 +305,7 @@ def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd
 
 def main(argv=None):
     p = Parser(allow_abbrev=False, description="the S-D cascade's prescription: a measured checkpoint -> a layer table "
-               "with head sizes clamp(2^ceil(log2(c * r)), min, max), r the routing rank by --measure (doc/methods.md 3.14; "
+               "with head sizes clamp(2^ceil(log2(c * r)), min, max), r the routing rank by --measure (doc/methods.md 'Cascade-allocated d_head'; "
                "doc/sd_tools.md)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", help="model checkpoint: runs ./sd_spectrum -e FILE -json on it")

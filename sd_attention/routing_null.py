@@ -1,5 +1,5 @@
 """sd_attention/routing_null.py: null models of the routing rank an Adam-trained S-D head reports
-(doc/methods.md 3.9, "Adam's nulls"; doc/sd_tools.md).
+(doc/methods.md "Effective rank", "Adam's nulls"; doc/sd_tools.md).
 
     python sd_attention/routing_null.py --d 32 --steps 600 --lr 1e-3 --warmup 20 --final-frac 0.1
         [--draws 8] [--noise 0,1,3,10] [--grad-batches 20] [--grad-scale 1] [--clip-jitter 0]
@@ -59,7 +59,7 @@ import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_f
 from llmc_formats.atomic import write_atomic
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8        # llmc/optimizer.h ADAMW_GPT2_*
-SV_REL_TOL = 1e-6                           # doc/methods.md 3.9 (spectrum.h SPEC_SV_REL_TOL)
+SV_REL_TOL = 1e-6                           # doc/methods.md "Effective rank" (spectrum.h SPEC_SV_REL_TOL)
 ENERGY_FRACTION = 0.9
 DEFAULT_NOISE = (0.0, 1.0, 3.0, 10.0)
 
@@ -265,7 +265,7 @@ class Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     p = Parser(allow_abbrev=False, description="nulls of the routing rank of an Adam-trained S-D head "
-               "(doc/methods.md 3.9; doc/sd_tools.md)")
+               "(doc/methods.md 'Effective rank'; doc/sd_tools.md)")
     p.add_argument("--d", type=int, default=32, help="head size d (default 32)")
     p.add_argument("--steps", type=int, default=600, help="optimizer steps (default 600)")
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, -l (default 1e-3)")

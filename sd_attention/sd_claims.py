@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""sd_attention/sd_claims.py: the S-D paper's small-scale claims (arXiv 2605.18826; doc/methods.md 3,
-claims S2-S11 of doc/methods.md 4) from one command, at one or more model sizes on the CPU.
+"""sd_attention/sd_claims.py: the S-D paper's small-scale claims (arXiv 2605.18826; doc/methods.md "S–D attention",
+claims S2-S11 of doc/methods.md "Headline numbers and their provenance") from one command, at one or more model sizes on the CPU.
 
   python3 sd_attention/sd_claims.py                         # tiny and small on the prose corpus, seed 1
   python3 sd_attention/sd_claims.py --sizes bytes --bin build/blas/train_gpt2   # the byte preset
@@ -21,10 +21,10 @@ Each writes ten checkpoints over training (Steps.checkpoints). Then, per model:
   - main.log: the largest gradient norm and the blow-up steps (a norm above NORM_BLOWUP or not
     finite); a run is stable with blow-ups on at most 1 % of its steps     S2, S11
   - ./sd_spectrum -json: the routing n90 and effective rank per layer (S for S-D heads, the skew
-    part of W_Q W_K^T for standard heads; doc/methods.md 3.9, 3.10) and the minimal-rank layers,
+    part of W_Q W_K^T for standard heads; doc/methods.md "Effective rank", "The spectral cascade") and the minimal-rank layers,
     for S-D models at every checkpoint;
   - ./sd_surgery -op linearize -k K for K = 1 .. L-1: the val perplexity after replacing the first
-    K layers by linear attention without retraining (doc/methods.md 3.13 (a));    S4
+    K layers by linear attention without retraining (doc/methods.md "Surgery" (a));    S4
   - S-D models: ./sd_surgery -op shrink -rank90 1 -round8 1: every head cut to the rank that holds
     90 % of its routing energy, with the attention parameters before and after (3.13, 3.14).  S6
 Files: --out/<size>/seed<S>/<arm>/ (the run), <arm>.{train.log, spectrum.json, lin<K>.report.json,

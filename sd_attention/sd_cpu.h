@@ -1,7 +1,7 @@
 /*
  * sd_attention/sd_cpu.h: the S-D projection on the CPU, the fp32 reference every other path
- * (PyTorch, CUDA) is checked against (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md 3.4, 3.8;
- * doc/formats.md 16).
+ * (PyTorch, CUDA) is checked against (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md "Formulation A", "Realization with the standard attention kernels";
+ * doc/formats.md "The fold identity for custom bilinear scores").
  *
  * The logit of S-D attention u_i L u_j^T / sqrt(d) equals u_i . (u_j L^T) / sqrt(d), so the
  * projection writes U into the Q columns and the fold K' = U L^T into the K columns of an ordinary

@@ -3,7 +3,7 @@
  * sd_attention/sd_fold.h, shared with the CPU emulation test (test/test_sd_fold_emul.c); this file launches it.
  *
  * Why a small kernel for K' = U L^T and dK' L rather than a cuBLAS GEMM: L is kept in fp32 (the
- * generator is built per step from the parameters, doc/methods.md 3.8), and cuBLAS has no bf16 x fp32
+ * generator is built per step from the parameters, doc/methods.md "Realization with the standard attention kernels"), and cuBLAS has no bf16 x fp32
  * product; rounding L to bf16 would add a second rounding to every key. The kernel is a plain
  * shared-memory tile (64 rows x 64 columns of one head per block, inner chunks of 32) whose cost,
  * 2 N A d FLOPs, is a few percent of the QKV matmul. dL = dK'^T U reduces over all N rows: that

@@ -1,5 +1,5 @@
 /*
- * sd_attention/sd_fold.cuh: the S-D fold on the GPU (doc/methods.md 3.8; sd_attention/sd_fold.cu), the CUDA kernels
+ * sd_attention/sd_fold.cuh: the S-D fold on the GPU (doc/methods.md "Realization with the standard attention kernels"; sd_attention/sd_fold.cu), the CUDA kernels
  * around the routines of sd_attention/sd_fold.h.
  *
  * One S-D layer with h heads of size d (A = h d), N = B T rows:

@@ -1,6 +1,6 @@
 /*
  * sd_attention/sd_fold.h: the device routines of the S-D fold (S-D attention, arXiv 2605.18826;
- * doc/methods.md 3.8, doc/formats.md 16), written
+ * doc/methods.md "Realization with the standard attention kernels", doc/formats.md "The fold identity for custom bilinear scores"), written
  * once for the CUDA kernels (sd_attention/sd_fold.cu) and the CPU emulation test (test/test_sd_fold_emul.c).
  *
  * Per layer with h heads of size d (A = h d), the qkv buffer (N = B T rows, 3A columns) holds

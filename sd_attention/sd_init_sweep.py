@@ -11,7 +11,7 @@ Every arm trains the same shape (L4C128H4T128 with table 4:sd*4, -ln 0: four hea
 layer) from the same init seed and data order for --steps steps of 4 x 128 tokens (lr warmup 20,
 cosine to 0.1, weight decay 0.1 on the matrices, clipping 1.0), then compares the final checkpoint
 with the initial one, which train_gpt2.py draws from the same seed exactly as the trainers do
-(doc/formats.md 2.3). Per arm and layer, means over heads:
+(doc/formats.md "Random init and RNG order"). Per arm and layer, means over heads:
   |S|       the Frobenius norm of the skew S (per head), final
   dS/S0     |S - S0| / |S0| (NaN for a zero init)
   dU/U0     the same for the shared projection U

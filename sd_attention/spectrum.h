@@ -1,30 +1,30 @@
 /*
  * sd_attention/spectrum.h: spectral diagnostics of attention heads, as pure functions (no I/O,
  * no globals): the routing/filtering analysis of Jamil and Kapadia, arXiv 2605.18826
- * (doc/methods.md 3.2-3.10). Every eigen- and singular value comes from LAPACK (LAPACKE, double precision).
+ * (doc/methods.md "S–D attention"). Every eigen- and singular value comes from LAPACK (LAPACKE, double precision).
  *
  * Defines:
  *   RankStats / spec_rank_stats    effective ranks of a routing matrix from its singular values:
  *                                  Roy-Vetterli erank, participation ratio, stable rank, planes
- *                                  at 90% energy (doc/methods.md 3.9)
+ *                                  at 90% energy (doc/methods.md "Effective rank")
  *   SplitStats / spec_split_core   routing/filtering split of a head kernel M = Q K Q^T given its
- *                                  small core K (doc/methods.md 3.2): energy shares, spectral norms,
+ *                                  small core K (doc/methods.md "Routing/filtering split of a standard head"): energy shares, spectral norms,
  *                                  lambda_max(F) (the Bendixson bound of 3.3), rank of R
  *   spec_core_standard             the core of M = W_Q W_K^T from the thin QR of [W_Q W_K]
  *   spec_core_sd                   the core of M = U L U^T from the thin QR of U
  *   AbscissaStats / spec_abscissa  spectral abscissa alpha = max Re(lambda), spectral radius,
- *                                  alpha/rho of a square matrix (doc/methods.md 3.3)
+ *                                  alpha/rho of a square matrix (doc/methods.md "Dynamically unstable heads")
  *   spec_skew_unpack / spec_generator   S and L = S + sign*D of an S-D head from its packed
  *                                  parameters, L built by generator.h as the model builds it
  *   HeadStats / spec_head_standard / spec_head_sd   every metric of one head of a checkpoint
  *   spec_head_grad                 ranks of the mean gradient of an S-D head's S (sd_spectrum
- *                                  -grad_batches; doc/methods.md 3.9)
+ *                                  -grad_batches; doc/methods.md "Effective rank")
  *   spec_head_minimal              a head whose routing is at minimal rank: one rotation plane
  *   LayerSummary / spec_layer_summary   means and medians over a layer's heads
  *
  * Conventions. Matrices are row-major double. A head's kernel is M = W_Q W_K^T (C x C) for a
  * standard head (mha, lin), with W_Q^h the transpose of rows [h d, (h+1) d) of the layer's Q block
- * (doc/methods.md 0), and M = U L U^T for an S-D head (sd, sdlin; 3.4). The 1/sqrt(d) logit scale is
+ * (doc/methods.md "Notation"), and M = U L U^T for an S-D head (sd, sdlin; 3.4). The 1/sqrt(d) logit scale is
  * not folded in: shares, ranks and alpha/rho do not depend on it; the norms are those of M itself.
  * Biases are ignored (3.2: beyond M they only add a key-only linear term).
  */
@@ -40,19 +40,19 @@
 #include "../llmc/utils.h"
 #include "generator.h"
 
-/* doc/methods.md 3.9: singular values below 1e-6 sigma_1 are not counted. */
+/* doc/methods.md "Effective rank": singular values below 1e-6 sigma_1 are not counted. */
 #define SPEC_SV_REL_TOL 1e-6
 /* A routing part whose norm is below 1e-12 of the whole kernel's is round-off of an exactly
  * symmetric M (the core is computed in double from fp32 weights): it has no planes at all. */
 #define SPEC_ZERO_REL 1e-12
 /* Eigenvalues below 1e-10 rho are the zero eigenvalues of a rank-deficient generator: alpha is
- * taken over the non-zero spectrum (doc/methods.md 3.3, small-matrix trick). */
+ * taken over the non-zero spectrum (doc/methods.md "Dynamically unstable heads", small-matrix trick). */
 #define SPEC_EIG_ZERO_REL 1e-10
-/* n90: the fraction of the routing energy the kept planes must hold (doc/methods.md 3.9). */
+/* n90: the fraction of the routing energy the kept planes must hold (doc/methods.md "Effective rank"). */
 #define SPEC_ENERGY_FRACTION 0.9
-/* default epsilon of the unstable-head criterion alpha > eps * rho (doc/methods.md 3.3) */
+/* default epsilon of the unstable-head criterion alpha > eps * rho (doc/methods.md "Dynamically unstable heads") */
 #define SPEC_DEFAULT_EPS 1e-6
-/* Minimal routing rank (doc/methods.md 3.10): a skew matrix's singular values come in pairs, so
+/* Minimal routing rank (doc/methods.md "The spectral cascade"): a skew matrix's singular values come in pairs, so
  * its smallest non-zero erank is 2 (one rotation plane) and the next is about 4. A head whose
  * routing erank is below 2.5 is at minimal rank; a layer whose median head is. */
 #define SPEC_MINIMAL_ERANK 2.5
@@ -110,7 +110,7 @@ static inline double spec_frobenius2(const double *a, size_t n) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Effective rank (doc/methods.md 3.9). */
+ * Effective rank (doc/methods.md "Effective rank"). */
 typedef struct {
     int rank;      /* singular values above max(1e-6 sigma_1, floor): numerical rank (even for skew) */
     double erank;  /* Roy-Vetterli: exp(-sum p_k ln p_k), p_k = sigma_k / sum sigma */
@@ -164,7 +164,7 @@ static inline RankStats spec_rank_stats(const double *sv, int n, double floor) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * The routing/filtering split (doc/methods.md 3.2). A head kernel of rank <= k is written
+ * The routing/filtering split (doc/methods.md "Routing/filtering split of a standard head"). A head kernel of rank <= k is written
  * M = Q K Q^T with Q (C x k) orthonormal columns and a small core K (k x k). Then R = Q R_K Q^T and
  * F = Q F_K Q^T with R_K = (K - K^T)/2, F_K = (K + K^T)/2: the non-zero singular values and
  * eigenvalues of R and F are those of the k x k cores, and the Frobenius norms are equal. */
@@ -203,7 +203,7 @@ static inline void spec_split_core(const double *K, int k, int C, SplitStats *ou
 }
 
 /*
- * Core of a standard head (doc/methods.md 3.2, "cheap computation"): with the thin QR
+ * Core of a standard head (doc/methods.md "Routing/filtering split of a standard head": its cheap computation): with the thin QR
  * [W_Q W_K] = Q~ R~ (W_Q, W_K: C x d), R~ = [R1 R2] (k x 2d, k = min(C, 2d)), W_Q = Q~ R1 and
  * W_K = Q~ R2, so M = Q~ (R1 R2^T) Q~^T and K = R1 R2^T. Its skew part is R~ J R~^T / 2 with
  * J = [[0, I], [-I, 0]] (the routing core of 3.2) and its symmetric part R~ J_s R~^T / 2 with
@@ -231,7 +231,7 @@ static inline int spec_core_standard(const double *WQ, const double *WK, int C, 
     return k;
 }
 
-/* Core of an S-D head M = U L U^T (doc/methods.md 3.4): U = Q R (k x d, k = min(C, d)), K = R L R^T.
+/* Core of an S-D head M = U L U^T (doc/methods.md "Formulation A"): U = Q R (k x d, k = min(C, d)), K = R L R^T.
  * Its skew part R S R^T is routing and its symmetric part sign R D R^T filtering. Returns k. */
 static inline int spec_core_sd(const double *U, int C, int d, const double *Lm, double *K) {
     double *R = (double *)xmalloc(sizeof(double) * (size_t)(C < d ? C : d) * d);
@@ -257,7 +257,7 @@ static inline int spec_core_sd(const double *U, int C, int d, const double *Lm, 
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Spectral abscissa (doc/methods.md 3.3) of a square generator. */
+ * Spectral abscissa (doc/methods.md "Dynamically unstable heads") of a square generator. */
 typedef struct {
     double alpha;     /* max Re(lambda) over the non-zero eigenvalues (0 when the matrix is 0) */
     double radius;    /* rho = max |lambda| */
@@ -315,7 +315,7 @@ static inline void spec_generator(const float *skew, const float *theta, int d, 
 }
 
 /* Coefficient of variation std/mean (population std) of x: how far D is from a scalar
- * (doc/methods.md 3.6). 0 for equal values. */
+ * (doc/methods.md "Formulation B"). 0 for equal values. */
 static inline double spec_cv(const double *x, int n) {
     double mean = 0.0, var = 0.0;
     for (int i = 0; i < n; i++) mean += x[i];
@@ -332,7 +332,7 @@ typedef enum { SPEC_STANDARD = 0, SPEC_SD = 1 } SpecFamily;
 typedef struct {
     int layer, head, kind, d;
     int family;       /* SPEC_STANDARD: ranks of R (of M); SPEC_SD: ranks of S (head space) */
-    int capacity;     /* routing rank capacity: min(2d, C) (standard), d (S-D) (doc/methods.md 3.9) */
+    int capacity;     /* routing rank capacity: min(2d, C) (standard), d (S-D) (doc/methods.md "Effective rank") */
     RankStats rank;   /* of R_h (standard) or S_h (S-D) */
     RankStats rank_x; /* of the routing part of the x-space kernel M: R_h itself (standard), the
                        * token-space routing U S U^T (S-D), whose planes are S's seen through U */
@@ -346,7 +346,7 @@ typedef struct {
     double norm_S;    /* ||S||_2 */
     double d_mean;    /* mean of softplus(theta) */
     double d_spread;  /* coefficient of variation of softplus(theta); 0 for scalar D */
-    /* S-D only, with sd_spectrum -grad_batches (doc/methods.md 3.9, the mean gradient): G, the
+    /* S-D only, with sd_spectrum -grad_batches (doc/methods.md "Effective rank", the mean gradient): G, the
      * unpacked mean over batches of dL/d(packed S), a skew d x d matrix like S */
     int has_grad;     /* G was measured for this head */
     RankStats grad;   /* ranks of G */
@@ -356,7 +356,7 @@ typedef struct {
 } HeadStats;
 
 /* W (C x d): column j = row (row0 + j) of the layer's qkvw (rows of length C), i.e. the
- * transpose of that row block (doc/methods.md 0). */
+ * transpose of that row block (doc/methods.md "Notation"). */
 static inline void spec_block_T(const float *qkvw, int C, int row0, int d, double *W) {
     for (int j = 0; j < d; j++) {
         const float *row = qkvw + (size_t)(row0 + j) * C;
@@ -399,7 +399,7 @@ static inline void spec_fill_abscissa(HeadStats *hs, const double *G, int n, dou
 /*
  * Standard head `head` of a layer with h heads of size d: qkvw is the layer's (3 h d, C) block.
  * Split and ranks from the QR core; alpha from the d x d matrix W_K^T W_Q, whose eigenvalues are
- * the non-zero eigenvalues of W_Q W_K^T (doc/methods.md 3.3, small-matrix trick).
+ * the non-zero eigenvalues of W_Q W_K^T (doc/methods.md "Dynamically unstable heads", small-matrix trick).
  */
 static inline void spec_head_standard(const float *qkvw, int C, int h, int d, int layer, int head,
                                       int kind, double eps, HeadStats *hs) {
@@ -429,7 +429,7 @@ static inline void spec_head_standard(const float *qkvw, int C, int h, int d, in
 /*
  * S-D head `head`: qkvw is the layer's (2 h d, C) block (U rows, then V rows), skew the layer's
  * packed S (h, d(d-1)/2), theta (h, d) or (h). Ranks of S (capacity d), ||S||_2, the spread of D,
- * alpha of L = S + sign D (< 0 for sign -1, doc/methods.md 3.5), and the x-space split of U L U^T.
+ * alpha of L = S + sign D (< 0 for sign -1, doc/methods.md "Stability"), and the x-space split of U L U^T.
  */
 static inline void spec_head_sd(const float *qkvw, const float *skew, const float *theta, int C,
                                 int d, int layer, int head, int kind, int scalar_d, int sign,
@@ -460,7 +460,7 @@ static inline void spec_head_sd(const float *qkvw, const float *skew, const floa
 }
 
 /*
- * The mean gradient of an S-D head's S (doc/methods.md 3.9, "what the loss asks for"): skew and
+ * The mean gradient of an S-D head's S (doc/methods.md "Effective rank": what the loss asks for): skew and
  * dskew are the head's packed S and the packed mean gradient dL/ds (d(d-1)/2 each). Unpacked the
  * way S is (spec_skew_unpack), the gradient is the skew matrix G with G_ij = dL/ds_ij = 2 skew(dL/dS)_ij,
  * so it has S's pair structure and its planes are counted the same way. Fills has_grad, grad,

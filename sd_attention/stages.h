@@ -4,20 +4,20 @@
  * CPU kernels are in sd_cpu.h and linear_cpu.h, their GPU kernels in sd_fold.cu and
  * linear_scan.cu; the registry tables of kinds/ pair them into the kinds sd, lin and sdlin.
  *
- * SD_PROJECTION (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md 3.4, 3.7, 3.8): per head one
+ * SD_PROJECTION (Jamil and Kapadia, arXiv 2605.18826; doc/methods.md "Formulation A", "Parameter counts", "Realization with the standard attention kernels"): per head one
  * projection u = x W_U + b_U serves as query, and the key is the fold k' = u L^T with the
  * generator L = S -/+ D (generator.h), so that q k'^T = u L u^T. Parameters of layer l: qkvw
  * (2A, C) = U rows then V rows, qkvb (2A), sdskew (h, d(d-1)/2), sdtheta (h, d) or (h).
  *
- * LINEAR_MIXER (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md 3.12): causal
+ * LINEAR_MIXER (Katharopoulos et al. 2020, arXiv 2006.16236; doc/methods.md "ELU+1 causal linear attention"): causal
  * attention with the positive feature map phi = ELU + 1 instead of the softmax,
  * o_t = sum_{s<=t} (phi(q_t) . phi(k_s)) v_s / (sum_{s<=t} phi(q_t) . phi(k_s) + eps).
  *
  * The options and parameter slots they own, listed by kinds/registry.h (llmc/kind_option.h,
- * llmc/param_layout.h KindSlot; doc/formats.md 2.4 for the header bits and slots):
+ * llmc/param_layout.h KindSlot; doc/formats.md "Per-layer heads" for the header bits and slots):
  *   SD_SCALAR_D     -sd_scalar_d   1: one filtering value per head, D_h = softplus(theta_h) I (header[9] & 2)
  *   SD_SIGN         -sd_sign       logits u (S + sign D) u^T: -1, or +1 for the ablation (header[9] & 4)
- *   SD_INIT_S, SD_INIT_THETA, SD_INIT_U   -sd_init_*: the init of S, theta and U (doc/methods.md 3.7)
+ *   SD_INIT_S, SD_INIT_THETA, SD_INIT_U   -sd_init_*: the init of S, theta and U (doc/methods.md "Parameter counts")
  *   LIN_PRESCALE    -lin_prescale  1: the linear mixer scales q, k by d^(-1/4) before phi (header[9] & 8)
  *   SD_DECAY_S      -sd_decay_s    1: AdamW decays the packed skew too
  *   P_SDSKEW, P_SDTHETA   slots 16 and 17: per head the strict upper triangle of S (row-major,
@@ -86,7 +86,7 @@ static inline double sd_extra_flops(const LayerSpec *ls) {
 
 /* After qkvw's draw (std 0.02): the U rows (the first A of the 2A) rescaled to std sd_init_u, so
  * that the generator's stream is the same whatever sd_init_u is; then S ~ N(0, sd_init_s^2) and
- * theta = sd_init_theta (doc/methods.md 3.7). */
+ * theta = sd_init_theta (doc/methods.md "Parameter counts"). */
 static inline void sd_init(const GPT2Config *c, const LayerSpec *ls, const LayerParams *p,
                            TorchGenerator *g) {
     const float std = 0.02f, init_u = sd_opt_init_u(c);

@@ -10,7 +10,7 @@
 #include "stages_gpu.cuh"
 
 /* ----------------------------------------------------------------------------------------------
- * S-D projection (doc/methods.md 3.4, 3.8). Forward: uv = x W^T + b (2A wide: U, V) into the bf16
+ * S-D projection (doc/methods.md "Formulation A", "Realization with the standard attention kernels"). Forward: uv = x W^T + b (2A wide: U, V) into the bf16
  * scratch, U and V scattered into the Q and V columns of qkv, the generators L (fp32, this layer's
  * state) built from the packed S and theta, and K' = U L^T written into the K columns. */
 static void sd_projection_forward(const GpuStageArgs *a) {
@@ -38,7 +38,7 @@ static void sd_projection_backward(const GpuStageArgs *a) {
 const GpuStage SD_PROJECTION_GPU = {sd_projection_forward, sd_projection_backward, NULL};
 
 /* ----------------------------------------------------------------------------------------------
- * The ELU+1 linear mixer (doc/methods.md 3.12): the chunked causal scan, fp32 scratch. */
+ * The ELU+1 linear mixer (doc/methods.md "ELU+1 causal linear attention"): the chunked causal scan, fp32 scratch. */
 static void linear_mixer_forward(const GpuStageArgs *a) {
     linear_attention_forward(a->atty, a->mix_scratch, a->qkv, a->B, a->T, a->ls->n_head, a->ls->head_size,
                              lin_opt_prescale(a->c), a->ctx);

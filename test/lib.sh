@@ -13,7 +13,7 @@
 #
 # and the small byte model that suites train where a step's arithmetic is beside the point (run
 # folders, resume, the GPU trainer's host build): L4C64 like -e tiny, on TinyShakespeare as bytes
-# (make data; doc/formats.md 3.1), where the 256-way output layer costs a 200th of GPT-2's.
+# (make data; doc/formats.md "The byte vocabulary and its shards"), where the 256-way output layer costs a 200th of GPT-2's.
 TINY_BYTES=L4C64H4T64V256
 TSB_TRAIN=dev/data/tinyshakespeare/tiny_shakespeare_bytes_train.bin
 TSB_VAL=dev/data/tinyshakespeare/tiny_shakespeare_bytes_val.bin

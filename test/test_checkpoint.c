@@ -1,5 +1,5 @@
 /*
- * test/test_checkpoint.c: model checkpoint files (doc/formats.md 2).
+ * test/test_checkpoint.c: model checkpoint files (doc/formats.md "Model checkpoint").
  *
  *   ./test_checkpoint UNIFORM_FP32.bin PRISM_FP32.bin UNIFORM_BF16.bin OUT_DIR
  *
@@ -35,7 +35,7 @@ static void read_header(const char *path, int32_t *h) {
     fclose(f);
 }
 
-/* llm.c's loader (train_gpt2.c / train_gpt2.cu, doc/formats.md 2.1) accepts a model file iff the
+/* llm.c's loader (train_gpt2.c / train_gpt2.cu, doc/formats.md "Header") accepts a model file iff the
  * magic is 20240326 and the version is 3 or 5; it reads nothing past header[7]. */
 static int upstream_llmc_accepts(const int32_t *h) {
     return h[0] == 20240326 && (h[1] == 3 || h[1] == 5);

@@ -88,7 +88,7 @@ expect_error "a directory as an eval file" "a_dir.bin: is a directory; expected 
 expect_error "a descriptor one past the channel bound" "-e L2C65544H8: channels C 65544 out of range \[1, 65536\]" "${RUN[@]}" -e L2C65544H8
 expect_error "-prism with a checkpoint" "carries its own layer table" "${RUN[@]}" -e "$d/uniform.bin" -prism "$d/prism.txt"
 
-# The input scale (-emb_scale, header[10] as float32 bits; doc/formats.md 2.4): written by the
+# The input scale (-emb_scale, header[10] as float32 bits; doc/formats.md "Per-layer heads"): written by the
 # trainer into a table-version file, read back by every program, and bad values refused.
 "${RUN[@]}" -e tiny -ln 0 -emb_scale 35.36 -n 1 -o "$d/emb" > "$d/emb.log" 2>&1
 check "-emb_scale 35.36: the trainer states the scale" grep -q "no per-block LayerNorm, input x 35.36" "$d/emb.log"

@@ -4,7 +4,7 @@
  * Synthetic shards where the token at position p of shard s is s*1000 + p, so each batch tells
  * which (shard, sample) the loader read. Checks: the mt19937 stream; llm.c's shuffled order over
  * two epochs (expected sequence derived independently with numpy's RandomState(42), whose legacy
- * seeding is std::mt19937, and the Fisher-Yates rule of doc/formats.md 4); sequential order without
+ * seeding is std::mt19937, and the Fisher-Yates rule of doc/formats.md "DataLoader semantics"); sequential order without
  * shuffling; the per-rank slice; targets = inputs shifted by one; save/restore of the shuffle
  * state mid-epoch continues identically; independent rows (-rows 1): every row its own window of
  * T + 1 tokens at a multiple of T, a permutation of all of them per shard, disjoint over ranks,

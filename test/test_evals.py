@@ -4,7 +4,7 @@ Sections (all run by default; name some to run only those):
   writers    the five eval writers on the offline copies in ../shared/data/eval: item counts
              (10,042 / 1,838 / 2,376 / 1,267 / 5,153), versions, and the rendering of example 0
              against a direct tokenization of the raw text
-  format     llm.c's version-1 byte layout, built independently here from doc/formats.md 6, on the
+  format     llm.c's version-1 byte layout, built independently here from doc/formats.md "Eval files and scoring", on the
              hand-made HellaSwag fixtures (raw jsonl and 6-line text forms give identical files);
              version-2 round trip; the Python reader's one-line errors
   agreement  eval_gpt2 (C) against the PyTorch model of train_gpt2.py on the first examples of
@@ -159,7 +159,7 @@ def test_writers():
 # format
 
 def v1_bytes_by_hand(items):
-    """doc/formats.md 6, written out independently of eval_common: (ctx, endings, label) items."""
+    """doc/formats.md "Eval files and scoring", written out independently of eval_common: (ctx, endings, label) items."""
     e = enc()
     examples, longest = [], 0
     for idx, (ctx, endings, label) in enumerate(items):
@@ -189,7 +189,7 @@ def test_format():
         items = [(o["ctx"], o["endings"], o["label"]) for o in map(json.loads, f)]
     expected = v1_bytes_by_hand(items)
     got = open(outs["raw"], "rb").read()
-    check(got == expected, f"version-1 bytes equal doc/formats.md 6 built by hand ({len(got)} vs {len(expected)} bytes)")
+    check(got == expected, f"version-1 bytes equal doc/formats.md 'Eval files and scoring' built by hand ({len(got)} vs {len(expected)} bytes)")
     check(open(outs["text"], "rb").read() == got, "the 6-line text form of the same items gives the identical file")
 
     # version 2 round trip: 2-5 options, per-option contexts, shared completions, greedy

@@ -215,7 +215,7 @@ def check_case(name, ckpt, out_dir, stock, data, dtype_back, results, export_dty
 
 def check_emb_scale(ckpts, results, models):
     """The trained uniform and -ln 0 checkpoints read with emb_scale 35.36 (their blocks' input
-    F (wte[x] + wpe[t]), doc/formats.md 2.4): v103 checkpoints that export as the custom model
+    F (wte[x] + wpe[t]), doc/formats.md "Per-layer heads"): v103 checkpoints that export as the custom model
     with emb_scale in config.json, give the CPU trainer's logits, and import back byte for byte."""
     import dataclasses
     F32 = float(np.float32(EMB_SCALE))

@@ -4,7 +4,7 @@
 #   uniform (4 heads of 16), random tokens, T 32;
 #   Prism 1-2-4-4 (head sizes 64, 32, 16), TinyShakespeare tokens, T 64;
 #   explicit head sizes 1x96 2x48 4x16 4x16 (attention width != C), random tokens, T 32;
-#   every attention kind (sd, sdlin, lin, mha; doc/methods.md 3.4, 3.12), default options (S = 0);
+#   every attention kind (sd, sdlin, lin, mha; doc/methods.md "Formulation A", "ELU+1 causal linear attention"), default options (S = 0);
 #   S-D without LayerNorm (-ln 0), linear prescale, S init 0.5, U init 0.3, decay on S,
 #   TinyShakespeare, T 64;
 #   S-D with explicit sizes, scalar D, the +D sign, S init 0.1, theta 0.5;

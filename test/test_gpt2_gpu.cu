@@ -11,7 +11,7 @@
  *
  * Checks: logits, loss, every gradient tensor (the S-D slots sdskew and sdtheta included), the
  * 10-step AdamW losses of the debug-state trailer, deterministic backward (two backward passes bit-identical), gradient accumulation
- * (bias gradients included: llm.c lost them on wide layers, doc/formats.md 18 #1), and bit-exact
+ * (bias gradients included: llm.c lost them on wide layers, doc/formats.md "Upstream weak spots" #1), and bit-exact
  * resume (a run continued from a snapshot of exactly what a checkpoint stores equals the
  * uninterrupted run, bit for bit).
  *

@@ -5,7 +5,7 @@
 #   - every binary holds SASS for sm_80 and sm_90 and PTX for compute_90 (read from the fatbins
 #     of its .nv_fatbin section; no cuobjdump needed);
 #   - the libraries each variant links: libcudnn + libnvrtc only with cuDNN, libnccl + libmpi
-#     only with multi-GPU, NVML never (doc/formats.md 17/18 #10);
+#     only with multi-GPU, NVML never (doc/formats.md "Build facts", "Upstream weak spots" #10);
 #   - --help runs on a machine without a GPU and lists -attn (generated from llmc/args.h);
 #   - bad flags and impossible requests are one error line and a non-zero exit, before any GPU
 #     work: an unknown -attn value, -attn cudnn in a build without cuDNN, -pn 2 with -pi mpi

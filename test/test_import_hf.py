@@ -5,7 +5,7 @@ shapes (Conv1D weights (in, out), the attn.bias / attn.masked_bias buffers, lm_h
 written three ways: model.safetensors in F32 without the `transformer.` prefix (with config.json),
 model.safetensors with F16 and BF16 tensors mixed in (no config.json: --n_head), and a torch
 pytorch_model.bin with the prefix. Each import must put every tensor in its llm.c slot (checked
-exactly against the raw file, doc/formats.md 2.2), pad wte with zero rows to Vp = 128, and give
+exactly against the raw file, doc/formats.md "The 16 parameter tensors"), pad wte with zero rows to Vp = 128, and give
 train_gpt2.py logits equal to an independent forward written here directly on the HF tensors
 (Conv1D convention x @ W + b). Then --dtype bf16 (version 5), and one-line errors.
 
@@ -58,7 +58,7 @@ def fake_state_dict(seed=0):
 
 
 # ---------------------------------------------------------------------------------------------
-# safetensors written by hand (the layout of doc/formats.md 2.2)
+# safetensors written by hand (the layout of doc/formats.md "The 16 parameter tensors")
 
 def to_bf16_bits(a):
     u = a.astype(np.float32).view(np.uint32)

@@ -1,4 +1,5 @@
-"""test/test_layout.py: the dependency direction of doc/design.md, held over every #include.
+"""test/test_layout.py: the dependency direction of doc/design.md, held over every #include,
+and the code's citations of the docs.
 
 Every C, C++ and CUDA file of the repository belongs to a module by its folder; a module may
 include only the modules below it in the table (and itself). A program (a file that defines
@@ -187,6 +188,15 @@ def main():
     # control: a name the step's files do not hold is reported
     ctl = reading_path_stale("## Where to start reading\n\n1. `train_gpt2.c`, `no_such_function`.\n\n## Next\n")
     check(ctl == ["no_such_function"], "control: a reading step naming a missing function is reported (%s)" % ctl)
+    bad_cites, n_cites = stale_citations(ROOT)
+    check(n_cites >= 250 and bad_cites == [], "code cites doc sections by heading text, and every cited heading "
+          "exists (%d citations; stale: %s)" % (n_cites, bad_cites[:8]))
+    ctl, _ = stale_citations(ROOT, {"x.c": '/* doc/formats.md "Header", "No such heading"; doc/methods.md 3.9;\n'
+                                           ' doc/nothing.md "Header" */\n'
+                                           'printf("doc/formats.md \'Token shards\'");\n'})
+    check(sorted(w for _, _, w in ctl) == ["a section cited by number", "no such doc", "no such heading"],
+          "control: a cited heading that is missing, a doc that is missing and a number are reported; "
+          "a heading in single quotes is found (%s)" % ctl)
     return finish()
 
 
@@ -347,6 +357,54 @@ def reading_path_stale(design):
                     not any(re.search(r"\b%s\b" % n, t) for t in texts):
                 stale.append(n)
     return stale
+
+
+# A citation of a doc section from code: doc/NAME.md followed by one or more quoted heading texts
+# ("..." or '...', separated by ", "). A heading's text is what follows its number, whole or cut
+# at its first " (", ": " or ", " (doc/design.md "Citing the docs"). Numbers alone are not stable.
+CITE = re.compile(r"""(doc/[\w/]+\.md) ((?:(["'])[^"'\n]+\3(?:, )?)+)""")
+NUMBERED = re.compile(r"doc/[\w/]+\.md,? (?:§ ?)?\d+(?:\.\d+)*\b(?!\.\w)")
+CODE_EXT = SOURCE_EXT + (".cuh", ".py", ".sh", ".mk")
+
+
+def heading_keys(path):
+    """The texts by which the headings of a Markdown file may be cited."""
+    keys = set()
+    for line in open(path, errors="replace"):
+        h = re.match(r"^#{1,6} (?:\d+(?:\.\d+)* )?(.+?)\s*$", line)
+        if h:
+            keys.add(h.group(1))
+            keys.add(re.split(r" \(|: |, ", h.group(1))[0])
+    return keys
+
+
+def stale_citations(root, texts=None):
+    """(file, citation, why) for each citation of a heading its doc lacks, of a doc that does not
+    exist, or of a section by number. texts: {rel: text} in place of the repository's code files."""
+    if texts is None:
+        texts = {}
+        for base, dirs, files in os.walk(root):
+            dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("build", "out", "cudnn-frontend", "data")]
+            for f in files:
+                rel = os.path.relpath(os.path.join(base, f), root)
+                if (f.endswith(CODE_EXT) or f == "Makefile") and rel != "test/test_layout.py":  # its control
+                    texts[rel] = open(os.path.join(root, rel), errors="replace").read()
+    bad, cache = [], {}
+    for rel, text in sorted(texts.items()):
+        for m in NUMBERED.finditer(text):
+            bad.append((rel, m.group(0), "a section cited by number"))
+        for m in CITE.finditer(text):
+            doc = m.group(1)
+            if doc not in cache:
+                full = os.path.join(root, doc)
+                cache[doc] = heading_keys(full) if os.path.exists(full) else None
+            if cache[doc] is None:
+                bad.append((rel, doc, "no such doc"))
+                continue
+            for title in re.findall(r"""(["'])([^"'\n]+)\1""", m.group(2)):
+                if title[1] not in cache[doc]:
+                    bad.append((rel, '%s "%s"' % (doc, title[1]), "no such heading"))
+    return bad, sum(len(CITE.findall(t)) for t in texts.values())
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def path(name):
 
 
 # ---------------------------------------------------------------------------------------------
-# Checkpoint headers (doc/formats.md 2.1, 2.4)
+# Checkpoint headers (doc/formats.md "Header", "Per-layer heads")
 
 def test_headers():
     # v3: a uniform llm.c model, header[8..] zero (llm.c's bytes)
@@ -118,7 +118,7 @@ def f32_bits(x):
 
 
 def test_emb_scale():
-    """header[10] (doc/formats.md 2.4): emb_scale F as float32 bits when F != 1, which forces the
+    """header[10] (doc/formats.md "Per-layer heads"): emb_scale F as float32 bits when F != 1, which forces the
     table versions; 0 otherwise, and 0 reads as 1."""
     F = 35.36
     F32 = struct.unpack("<f", struct.pack("<f", F))[0]      # 35.36000061035156
@@ -224,7 +224,7 @@ def test_bodies():
 
 
 # ---------------------------------------------------------------------------------------------
-# Token shards (doc/formats.md 3)
+# Token shards (doc/formats.md "Token shards")
 
 def test_shards():
     toks = np.array([50256, 0, 1, 65534, 300], dtype=np.int64)
@@ -258,7 +258,7 @@ def test_shards():
 
 
 # ---------------------------------------------------------------------------------------------
-# Tokenizer file (doc/formats.md 5)
+# Tokenizer file (doc/formats.md "Tokenizer file")
 
 def test_tokenizer():
     toks = [b"a", b"bc", bytes(range(1, 256)), b"<|eot|>"]
@@ -291,7 +291,7 @@ def test_tokenizer():
 
 
 # ---------------------------------------------------------------------------------------------
-# The kinds' shapes (doc/formats.md 2.4)
+# The kinds' shapes (doc/formats.md "Per-layer heads")
 
 def test_kinds():
     check([checkpoint.kind_code(n) for n in ("mha", "sd", "lin", "sdlin")] == [0, 1, 2, 3] and
@@ -314,7 +314,7 @@ def _raised(fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# Descriptors (doc/formats.md 2.2) and layer tables (2.4)
+# Descriptors (doc/formats.md "The 16 parameter tensors") and layer tables (2.4)
 
 def test_descriptors():
     def shape(c):
@@ -348,7 +348,7 @@ def test_layer_tables():
 
 
 # ---------------------------------------------------------------------------------------------
-# main.log (doc/formats.md 9)
+# main.log (doc/formats.md "main.log and stdout")
 
 def test_main_log():
     d = path("run")

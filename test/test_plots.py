@@ -1,7 +1,7 @@
 """test/test_plots.py: scripts/plot_logs.py and prism/plot_attn_distance.py on small synthetic
 inputs.
 
-- The main.log parser: train/val/eval records of llm.c's format (doc/formats.md 9), eval_<task>
+- The main.log parser: train/val/eval records of llm.c's format (doc/formats.md "main.log and stdout"), eval_<task>
   records, older trl-only lines, and a resumed run whose repeated steps replace the earlier ones.
 - Each script writes a PNG that exists, is a PNG, and shows its curves: each curve's colour (the
   first N of matplotlib's colour cycle, one per run or model) covers at least 300 pixels. Axes,

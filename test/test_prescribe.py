@@ -1,5 +1,5 @@
 """test/test_prescribe.py: sd_attention/prescribe.py, the S-D cascade's prescription of a layer table
-(doc/methods.md 3.14; doc/sd_tools.md "Prescribing a layer table from a measured cascade").
+(doc/methods.md "Cascade-allocated d_head"; doc/sd_tools.md "Prescribing a layer table from a measured cascade").
 
 Checks (the sizing measure, --measure, is n90 by default: r_l = 2 x the median n90 of the layer's
 heads; the checks written for the former erank rule run with --measure erank, which keeps it, so
@@ -206,7 +206,7 @@ def measure_checks():
 
 def count_checks():
     C, T = 64, 32
-    # By hand (doc/formats.md 2.4 shapes, biases included; doc/methods.md 3.7, 3.8, 3.12):
+    # By hand (doc/formats.md "Per-layer heads" shapes, biases included; doc/methods.md "Parameter counts", "Realization with the standard attention kernels", "ELU+1 causal linear attention"):
     # sd 4x8, A 32: qkvw 2*32*64 = 4096, qkvb 64, attprojw 64*32 = 2048, attprojb 64,
     #   sdskew 4*8*7/2 = 112, sdtheta 32: 6416 (scalar D: 6416 - 32 + 4 = 6388);
     #   FLOPs 2*64*2*32 = 8192, fold 2*32*8 = 512, softmax 4*32*32 = 4096, out 2*32*64 = 4096: 16896

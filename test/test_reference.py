@@ -222,7 +222,7 @@ def test_init():
           "wte[:16] equals torch.manual_seed(42) normal_(0, 0.02)[:16]")
     check(torch.equal(model.wte.detach()[:50257].reshape(-1), ref), "all real wte rows match")
     check(not model.wte.detach()[50257:].any(), "padded wte rows are zero")
-    # Replay the whole draw order of doc/formats.md 2.3 on the default generator.
+    # Replay the whole draw order of doc/formats.md "Random init and RNG order" on the default generator.
     L = model.config.n_layer
     rs = 0.02 / math.sqrt(2 * L)
     ok = torch.equal(model.wpe.detach(), torch.empty(64, 64).normal_(0, 0.02))
@@ -440,7 +440,7 @@ def test_qk_scale():
 
 # ----------------------------------------------------------------------------- (i) --emb_scale
 def test_emb_scale():
-    """--emb_scale F (doc/formats.md 2.4): the blocks read F (wte[x] + wpe[t]), the tied head reads
+    """--emb_scale F (doc/formats.md "Per-layer heads"): the blocks read F (wte[x] + wpe[t]), the tied head reads
     wte unscaled; the model is written as v103 with F's float32 bits in header[10] and read back;
     F = 1 writes the same bytes as no flag; bad values and a checkpoint are one error line."""
     scale = np.float32(35.36)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_resume.sh: checkpoints and -y 1 resume (doc/formats.md 8).
+# test/test_resume.sh: checkpoints and -y 1 resume (doc/formats.md "Optimizer/DataLoader state").
 #   - 10 steps straight vs 5 steps, checkpoint, resume for 5 more: identical step lines (loss,
 #     grad norm, lr), val losses and a byte-identical final checkpoint, with shuffled data and
 #     gradient accumulation (2 micro-steps);
@@ -52,7 +52,7 @@ check "final state files byte-identical" cmp -s "$root/A/state_00000010_00000.bi
 check "main.log appended on resume (old first line kept)" test "$(head -n 1 "$root/B/main.log")" = "s:0 tel:0.0"
 check "main.log has the resumed train lines s:5..s:9" test "$(grep -c ' trl:' "$root/B/main.log")" -eq 5
 
-# -rows 1 (independent rows, doc/formats.md 4): the state file records the row order and
+# -rows 1 (independent rows, doc/formats.md "DataLoader semantics"): the state file records the row order and
 # header[6], so the resume is bit-exact too; resuming it with -rows 0 is refused
 ./train_gpt2 "${COMMON[@]}" -rows 1 -o "$root/RA" > "$root/RA.log" 2>&1
 mkdir -p "$root/RB"

@@ -1,5 +1,5 @@
 """test/test_routing_null.py: sd_attention/routing_null.py, the nulls of the routing rank of an
-Adam-trained S-D head (doc/methods.md 3.9; doc/sd_tools.md).
+Adam-trained S-D head (doc/methods.md "Effective rank"; doc/sd_tools.md).
 
 Checks:
 - the quoted numbers: under a constant one-plane gradient, Adam's S ends at -c sign(A), whose erank

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/test_run_folder.sh: the run folder is the user's data (llmc/run_folder.h,
-# llmc/stop_signal.h; doc/formats.md 8, "The run folder"), with the CPU trainer:
+# llmc/stop_signal.h; doc/formats.md "Optimizer/DataLoader state": the run folder), with the CPU trainer:
 #   - a second run on a folder that holds one is refused and changes nothing; -start_over 1 moves
 #     the old run's files (byte for byte) into replaced_1/, then replaced_2/;
 #   - -y 1 on a missing folder or one without a run, and no -e: one error, nothing created; with -e

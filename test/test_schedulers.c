@@ -1,6 +1,6 @@
 /*
  * test/test_schedulers.c: the learning-rate schedules of llmc/schedulers.h against the formulas of
- * doc/formats.md 11, evaluated here independently in double precision at the points where the
+ * doc/formats.md "Optimization semantics", evaluated here independently in double precision at the points where the
  * schedules change shape (warmup, the decay start, the end); and the z-scores of llmc/outlier.h
  * (what -sl/-sg compare) against the definition llm.c uses, computed here from running sums; the
  * CPU trainer's ETA (recent wall time per step) and the best val loss of the end-of-run summary.

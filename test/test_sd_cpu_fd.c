@@ -1,6 +1,6 @@
 /*
  * test/test_sd_cpu_fd.c: finite-difference checks of the backward passes that S-D attention and
- * linear attention add (sd_attention/sd_cpu.h, linear_cpu.h, llmc/cpu/gpt2_cpu.h; doc/methods.md 3.4, 3.8, 3.12):
+ * linear attention add (sd_attention/sd_cpu.h, linear_cpu.h, llmc/cpu/gpt2_cpu.h; doc/methods.md "Formulation A", "Realization with the standard attention kernels", "ELU+1 causal linear attention"):
  *
  *   linear   linear_attention_backward: dq, dk, dv of causal ELU+1 attention, with and without
  *            the d^(-1/4) prescale (q, k in [-2, 2] so both branches of phi are exercised);

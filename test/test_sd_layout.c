@@ -1,6 +1,6 @@
 /*
  * test/test_sd_layout.c: parameter layout and checkpoint header of the S-D module's options
- * (doc/formats.md; doc/methods.md 3.7). Checks the exact counts doc/methods.md 3.7 derives (a d12 layer's
+ * (doc/formats.md; doc/methods.md "Parameter counts"). Checks the exact counts doc/methods.md "Parameter counts" derives (a d12 layer's
  * attention without biases: standard 2,359,296, formulation A 1,794,432 = -23.9%), the per-layer
  * sizes of every kind, scalar D, -ln 0 (exactly 4 C L fewer parameters), explicit head sizes, and
  * that the header flags and table survive encode + decode, while a uniform model stays llm.c's v3.
@@ -26,7 +26,7 @@ int main(void) {
     CHECK(std_layer == 2359296u, "d12 standard attention (no biases): %zu == 2,359,296", std_layer);
     c.layer[0].kind = ATTN_SD;
     const size_t sd_layer = attn_params_no_bias(&c, 0);
-    CHECK(sd_layer == 1794432u, "d12 S-D (formulation A) attention: %zu == 1,794,432 (doc/methods.md 3.7)", sd_layer);
+    CHECK(sd_layer == 1794432u, "d12 S-D (formulation A) attention: %zu == 1,794,432 (doc/methods.md 'Parameter counts')", sd_layer);
     CHECK(layer_slot_size(&c, 0, P_QKVW) == 2u * 768 * 768 && layer_slot_size(&c, 0, P_QKVB) == 2u * 768 &&
               layer_slot_size(&c, 0, P_SDSKEW) == 12u * 2016 && layer_slot_size(&c, 0, P_SDTHETA) == 12u * 64,
           "S-D layer: qkvw (2A, C), qkvb 2A, skew h d(d-1)/2, theta h d");

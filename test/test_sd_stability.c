@@ -1,5 +1,5 @@
 /*
- * test/test_sd_stability.c: S-D stability after training (doc/methods.md 3.5). For every S-D head of
+ * test/test_sd_stability.c: S-D stability after training (doc/methods.md "Stability"). For every S-D head of
  * a checkpoint, the eigenvalues of its generator L = S - D (computed by LAPACK's dgeev, not by
  * hand) have max Re(lambda) <= 0: for v^H L v = v^H S v - v^H D v the first term is imaginary and
  * the second positive, so Re(lambda) = -v^H D v < 0 whatever training did to S and theta.

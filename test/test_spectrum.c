@@ -1,6 +1,6 @@
 /*
  * test/test_spectrum.c: sd_attention/spectrum.h on constructed heads with known spectra
- * (doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9).
+ * (doc/methods.md "Routing/filtering split of a standard head", "Dynamically unstable heads", "Stability", "Formulation B", "Effective rank").
  *
  * Construction: a, b, c, e orthonormal in R^C (columns of a random orthogonal matrix, so nothing
  * is axis-aligned). A standard head with W_Q columns (a, b, c, e) and W_K columns
@@ -51,7 +51,7 @@ static void random_orthogonal(int n, double *Q) {
 static double colv(const double *Q, int n, int j, int i) { return Q[(size_t)i * n + j]; }
 
 /* A standard head written into a float qkvw block (3 d rows of C, one head): the Q rows are the
- * transposes of W_Q's columns, the K rows those of W_K (doc/methods.md 0). WQ, WK: C x d. */
+ * transposes of W_Q's columns, the K rows those of W_K (doc/methods.md "Notation"). WQ, WK: C x d. */
 static void to_qkvw(const double *WQ, const double *WK, int C, int d, float *qkvw) {
     memset(qkvw, 0, sizeof(float) * 3 * (size_t)d * C);
     for (int j = 0; j < d; j++) {
@@ -110,7 +110,7 @@ static HeadStats sd_head(int C, int d, const double *w, int nplanes, const float
     return hs;
 }
 
-/* Analytic metrics of k planes with frequencies w (doc/methods.md 3.9: each counts twice). */
+/* Analytic metrics of k planes with frequencies w (doc/methods.md "Effective rank": each counts twice). */
 static void analytic_planes(const double *w, int k, double *erank, double *pr, double *sr, int *n90) {
     double s = 0.0, s2 = 0.0, ent = 0.0, mx = 0.0;
     for (int i = 0; i < k; i++) { s += 2 * w[i]; s2 += 2 * w[i] * w[i]; mx = fmax(mx, w[i]); }
@@ -281,7 +281,7 @@ static void test_sd_one_plane_and_stability(void) {
     CHECK(hs.rank_x.rank == 2 && hs.rank_x.erank <= 2.0 + 1e-9 && spec_head_minimal(&hs),
           "S one plane: the x-space routing U S U^T has rank %d (2), erank %.6f <= 2; the head is at minimal rank",
           hs.rank_x.rank, hs.rank_x.erank);
-    CHECK(hs.alpha < 0 && !hs.unstable, "L = S - D: alpha(L) = %.4f < 0 (doc/methods.md 3.5), not unstable",
+    CHECK(hs.alpha < 0 && !hs.unstable, "L = S - D: alpha(L) = %.4f < 0 (doc/methods.md 'Stability'), not unstable",
           hs.alpha);
     CHECK(fabs(hs.d_spread - spec_cv(dv, 8)) < 1e-6 && hs.d_spread > 0.1,
           "vector D: spread = CV of softplus(theta) = %.4f", hs.d_spread);
@@ -297,7 +297,7 @@ static void test_sd_one_plane_and_stability(void) {
           "scalar D: spread 0, D = softplus(0.3) = %.5f, alpha(L) = -D = %.5f", sc.d_mean, sc.alpha);
 }
 
-/* Minimal rank (doc/methods.md 3.10): a head below erank 2.5; a layer by its median head. */
+/* Minimal rank (doc/methods.md "The spectral cascade"): a head below erank 2.5; a layer by its median head. */
 static void test_minimal_rank(void) {
     HeadStats hs[3];
     const double er[3] = {2.0, 2.3, 6.0};
@@ -328,7 +328,7 @@ static void test_rank_stats_edges(void) {
     const double tiny[4] = {1.0, 1.0, 1e-8, 1e-8}; /* below 1e-6 sigma_1: not counted */
     RankStats t = spec_rank_stats(tiny, 4, 0.0);
     CHECK(t.rank == 2 && fabs(t.erank - 2) < 1e-12, "singular values below 1e-6 sigma_1 are dropped "
-          "(doc/methods.md 3.9): rank %d", t.rank);
+          "(doc/methods.md 'Effective rank'): rank %d", t.rank);
     HeadStats hs[4];
     memset(hs, 0, sizeof(hs));
     const double e[4] = {2.0, 10.0, 4.0, 3.0};
@@ -340,7 +340,7 @@ static void test_rank_stats_edges(void) {
           "layer summary: mean 4.75, median 3.5, unstable fraction 0.25, no D spread for standard heads");
 }
 
-/* n90 against erank (doc/methods.md 3.9, "erank of an Adam-trained S"): a constant one-plane
+/* n90 against erank (doc/methods.md "Effective rank": the erank of an Adam-trained S): a constant one-plane
  * gradient A = a b^T - b a^T (a, b random orthonormal) drives Adam's S towards -sign(A). sign(A)
  * is a skew matrix of full rank whose erank is 12.904 at d = 32 and 20.524 at d = 64, whatever
  * the orientation, while two planes hold 90% of its energy. Reference values: numpy on 200 random

@@ -4,7 +4,7 @@ Writes a small mixed model with train_gpt2.py (layers sd, sdlin with an explicit
 mha with wide heads; no per-block LayerNorm; random S and theta so that no metric is trivial),
 runs ./sd_spectrum -json -csv on it, and recomputes every head's metrics with np.linalg on the
 explicit matrices: M = W_Q W_K^T (C x C) and its parts R, F for standard heads; S, L = S - D,
-and U L U^T for S-D heads (doc/methods.md 3.2, 3.3, 3.5, 3.6, 3.9). The C tool never forms C x C
+and U L U^T for S-D heads (doc/methods.md "Routing/filtering split of a standard head", "Dynamically unstable heads", "Stability", "Formulation B", "Effective rank"). The C tool never forms C x C
 (QR core, small-matrix trick), so this checks those shortcuts too.
 
 Tolerances: relative 1e-6 on every metric (both sides work in double from the same fp32 weights;
@@ -32,9 +32,9 @@ import train_gpt2 as tg  # noqa: E402
 from harness import check, finish  # noqa: E402
 
 RTOL = 1e-6
-SV_REL_TOL = 1e-6       # doc/methods.md 3.9, as sd_attention/spectrum.h
+SV_REL_TOL = 1e-6       # doc/methods.md "Effective rank", as sd_attention/spectrum.h
 EIG_ZERO_REL = 1e-10
-UNSTABLE_EPS = 1e-6     # unstable head: alpha > eps * rho (doc/methods.md 3.3; sd_spectrum's default -eps)
+UNSTABLE_EPS = 1e-6     # unstable head: alpha > eps * rho (doc/methods.md "Dynamically unstable heads"; sd_spectrum's default -eps)
 
 
 def rank_metrics(sv):
@@ -105,7 +105,7 @@ def numpy_head(model, l, k, k_block=1):
     out.update(alpha=alpha, radius=rho, alpha_rel=alpha / rho, unstable=alpha > UNSTABLE_EPS * rho)
     out["rank90"] = 2 * out["n90"]
     # the x-space routing (U S U^T for S-D heads, R itself for standard ones) and minimal rank
-    # (one rotation plane: erank below 2.5, doc/methods.md 3.10)
+    # (one rotation plane: erank below 2.5, doc/methods.md "The spectral cascade")
     xm = rank_metrics(svX)
     out.update(x_rank=xm["rank"], x_erank=xm["erank"], x_n90=xm["n90"],
                minimal=out["rank"] > 0 and out["erank"] < 2.5)

@@ -1,6 +1,6 @@
 /*
  * test/test_tokenizer.c: llmc/tokenizer.h, the reader of llm.c's gpt2_tokenizer.bin
- * (doc/formats.md 5).
+ * (doc/formats.md "Tokenizer file").
  *
  * Writes small tokenizer files byte by byte and reads each in a child process (a malformed file
  * ends the reader with llmc_die), checking: a valid version-1 and version-2 file decode as

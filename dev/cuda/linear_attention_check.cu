@@ -1,6 +1,6 @@
 /*
  * dev/cuda/linear_attention_check.cu: standalone correctness and timing check of the GPU's causal
- * ELU+1 linear attention (sd_attention/linear_scan.cu, the chunked scan; doc/methods.md 3.12) against the
+ * ELU+1 linear attention (sd_attention/linear_scan.cu, the chunked scan; doc/methods.md "ELU+1 causal linear attention") against the
  * exact O(T^2) fp32 CPU reference of sd_attention/linear_cpu.h (linear_attention_forward / _backward).
  *
  *   ./linear_attention_check [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]

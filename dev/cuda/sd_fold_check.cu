@@ -1,6 +1,6 @@
 /*
  * dev/cuda/sd_fold_check.cu: standalone correctness and timing check of the GPU's S-D fold
- * (sd_attention/sd_fold.cu; doc/methods.md 3.8) against the fp32 CPU reference of sd_attention/sd_cpu.h
+ * (sd_attention/sd_fold.cu; doc/methods.md "Realization with the standard attention kernels") against the fp32 CPU reference of sd_attention/sd_cpu.h
  * (sd_build_generator, sd_keys_forward, sd_keys_backward, sd_params_backward).
  *
  *   ./sd_fold_check [-d D] [-B B] [-T T] [-h H] [-time 0|1] [-tB B] [-tT T] [-tC C] [--help]

@@ -5,9 +5,9 @@ Usage: python dev/data/bytes_tokenizer.py [--out PATH] [--force]
 The byte vocabulary: token = byte value (0..255), V = 256; the document separator (end-of-text,
 EOT) is token 0, the NUL byte, which text never contains (encode_documents refuses a document
 holding one). Models use it with a descriptor ending in V256 (e.g. L4C128H4T256V256) and token
-shards written by dev/data/prose_bytes.py (doc/formats.md 3.1).
+shards written by dev/data/prose_bytes.py (doc/formats.md "The byte vocabulary and its shards").
 
-Tokenizer file, llm.c's format version 2 (doc/formats.md 5): header uint32[256] =
+Tokenizer file, llm.c's format version 2 (doc/formats.md "Tokenizer file"): header uint32[256] =
 [20240328, 2, 256, 0 (EOT), 0, ...], then for each id 0..255 the length byte 1 and the byte itself.
 The trainers read it with -tok to print samples. Default output <repo>/bytes_tokenizer.bin, beside
 gpt2_tokenizer.bin.

@@ -5,7 +5,7 @@ Defines
   context, or one per option), completions (one per option, or one shared continuation), label;
 - encode_example(enc, contexts, completions, label): the text form -> an Example;
 - write_evalfile(path, examples, version, scoring, name): version 1 is llm.c's HellaSwag format
-  (doc/formats.md 6: one context, exactly 4 completions) byte for byte; version 2 is ours: 1-16
+  (doc/formats.md "Eval files and scoring": one context, exactly 4 completions) byte for byte; version 2 is ours: 1-16
   options, per-option contexts, and a scoring kind (choice or greedy) in the header;
 - read_evalfile(path): parse and validate either version, raising ValueError with one line
   naming the file and the field;
@@ -15,7 +15,7 @@ Defines
 - score_rows_torch(model, examples, scoring) and predictions(...): the Python reference scorer
   (train_gpt2.py's GPT forward) that test/test_evals.py compares with eval_gpt2.
 
-Scoring (llm.c's completion style, doc/formats.md 6): option i is scored by the cross-entropy of its
+Scoring (llm.c's completion style, doc/formats.md "Eval files and scoring"): option i is scored by the cross-entropy of its
 completion tokens given its context. acc takes the option with the lowest summed loss, acc_norm
 the lowest mean loss (llm.c's argmin; on an exact tie the first option wins). Greedy tasks
 (LAMBADA) count an example correct when every continuation token is the argmax prediction.
@@ -97,7 +97,7 @@ def _check_example(path, idx, ex, version, scoring):
 
 
 def _example_stream(idx, ex, version):
-    """The uint16 words of one example (doc/formats.md 6; doc/evals.md for version 2)."""
+    """The uint16 words of one example (doc/formats.md "Eval files and scoring"; doc/evals.md for version 2)."""
     words = [DELIMITER, 0, idx, ex.label, len(ex.completions)]
     if version == 2:
         words.append(len(ex.contexts))

@@ -1,4 +1,4 @@
-"""dev/data/fineweb.py: tokenize FineWeb or FineWeb-Edu into llm.c token shards (doc/formats.md 3).
+"""dev/data/fineweb.py: tokenize FineWeb or FineWeb-Edu into llm.c token shards (doc/formats.md "Token shards").
 
 Usage:
   python dev/data/fineweb.py -t classic -v 10B            # stream HuggingFaceFW/fineweb sample-10BT

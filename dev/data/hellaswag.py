@@ -2,7 +2,7 @@
 
 Usage: python dev/data/hellaswag.py [--input PATH] [--out PATH] [--fast]
 
-The output is llm.c's version-1 eval format (doc/formats.md 6), so llm.c's trainer reads it too:
+The output is llm.c's version-1 eval format (doc/formats.md "Eval files and scoring"), so llm.c's trainer reads it too:
 10,042 validation examples, each one context and 4 completions. As llm.c's hellaswag.py renders
 it, an example is scored as its context followed by " " + ending.
 
@@ -12,7 +12,7 @@ Two input forms are read (the form is detected from the first character):
 - the cleaned 6-line text form (the offline copy ../shared/data/eval/hellaswag_val_full.txt.bz2,
   plain or .bz2): per item "activity_label: context", the gold index 0-3, then the 4 endings.
   Bracketed headers are removed there and the activity label is prepended, so absolute accuracies
-  differ slightly from llm.c's published numbers (doc/evals.md; doc/baselines.md 4.2).
+  differ slightly from llm.c's published numbers (doc/evals.md; doc/baselines.md "HellaSwag").
 Default input: the offline cleaned copy; without it, the raw jsonl is downloaded into the cache.
 """
 import bz2

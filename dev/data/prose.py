@@ -1,5 +1,5 @@
 """dev/data/prose.py: tokenize the offline English prose corpus into llm.c token shards, the data
-set for CPU and short GPU runs larger than TinyShakespeare (doc/formats.md 3).
+set for CPU and short GPU runs larger than TinyShakespeare (doc/formats.md "Token shards").
 
 Usage: python dev/data/prose.py [--in_dir DIR] [--out_dir DIR] [--shard_size N] [--procs P]
                                 [--max_docs N] [--force]

@@ -1,6 +1,6 @@
 """dev/data/prose_bytes.py: the offline English prose corpus as byte-level token shards (V = 256),
 for CPU models that train past what a 50257-token vocabulary allows at small size
-(doc/formats.md 3.1).
+(doc/formats.md "The byte vocabulary and its shards").
 
 Usage: python dev/data/prose_bytes.py [--in_dir DIR] [--out_dir DIR] [--shard_size N] [--max_docs N]
                                       [--tokenizer PATH] [--force]

@@ -10,7 +10,7 @@ last keeps its "\\n\\n". The first 32,768 tokens are validation, the rest traini
 <out_dir>/tiny_shakespeare_val.bin and tiny_shakespeare_train.bin (default out_dir:
 <repo>/dev/data/tinyshakespeare). With GPT-2's BPE that is 338,028 tokens = 32,768 + 305,260.
 
---bytes writes the same text as bytes for byte models (descriptor ...V256; doc/formats.md 3.1): the
+--bytes writes the same text as bytes for byte models (descriptor ...V256; doc/formats.md "The byte vocabulary and its shards"): the
 sections split and kept the same way, each after the byte vocabulary's end-of-text token 0
 (dev/data/bytes_tokenizer.py), the first 32,768 tokens validation; tiny_shakespeare_bytes_val.bin
 and tiny_shakespeare_bytes_train.bin, 1,122,616 tokens = 32,768 + 1,089,848. The test suites

@@ -3,15 +3,15 @@ attention table (heads, head size and kind per layer) exported from an llmc chec
 
 Standalone: it imports transformers only, since Hugging Face copies it beside the weights and
 loads it with `trust_remote_code=True`. dev/export_hf.py writes the config.json it reads (the
-project's doc/export.md; the checkpoint's header fields are doc/formats.md 2.1 and 2.4).
+project's doc/export.md; the checkpoint's header fields are doc/formats.md "Header", "Per-layer heads").
 
 Fields
 - vocab_size V, padded_vocab_size Vp (the checkpoint's padded wte rows, which the export drops;
   kept for the way back), n_positions (maxT), n_embd (C), n_layer (L), n_head (the descriptor's
   base heads, checkpoint header[5]; the layers' own heads are below);
 - layer_heads, layer_head_sizes, layer_kinds: per layer h_l, d_l and one of "mha" (softmax),
-  "sd" (S-D, doc/methods.md 3.4), "lin" (ELU+1 linear attention, 3.12), "sdlin" (both);
-- layer_norm: false for a model trained without ln_1 / ln_2 (doc/methods.md 3.11; ln_f is kept);
+  "sd" (S-D, doc/methods.md "Formulation A"), "lin" (ELU+1 linear attention, 3.12), "sdlin" (both);
+- layer_norm: false for a model trained without ln_1 / ln_2 (doc/methods.md "Training without LayerNorm"; ln_f is kept);
 - sd_scalar_d: one D value per S-D head (3.6); sd_sign: -1 for L = S - D, +1 for L = S + D (3.6);
 - lin_prescale: linear layers scale q and k by d^(-1/4) before ELU+1 (3.12);
 - emb_scale: F, the blocks' input is F (wte[tokens] + wpe[positions]); the tied LM head reads wte

@@ -12,7 +12,7 @@ The model is GPT-2 with pre-LayerNorm blocks and a tied LM head, in fp32 math:
     per layer:  x = x + attn(ln_1(x));  x = x + proj(gelu_tanh(fc(ln_2(x))))
     logits = ln_f(x) wte^T          (LayerNorm eps 1e-5; the V real rows of wte only; wte unscaled)
 
-With layer_norm false, ln_1 and ln_2 are the identity and ln_f stays (doc/methods.md 3.11,
+With layer_norm false, ln_1 and ln_2 are the identity and ln_f stays (doc/methods.md "Training without LayerNorm",
 option 1). Layer l's attention has h heads of size d, width A = h d (which may differ from C):
 
 - mha:   q | k | v = x W_qkv^T + b, each A wide; head k owns columns [k d, (k+1) d) of each;
@@ -20,9 +20,9 @@ option 1). Layer l's attention has h heads of size d, width A = h d (which may d
 - sd:    u | v = x W_qkv^T + b (2A wide); per head the generator L = S + sign D, with S skew
          from its packed strict upper triangle (S_ij = s, S_ji = -s, i < j, row-major) and
          D = diag(softplus(theta)) (one value per head with sd_scalar_d); the logits are
-         u_i L u_j^T / sqrt(d) (doc/methods.md 3.4, 3.6, 3.7), computed as q = u, k = u L^T
+         u_i L u_j^T / sqrt(d) (doc/methods.md "Formulation A", "Formulation B", "Parameter counts"), computed as q = u, k = u L^T
          (the fold of 3.8), then softmax as mha.
-- lin:   q | k | v as mha; ELU+1 linear attention in its normalized form (doc/methods.md 3.12):
+- lin:   q | k | v as mha; ELU+1 linear attention in its normalized form (doc/methods.md "ELU+1 causal linear attention"):
          q~ = phi(c q), k~ = phi(c k), phi(x) = elu(x) + 1, c = d^(-1/4) with lin_prescale else 1;
          s_ts = q~_t . k~_s (s <= t), a_ts = s_ts / (sum_s s_ts + eps), o_t = sum_s a_ts v_s.
 - sdlin: u | v with q = u, k = u L^T as sd, mixed as lin (3.12).
@@ -48,7 +48,7 @@ LINEAR_KINDS = ("lin", "sdlin")
 
 
 def elu1(x):
-    """phi(x) = elu(x) + 1: x + 1 above 0, e^x below (doc/methods.md 3.12)."""
+    """phi(x) = elu(x) + 1: x + 1 above 0, e^x below (doc/methods.md "ELU+1 causal linear attention")."""
     return F.elu(x) + 1.0
 
 
@@ -76,7 +76,7 @@ class LlmcGptAttention(nn.Module):
             self.sd_theta = nn.Parameter(torch.zeros(h) if config.sd_scalar_d else torch.zeros(h, d))
 
     def generator(self):
-        """L (h, d, d) = S + sign diag(softplus(theta)) per head (doc/methods.md 3.4). softplus is
+        """L (h, d, d) = S + sign diag(softplus(theta)) per head (doc/methods.md "Formulation A"). softplus is
         x itself above 20, log(1 + e^x) below: torch's default threshold, the C model's too."""
         h, d = self.n_head, self.head_size
         iu, ju = torch.triu_indices(d, d, offset=1, device=self.sd_skew.device)
@@ -146,7 +146,7 @@ class LlmcGptPreTrainedModel(PreTrainedModel):
 
     def _init_weights(self, module):
         """GPT-2's init for a model built without weights: N(0, 0.02) matrices and embeddings,
-        zero biases, unit LayerNorms; S-D: S = 0, theta = 0.1 (doc/methods.md 3.7)."""
+        zero biases, unit LayerNorms; S-D: S = 0, theta = 0.1 (doc/methods.md "Parameter counts")."""
         if isinstance(module, nn.Linear):
             module.weight.data.normal_(mean=0.0, std=0.02)
             if module.bias is not None:

@@ -1,7 +1,7 @@
 /*
  * llmc/attention/own.cuh: the project's own causal attention for one layer (llmc/attention/own.cu).
  *
- * Serves any head size d and any sequence length T (no T % 4 assumption; doc/formats.md 18 #3), with
+ * Serves any head size d and any sequence length T (no T % 4 assumption; doc/formats.md "Upstream weak spots" #3), with
  * cuBLAS strided-batched GEMMs for Q K^T, P V and their gradients, and a causal softmax that
  * materializes P = softmax(Q K^T / sqrt(d)) as (B, h, T, T) bf16 for the backward.
  *

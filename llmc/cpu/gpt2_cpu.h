@@ -11,13 +11,13 @@
  *   gpt2_stream_sq_accumulate   the residual stream's mean square per layer (-ln 0 diagnostics)
  *   gpt2_zero_grad / gpt2_backward   accumulating gradients (gradient accumulation)
  *   gpt2_grad_norm        global L2 norm, summed in a fixed order (bit-reproducible)
- *   gpt2_update           AdamW with clipping and decay on 2-D tensors only (doc/formats.md 11)
+ *   gpt2_update           AdamW with clipping and decay on 2-D tensors only (doc/formats.md "Optimization semantics")
  *
- * Per-layer attention (doc/formats.md 2.4): layer l has h_l heads of size d_l (width A_l = h_l d_l)
+ * Per-layer attention (doc/formats.md "Per-layer heads"): layer l has h_l heads of size d_l (width A_l = h_l d_l)
  * and a kind, whose projection and mixer (llmc/cpu/kind_cpu.h, registered by kinds/registry_cpu.h)
  * make the attention sub-block; everything else is GPT-2's block. mha is softmax(q k^T / sqrt(d))
  * v, with Prism varying h_l; the S-D and linear kinds are in sd_attention/. -ln 0 drops ln_1 and
- * ln_2 (doc/methods.md 3.11).
+ * ln_2 (doc/methods.md "Training without LayerNorm").
  */
 #ifndef LLMC_GPT2_CPU_H
 #define LLMC_GPT2_CPU_H
@@ -451,7 +451,7 @@ static inline float gpt2_grad_norm(const GPT2 *model) {
 }
 
 /*
- * AdamW (doc/formats.md 11), t = number of this update (1-based). grad_scale = min(1,
+ * AdamW (doc/formats.md "Optimization semantics"), t = number of this update (1-based). grad_scale = min(1,
  * clip/norm) from the caller. Weight decay on the slots of h->decay_mask (llmc/param_layout.h
  * param_decay_mask).
  *   g <- s g;  m <- b1 m + (1-b1) g;  v <- b2 v + (1-b2) g^2

@@ -15,7 +15,7 @@
 #include "../scalar_math.h" /* LLMC_HD */
 
 /* ----------------------------------------------------------------------------------------------
- * Stochastic rounding fp32 -> bf16 for the updated weights (doc/formats.md 11: the master weights are
+ * Stochastic rounding fp32 -> bf16 for the updated weights (doc/formats.md "Optimization semantics": the master weights are
  * rounded with a per-tensor seed from the model RNG). The random bits depend on (seed, global
  * parameter index) only, so ZeRO-0 and ZeRO-1 round every parameter identically. */
 static inline LLMC_HD uint32_t sr_hash(uint32_t seed, uint64_t index) {
@@ -40,7 +40,7 @@ static inline LLMC_HD uint16_t sr_bf16_bits(float x, uint32_t rnd) {
 
 
 /* ----------------------------------------------------------------------------------------------
- * AdamW (doc/formats.md 11), one parameter, in the CPU model's expression order (gpt2_cpu.h
+ * AdamW (doc/formats.md "Optimization semantics"), one parameter, in the CPU model's expression order (gpt2_cpu.h
  * gpt2_update):
  *   g = s grad;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= lr (mhat / (sqrt(vhat) + eps) + wd p)
  * p is the fp32 master (or the bf16 parameter widened); returns the new bf16 parameter, p rounded

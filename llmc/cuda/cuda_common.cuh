@@ -8,7 +8,7 @@
  *                          (never the legacy default stream), cuBLAS/cuBLASLt handles and
  *                          workspace, SM count and version, and what launchers compute once
  *                          (cuBLASLt algorithms, the scan's shared-memory opt-in). No globals
- *                          (doc/formats.md 18 #13).
+ *                          (doc/formats.md "Upstream weak spots" #13).
  *   gpu_ctx_init / gpu_ctx_free
  *   Pack128<T>             16 bytes of T for vectorized loads/stores (load128 / store128)
  *   bf / to_bf             bf16 -> fp32 and fp32 -> bf16 (round to nearest even)

@@ -2,7 +2,7 @@
  * llmc/cuda/kernels.cuh: launchers of the trainer's memory-bound CUDA kernels (llmc/cuda/kernels.cu).
  *
  * Every launcher takes the stream it runs on; every index is 64-bit (size_t) because products of
- * B, T, C and h pass 2^31 in real runs (doc/formats.md 18 #2). Every reduction sums in a fixed order
+ * B, T, C and h pass 2^31 in real runs (doc/formats.md "Upstream weak spots" #2). Every reduction sums in a fixed order
  * without atomics, so a step is bit-identical from run to run (bit-exact resume relies on it).
  * Shapes: N = B*T token rows, row-major; C % 8 == 0 (the trainer checks it at start-up).
  *
@@ -16,7 +16,7 @@
  *   add_bias                               out += bias per row (matmul_forward's unfused fallback)
  *   bias_backward                          db += column sums of dout, for any width: it always
  *                                          accumulates (llm.c overwrote it on wide layers,
- *                                          doc/formats.md 18 #1)
+ *                                          doc/formats.md "Upstream weak spots" #1)
  *   fused_classifier                       softmax + loss (+ dlogits in place) from bf16 logits
  *   adamw_update                           AdamW with fp32 masters and stochastic rounding
  *   norm_squared_partial / sum_partials    the global gradient norm, fixed-order reduction

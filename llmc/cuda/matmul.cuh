@@ -7,7 +7,7 @@
  *                    that is not 16-byte aligned is added by a separate kernel instead (matmul.cu)
  *   matmul_backward  dinp = dout W (overwritten), dW += dout^T x (accumulated: gradient
  *                    accumulation), db += column sums of dout (own deterministic kernel, never
- *                    cuBLASLt's overwriting BGRAD epilogue; doc/formats.md 18 #1). With
+ *                    cuBLASLt's overwriting BGRAD epilogue; doc/formats.md "Upstream weak spots" #1). With
  *                    dgelu_aux != NULL (-ge 2) the dinp epilogue multiplies by gelu'(aux).
  *   gpu_ctx_init / gpu_ctx_free (declared in cuda_common.cuh) live in matmul.cu too.
  */

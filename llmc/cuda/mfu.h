@@ -1,5 +1,5 @@
 /*
- * llmc/cuda/mfu.h: the MFU of llm.c's step line (doc/formats.md 12), unit-tested on the CPU.
+ * llmc/cuda/mfu.h: the MFU of llm.c's step line (doc/formats.md "Throughput and MFU"), unit-tested on the CPU.
  *
  * Defines:
  *   train_flops_per_token   6 N plus each layer's attention work (its kind's stages)
@@ -16,11 +16,11 @@
 #include "../layer_kind.h"
 
 /* ----------------------------------------------------------------------------------------------
- * MFU (doc/formats.md 12): FLOPs per trained token = 6 N + sum_l f_l, where N counts every parameter
+ * MFU (doc/formats.md "Throughput and MFU"): FLOPs per trained token = 6 N + sum_l f_l, where N counts every parameter
  * (padded wte rows included) and f_l is the attention's own work, forward + backward (3x the
  * forward): softmax layers 6 T A_l (llm.c's 6 L C T when every A_l = C: the causal half of
  * 4 T A_l forward, times 3); linear layers 12 A_l d_l (forward 2 A d for the state update k~^T v
- * and 2 A d for q~ P, per token; doc/methods.md 3.12); S-D layers add 6 A_l d_l for the fold
+ * and 2 A d for q~ P, per token; doc/methods.md "ELU+1 causal linear attention"); S-D layers add 6 A_l d_l for the fold
  * (2 A d forward). The bf16 dense peak comes from the device name; -1 when the GPU is not in
  * the table. */
 static inline double train_flops_per_token(const GPT2Config *c, size_t num_params, int T) {
@@ -41,7 +41,7 @@ typedef struct {
     double bf16_tflops;      /* dense bf16 with fp32 accumulation */
 } GpuPeak;
 
-/* Dense bf16 with fp32 accumulation, TFLOP/s (doc/formats.md 12). llm.c's method for a part
+/* Dense bf16 with fp32 accumulation, TFLOP/s (doc/formats.md "Throughput and MFU"). llm.c's method for a part
  * without its own datasheet value: the architecture's reference card scaled by tensor cores and
  * boost clock, e.g. H100 SXM = 756 x (528/456) x (1830/1620) = 988.8. The references (whitepaper
  * values): Ampere data centre 312 (432 TCs, 1410 MHz); Ampere consumer and RTX A-series 80 (RTX 3090

@@ -129,7 +129,7 @@ static void id_over_tcp(ncclUniqueId *id, int rank, int nproc, const char *serve
  * allocation, whether srun or an mpirun inside it started it; the step id is not, so it is not
  * used), else nothing. Rank 0 removes the file once all ranks are connected; a file it finds
  * before writing was left by a launch that stopped during the rendezvous, and is an error
- * (doc/formats.md 14). */
+ * (doc/formats.md "Multi-GPU"). */
 static void fs_id_path(char *path, size_t cap, const char *dir) {
     const char *job = getenv("SLURM_JOB_ID");
     char name[128];
@@ -222,7 +222,7 @@ void multi_gpu_init(MultiGpu *mg, int *argc, char ***argv, const char *init_meth
     const int mpi_mode = strcmp(init_method, "mpi") == 0;
 #if defined(MULTI_GPU) && defined(USE_MPI)
     /* MPI only under an MPI launcher: a plain single-process start must not depend on a working
-     * MPI runtime (llm.c's MPI builds exited there, doc/formats.md 18 #12) */
+     * MPI runtime (llm.c's MPI builds exited there, doc/formats.md "Upstream weak spots" #12) */
     const int launched = launcher_world_size() > 0;
     if (mpi_mode && !launched && num_processes > 1) {
         llmc_die("-pi mpi with -pn %d: start the processes with mpirun (or use -pi tcp / -pi fs)", num_processes);

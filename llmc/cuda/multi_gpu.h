@@ -1,5 +1,5 @@
 /*
- * llmc/cuda/multi_gpu.h: data parallelism over processes, one GPU each (doc/formats.md 14).
+ * llmc/cuda/multi_gpu.h: data parallelism over processes, one GPU each (doc/formats.md "Multi-GPU").
  *
  * Implemented in llmc/cuda/multi_gpu.cpp, compiled per build variant: with NCCL and MPI (the default
  * where both are found), NCCL without MPI (NO_USE_MPI=1: tcp/fs rendezvous only), or single-GPU
@@ -8,7 +8,7 @@
  *
  *   multi_gpu_init      who am I: rank, process count, local GPU; from MPI (-pi mpi, when
  *                       started by an MPI launcher) or from -pn/-pr/-pg (-pi tcp|fs). A run of
- *                       one process needs neither MPI nor NCCL (doc/formats.md 18 #12)
+ *                       one process needs neither MPI nor NCCL (doc/formats.md "Upstream weak spots" #12)
  *   multi_gpu_connect   after the GPU is selected: NCCL unique-id exchange (MPI broadcast, TCP
  *                       from rank 0 on port 12345, or <-pf dir>/ncclUniqueId.sync), communicator,
  *                       the NCCL stream and its events

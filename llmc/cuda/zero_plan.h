@@ -1,5 +1,5 @@
 /*
- * llmc/cuda/zero_plan.h: which optimizer state each process owns under ZeRO-0/1 (doc/formats.md 8,
+ * llmc/cuda/zero_plan.h: which optimizer state each process owns under ZeRO-0/1 (doc/formats.md "Optimizer/DataLoader state",
  * 14), in plain C so that it is unit-tested on the CPU (test/test_cuda_host.c).
  *
  * Defines: ShardSeg, ShardPlan, shard_plan_init   segments per (tensor, layer) in llm.c's
@@ -16,7 +16,7 @@
 #include "../param_layout.h"
 
 /* ----------------------------------------------------------------------------------------------
- * ZeRO shard plan (doc/formats.md 8, 14). The optimizer state (m, v, fp32 master weights) is a list of
+ * ZeRO shard plan (doc/formats.md "Optimizer/DataLoader state", "Multi-GPU"). The optimizer state (m, v, fp32 master weights) is a list of
  * segments, one per (tensor slot, layer) in checkpoint order: with ZeRO-0 each segment is the whole
  * block; with ZeRO-1 it is this rank's contiguous 1/nproc slice of the block. The rank's state
  * buffers hold the segments back to back, which is exactly llm.c's state-file body. */

@@ -6,7 +6,7 @@
  *   per-layer attention state sums h_l over layers, scratch takes the max; each kind's stages
  *   size their own buffers (llmc/layer_kind.h); no LayerNorm buffers with -ln 0; per-layer prefix
  *   offsets; every size in 64-bit (B*h*T*T and 3*B*T*C pass 2^31 for realistic runs,
- *   doc/formats.md 18).
+ *   doc/formats.md "Upstream weak spots").
  */
 #ifndef LLMC_ACT_PLAN_H
 #define LLMC_ACT_PLAN_H

@@ -15,7 +15,7 @@
  *   out = fch_gelu W_proj^T + b
  *   residual3 = residual2 + out; ln1 of layer l+1 (or lnf) = LN(residual3)   fused
  * then logits = lnf wte^T over the padded vocabulary and the fused classifier. With -ln 0
- * (doc/methods.md 3.11, option 1) ln1 and ln2 are the stream itself (residual, residual2): the
+ * (doc/methods.md "Training without LayerNorm", option 1) ln1 and ln2 are the stream itself (residual, residual2): the
  * residual adds are plain, the backward adds the sub-blocks' input gradients straight into
  * dresidual; ln_f stays. The backward mirrors it with one running bf16 dresidual and two scratch
  * gradients (DBIG for the 4C / 3A wide ones, DSMALL for the C / A ones), as the CPU model's

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/multi_node/run_gpt2_mpi.sh: GPT-2 (uniform or Prism) on several nodes with mpirun
-# (doc/formats.md 14, rendezvous "mpi": MPI broadcasts the NCCL id; needs an MPI build of train_gpt2cu).
+# (doc/formats.md "Multi-GPU", rendezvous "mpi": MPI broadcasts the NCCL id; needs an MPI build of train_gpt2cu).
 #
 #   scripts/multi_node/run_gpt2_mpi.sh --hosts node1:8,node2:8 --size 124M --arm prism \
 #       --micro-batch 32 [--seed 42] [--dry-run] [other scripts/run_gpt2.sh options]

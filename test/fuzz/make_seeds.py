@@ -30,7 +30,7 @@ def header(values):
 
 
 # ---------------------------------------------------------------------------------------------
-# checkpoints (doc/formats.md 2): a model with a 16-token vocabulary keeps the files small
+# checkpoints (doc/formats.md "Model checkpoint"): a model with a 16-token vocabulary keeps the files small
 def n_params(maxT, V, Vp, C, layers, use_ln=True, scalar_d=False):
     """Parameter count of llmc/param_layout.h: layers = [(h, d, kind)], kind 0 mha .. 3 sdlin."""
     total = Vp * C + maxT * C + 2 * C
@@ -68,7 +68,7 @@ put("checkpoint", "bad-header-only-wrap.bin", header({0: 20240326, 1: 3, 2: 2147
 put("checkpoint", "bad-kind.bin", checkpoint(103, 8, 16, 16, 8, [(2, 4, 7), (2, 4, 0)], 2))
 
 # ---------------------------------------------------------------------------------------------
-# token shards (doc/formats.md 3)
+# token shards (doc/formats.md "Token shards")
 def shard(tokens, ntok=None):
     return header({0: 20240520, 1: 1, 2: len(tokens) if ntok is None else ntok}) + struct.pack("<%dH" % len(tokens), *tokens)
 
@@ -79,7 +79,7 @@ put("shard", "bad-token.bin", shard([50257] + list(range(60))))
 put("shard", "bad-llama3.bin", header({0: 20240801, 1: 7, 2: 0}))
 
 # ---------------------------------------------------------------------------------------------
-# tokenizer files (doc/formats.md 5)
+# tokenizer files (doc/formats.md "Tokenizer file")
 def tokenizer(words, version=2, eot=None):
     h = header({0: 20240328, 1: version, 2: len(words), 3: len(words) - 1 if eot is None else eot})
     return h + b"".join(bytes([len(w)]) + w for w in words)
@@ -93,7 +93,7 @@ put("tokenizer", "bad-eot.bin", tokenizer(words, eot=99))
 put("tokenizer", "bad-vocab-too-large.bin", header({0: 20240328, 1: 2, 2: 1 << 24, 3: 0}) + b"\x01a")
 
 # ---------------------------------------------------------------------------------------------
-# eval files (doc/formats.md 6, doc/evals.md): version 2, a choice and a greedy example
+# eval files (doc/formats.md "Eval files and scoring", doc/evals.md): version 2, a choice and a greedy example
 def eval_v2(examples, scoring=0):
     """examples: (label, contexts, completions); an example is [delimiter, bytes, index, label,
     num_completions, num_contexts], then each context and completion as (length, tokens)."""
@@ -114,14 +114,14 @@ put("evalfile", "ok-greedy.bin", eval_v2([(0, [[1, 2, 3, 4]], [[5, 6]])], scorin
 put("evalfile", "bad-label.bin", eval_v2([(5, [[1, 2]], [[3], [4]])]))
 
 # ---------------------------------------------------------------------------------------------
-# layer tables (doc/formats.md 2.4)
+# layer tables (doc/formats.md "Per-layer heads")
 put("layer_table", "ok-prism-d12.txt", b"3*2 6*2 12*8\n")
 put("layer_table", "ok-kinds.txt", b"# every kind\n12:sd*3 12:lin*3 12x32:sdlin*3\n12*3\n")
 put("layer_table", "bad-wide.txt", b"4x1000000000*4\n")
 put("layer_table", "bad-kind.txt", b"12:foo*12\n")
 
 # ---------------------------------------------------------------------------------------------
-# state files (doc/formats.md 8) for fuzz_state.c's run: 16 optimizer values, shuffling over its
+# state files (doc/formats.md "Optimizer/DataLoader state") for fuzz_state.c's run: 16 optimizer values, shuffling over its
 # two shards of 24 and 16 windows, resumed at step 5 in shard 0, sample 3
 def state(sample_order, shard_order=(1, 0), step=5, shard_idx=0, sample_idx=3, n=16):
     h = [0] * 256
