@@ -135,7 +135,7 @@ static const ArgSpec ARG_TABLE[] = {
     A_INT("-t", T, 1, INT_MAX, SCOPE_ALL, "sequence length T (<= the model's maxT)"),
     A_INT("-d", total_batch, -1, INT_MAX, SCOPE_ALL,
           "total batch in tokens, a multiple of B*T*processes (-1: B*T*processes)"),
-    A_INT("-x", max_steps, -1, INT_MAX, SCOPE_ALL, "number of steps (-1: one epoch of the train data)"),
+    A_INT("-x", max_steps, -1, INT_MAX, SCOPE_ALL, "number of steps (-1: one epoch of the train data; 0: only the val loss of the model, as -e loads it)"),
     A_STR("-k", lr_schedule, "cosine|linear|constant|wsd", SCOPE_ALL, "learning-rate schedule"),
     A_FLT("-l", lr, 0.0, 1e3, SCOPE_ALL, "peak learning rate"),
     A_INT("-u", warmup, 0, INT_MAX, SCOPE_ALL, "warmup steps"),

@@ -19,7 +19,8 @@ The emb_scale cases (the trained checkpoints rewritten with input scale 35.36, h
 checked the same way; a config.json without emb_scale (an unscaled model's, as every export of
 F = 1 writes it) is their negative control.
 Then: left and right padding with an attention_mask leave the real tokens' logits as unpadded
-(1e-5; a softmax and a linear model); the tokenizer files give GPT-2's ids for TinyShakespeare
+(1e-5; a softmax and a linear model), and for the stock class without position_ids they do not
+(its control); doc/export.md's usage snippet runs as written; the tokenizer files give GPT-2's ids for TinyShakespeare
 (the val shard's first 600 tokens, made by the project's own BPE); negative controls (a
 regrouped head table, the S-D sign, the linear prescale edited in config.json change the logits
 by more than 1e-2, 100 times the tolerance); and the one-line errors of both programs.
@@ -264,6 +265,28 @@ def check_padding(name, model, data, left_positions=False):
     dl = float(np.abs(logits_of(model, left, lmask, pos)[0, pad:] - plain).max())
     check(dr <= PAD_TOL and dl <= PAD_TOL, f"{name}: with an attention_mask, right and left padding leave "
           f"the real tokens' logits as unpadded (max |diff| right {dr:.1e}, left {dl:.1e} <= {PAD_TOL:g})")
+    if left_positions:   # doc/export.md "Using the export": the stock class needs them
+        d0 = float(np.abs(logits_of(model, left, lmask)[0, pad:] - plain).max())
+        check(d0 > 100 * PAD_TOL, f"control, {name}: left padding without position_ids counts positions "
+              f"from 0 and moves the real tokens' logits (max |diff| {d0:.2f})")
+
+
+def check_snippet(out_dir):
+    """doc/export.md's "Using the export" block, run as written with OUT_DIR replaced."""
+    doc = open(os.path.join(ROOT, "doc", "export.md")).read()
+    sec = doc[doc.index("## Using the export"):]
+    code = sec[sec.index("```python\n") + len("```python\n"):sec.index("\n```", sec.index("```python"))]
+    code = code.replace('"OUT_DIR"', repr(out_dir))
+    env = {}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            exec(compile(code, "doc/export.md", "exec"), env)
+        n_in, n_out = env["ids"]["input_ids"].shape[1], env["out"].shape[1]
+        ok, what = n_out > n_in and printed.getvalue().startswith("ROMEO:"), \
+            f"{n_in} prompt tokens, {n_out} out; printed {printed.getvalue()[:40]!r}"
+    except Exception as e:  # noqa: BLE001  (the doc's code failing is the finding)
+        ok, what = False, f"{type(e).__name__}: {e}"
+    check(ok, f"doc/export.md's snippet runs as written on the stock export ({what})")
 
 
 def control(name, out_dir, ref_model, data, edit, what):
@@ -436,6 +459,7 @@ def main():
     if "uniform" in models:
         check_padding("uniform (GPT2LMHeadModel)", models["uniform"], "gpt2", left_positions=True)
         check_tokenizer(os.path.join(TMP, "uniform_hf"))
+        check_snippet(os.path.join(TMP, "uniform_hf"))
     if "heads" in models:
         def regroup(c):
             c["layer_heads"][0], c["layer_head_sizes"][0] = 4, 16     # 2x32 read as 4x16
