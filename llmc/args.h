@@ -115,7 +115,7 @@ static const ArgSpec ARG_TABLE[] = {
           "a layer table checked by Prism's rules (doc/prism.md): a Prism schedule; with a descriptor -e"),
     A_INT("-seed", seed, 0, INT_MAX, SCOPE_ALL, "init seed of the model weights (the data order is -data_seed's)"),
     A_INT("-data_seed", data_seed, 0, INT_MAX, SCOPE_ALL,
-          "shuffle seed of the training data order, + rank (llm.c: 42); A/B seeds can vary it too"),
+          "shuffle seed of the training data order (llm.c: 42; with -rows 0 each rank adds its rank)"),
     A_INT("-rows", rows, 0, 1, SCOPE_ALL,
           "1: each of the B rows of a batch its own window of T+1 tokens (a seeded permutation of all such "
           "windows); 0: llm.c's batch, one span of B*T+1 tokens (doc/formats.md 'DataLoader semantics')"),

@@ -19,6 +19,16 @@ for f in -i -j -e -o -layers -prism -sd_scalar_d -sd_sign -sd_init_s -sd_init_th
   printf '%s\n' "$help" | grep -Eq "^  $f +.*\(default " || missing="$missing $f"
 done
 check "--help lists every flag with its default (missing:$missing)" test -z "$missing"
+# doc/formats.md "The trainer command line": its tables' first column names exactly --help's flags
+help_flags=$(printf '%s\n' "$help" | grep -oE '^  -[a-z_0-9]+' | tr -d ' ' | sort -u)
+doc_flags() { awk '/^## 10 The trainer command line/,/^## 11 /' "$1" | grep -E '^\| ' | cut -d'|' -f2 |
+  grep -oE '`-[a-z_0-9]+[ `]' | tr -d '` ' | sort -u; }
+table_diff=$(diff <(printf '%s\n' "$help_flags") <(doc_flags doc/formats.md) | grep '^[<>]' | tr '\n' ' ')
+check "every --help flag is in doc/formats.md's flag tables and the other way round ($(wc -l <<<"$help_flags") flags; diff: $table_diff)" \
+  test -z "$table_diff" -a "$(wc -l <<<"$help_flags")" -ge 50
+sed '/^| `-rows 1`/d' doc/formats.md > "$d/formats_ctl.md"
+ctl=$(diff <(printf '%s\n' "$help_flags") <(doc_flags "$d/formats_ctl.md") | grep '^[<>]' | tr '\n' ' ')
+check "control: a flag table without -rows's row is found out ($ctl)" test "$ctl" = "< -rows "
 check "--help shows the CPU default init gpt2_124M.bin" grep -q "default gpt2_124M.bin" <<<"$help"
 check "--help shows -tok's default gpt2_tokenizer.bin" grep -Eq "^  -tok +.*\(default gpt2_tokenizer.bin\)" <<<"$help"
 
