@@ -188,6 +188,20 @@ def main():
     # control: a name the step's files do not hold is reported
     ctl = reading_path_stale("## Where to start reading\n\n1. `train_gpt2.c`, `no_such_function`.\n\n## Next\n")
     check(ctl == ["no_such_function"], "control: a reading step naming a missing function is reported (%s)" % ctl)
+    rows = chain_rows(design)
+    for layer, count, steps in rows:
+        gaps = chain_gaps(ROOT, steps)
+        files = [f for f, _ in steps]
+        check(not gaps and count == len(files) == len(set(files)),
+              "doc/design.md: %s: a chain of calls from main to the kernel through %d files, as its count says "
+              "(%d; gaps: %s)" % (layer, len(files), count, gaps))
+    check(len(rows) == 4, "doc/design.md follows four layers from main to the kernel (%d rows)" % len(rows))
+    ctl = chain_gaps(ROOT, [("train_gpt2.c", ["main", "train"]), ("llmc/cpu/gpt2_cpu.h", ["attention_block_forward"]),
+                            ("llmc/cpu/kernels.h", ["no_such_kernel"])])
+    check(ctl == ["llmc/cpu/kernels.h does not define no_such_kernel",
+                  "main does not reach attention_block_forward (llmc/cpu/gpt2_cpu.h)"],
+          "control: a chain that skips train_step and gpt2_forward, and a kernel that does not exist, are "
+          "reported (%s)" % ctl)
     bad_cites, n_cites = stale_citations(ROOT)
     check(n_cites >= 250 and bad_cites == [], "code cites doc sections by heading text, and every cited heading "
           "exists (%d citations; stale: %s)" % (n_cites, bad_cites[:8]))
@@ -406,6 +420,83 @@ def stale_citations(root, texts=None):
                     bad.append((rel, '%s "%s"' % (doc, title[1]), "no such heading"))
     return bad, sum(len(CITE.findall(t)) for t in texts.values())
 
+
+def symbol_body(text, name):
+    """The body of a C/CUDA definition of `name` in text: a function's braces, a table's or a
+    constant's initializer, or a macro's line; None if text does not define it."""
+    for m in re.finditer(r"\b%s\s*\(" % re.escape(name), text):
+        head = text[text.rfind("\n", 0, m.start()) + 1:m.start()]
+        if not re.fullmatch(r"[\w \t\*]*", head) or re.search(r"\breturn\b", head) or not head.strip():
+            continue
+        depth, i = 0, m.end() - 1
+        while i < len(text):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+            if depth == 0:
+                break
+        rest = text[i:i + 200].lstrip()
+        if rest.startswith("{"):
+            return balanced(text, text.index("{", i))
+    m = re.search(r"\b%s\s*(?:\[[^\]]*\])?\s*=\s*\{" % re.escape(name), text)
+    if m:
+        return balanced(text, m.end() - 1)
+    m = re.search(r"^#\s*define\s+%s\b(.*)$" % re.escape(name), text, re.M)
+    return m.group(1) if m else None
+
+
+def balanced(text, open_at):
+    depth = 0
+    for i in range(open_at, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[open_at:i + 1]
+    return text[open_at:]
+
+
+def chain_rows(design):
+    """design.md's "How many files a layer takes": (layer, count, [(file, [symbols])])."""
+    sec = design[design.index("**How many files a layer takes.**"):]
+    sec = sec[:sec.index("\n\n", sec.index("| layer |"))]
+    rows = []
+    for line in sec.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[1].isdigit():
+            continue
+        steps = [(f, re.findall(r"`([^`]+)`", syms)) for f, syms in
+                 re.findall(r"`([\w./]+\.(?:c|h|cu|cuh|cpp))`(?: \(([^)]*)\))?", cells[2])]
+        rows.append((cells[0], int(cells[1]), steps))
+    return rows
+
+
+def chain_gaps(root, steps):
+    """What breaks a row's chain: a file that does not exist or names nothing, a symbol its file
+    does not define, or one that the row's first symbol (main) does not reach through the bodies
+    of the symbols listed (so the row skips a step between them)."""
+    gaps, bodies = [], {}
+    for f, syms in steps:
+        path = os.path.join(root, f)
+        if not os.path.exists(path):
+            gaps.append("%s: no such file" % f)
+            continue
+        if not syms:
+            gaps.append("%s: names nothing to read" % f)
+        text = open(path, errors="replace").read()
+        for sym in syms:
+            body = symbol_body(text, sym)
+            if body is None:
+                gaps.append("%s does not define %s" % (f, sym))
+            else:
+                bodies[(f, sym)] = body
+    order = [k for f, syms in steps for k in [(f, x) for x in syms] if k in bodies]
+    reached, grew = set(order[:1]), True
+    while grew:
+        grew = False
+        for k in order:
+            if k not in reached and any(re.search(r"\b%s\b" % re.escape(k[1]), bodies[r]) for r in reached):
+                reached.add(k)
+                grew = True
+    gaps += ["%s does not reach %s (%s)" % (order[0][1], k[1], k[0]) for k in order if k not in reached]
+    return gaps
 
 if __name__ == "__main__":
     sys.exit(main())
