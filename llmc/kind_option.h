@@ -11,8 +11,8 @@
  *
  * Defines:
  *   KindOptValue, KindOption, KIND_OPT_* roles, LLMC_MAX_KIND_OPTIONS
+ *   KIND_FLAG              a kind option's flag, for its designated initializer
  *   KIND_OPTIONS, N_KIND_OPTIONS   the registry's list; declared here, defined by kinds/registry.h
- *   KIND_OPT_INT / KIND_OPT_FLT    descriptor-building macros for a kind's folder
  *   kind_option_index      a descriptor's row (by flag: the descriptors are static objects of
  *                          every translation unit, so their addresses differ)
  *   kind_opt_int / kind_opt_float / kind_opt_set_int / kind_opt_set_float   read and write a value
@@ -44,6 +44,12 @@ typedef enum {
     KIND_OPT_TRAIN, /* the optimizer: with any -e, not stored (saved in flags.txt, like every flag) */
 } KindOptRole;
 
+/* A kind's folder writes each of its options with designated initializers, every field named in
+ * this order (as C++ requires), the flag through KIND_FLAG, for example
+ *   static const KindOption SD_SIGN = {
+ *       .cli = KIND_FLAG(CLI_TYPE_INT, "-sd_sign", -1, 1, "S-D logits u (S + sign D) u^T: ..."),
+ *       .dflt = -1, .role = KIND_OPT_MODEL, .header_bit = 4, .bit_value = 1};
+ * header_bit 0 for an option that is not stored. */
 typedef struct {
     /* the flag as llmc/cli.h parses it: the offset is filled in where the table is built */
     CliOpt cli;
@@ -55,10 +61,12 @@ typedef struct {
     int bit_value;
 } KindOption;
 
-#define KIND_OPT_INT(flag, lo, hi, dflt, role, bit, bit_value, help) \
-    {{flag, CLI_TYPE_INT, 0, 0, lo, hi, NULL, 0, help}, dflt, role, bit, bit_value}
-#define KIND_OPT_FLT(flag, lo, hi, dflt, role, help) \
-    {{flag, CLI_TYPE_FLOAT, 0, 0, lo, hi, NULL, 0, help}, dflt, role, 0, 0}
+
+/* A kind option's flag: its type (CLI_TYPE_INT or CLI_TYPE_FLOAT), name, inclusive range and help;
+ * the offset of its value is filled in where the trainers' table is built. */
+#define KIND_FLAG(type_, flag_, lo, hi, help_)                                                        \
+    {.flag = flag_, .type = type_, .offset = 0, .cap = 0, .min = lo, .max = hi, .choices = NULL, .group = 0, \
+     .help = help_}
 
 /* The registry's list, defined once per program by kinds/registry.h. */
 extern const KindOption *const KIND_OPTIONS[];

@@ -43,21 +43,35 @@
 
 /* ----------------------------------------------------------------------------------------------
  * The options and slots. */
-static const KindOption SD_SCALAR_D = KIND_OPT_INT("-sd_scalar_d", 0, 1, 0, KIND_OPT_MODEL, 2, 1,
-                                                   "1: S-D filtering D = softplus(theta_h) I, one value per head");
-static const KindOption SD_SIGN = KIND_OPT_INT("-sd_sign", -1, 1, -1, KIND_OPT_MODEL, 4, 1,
-                                               "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1");
+static const KindOption SD_SCALAR_D = {
+    .cli = KIND_FLAG(CLI_TYPE_INT, "-sd_scalar_d", 0, 1,
+                     "1: S-D filtering D = softplus(theta_h) I, one value per head"),
+    .dflt = 0, .role = KIND_OPT_MODEL, .header_bit = 2, .bit_value = 1};
+static const KindOption SD_SIGN = {
+    .cli = KIND_FLAG(CLI_TYPE_INT, "-sd_sign", -1, 1,
+                     "S-D logits u (S + sign D) u^T: -1 (stable, the default) or +1"),
+    .dflt = -1, .role = KIND_OPT_MODEL, .header_bit = 4, .bit_value = 1};
 /* S learned from zero by default: its spectrum is then training's (doc/sd_attention.md) */
-static const KindOption SD_INIT_S = KIND_OPT_FLT("-sd_init_s", 0.0, 1e3, 0.0, KIND_OPT_INIT,
-                                                 "S-D init: std of the packed skew parameters (0: S starts at zero; the authors' code: 0.1)");
-static const KindOption SD_INIT_THETA = KIND_OPT_FLT("-sd_init_theta", -1e3, 1e3, 0.1, KIND_OPT_INIT,
-                                                     "S-D init: theta (D = softplus(theta))");
-static const KindOption SD_INIT_U = KIND_OPT_FLT("-sd_init_u", 1e-6, 1e3, 0.02, KIND_OPT_INIT,
-                                                 "S-D init: std of U, the query/key projection (logit scale ~ its square)");
-static const KindOption LIN_PRESCALE = KIND_OPT_INT("-lin_prescale", 0, 1, 0, KIND_OPT_MODEL, 8, 1,
-                                                    "1: linear layers scale q, k by d^-1/4 before ELU+1");
-static const KindOption SD_DECAY_S = KIND_OPT_INT("-sd_decay_s", 0, 1, 0, KIND_OPT_TRAIN, 0, 0,
-                                                  "1: weight decay on the packed S-D skew parameters");
+static const KindOption SD_INIT_S = {
+    .cli = KIND_FLAG(CLI_TYPE_FLOAT, "-sd_init_s", 0.0, 1e3,
+                     "S-D init: std of the packed skew parameters (0: S starts at zero; the authors' code: 0.1)"),
+    .dflt = 0.0, .role = KIND_OPT_INIT, .header_bit = 0, .bit_value = 0};
+static const KindOption SD_INIT_THETA = {
+    .cli = KIND_FLAG(CLI_TYPE_FLOAT, "-sd_init_theta", -1e3, 1e3,
+                     "S-D init: theta (D = softplus(theta))"),
+    .dflt = 0.1, .role = KIND_OPT_INIT, .header_bit = 0, .bit_value = 0};
+static const KindOption SD_INIT_U = {
+    .cli = KIND_FLAG(CLI_TYPE_FLOAT, "-sd_init_u", 1e-6, 1e3,
+                     "S-D init: std of U, the query/key projection (logit scale ~ its square)"),
+    .dflt = 0.02, .role = KIND_OPT_INIT, .header_bit = 0, .bit_value = 0};
+static const KindOption LIN_PRESCALE = {
+    .cli = KIND_FLAG(CLI_TYPE_INT, "-lin_prescale", 0, 1,
+                     "1: linear layers scale q, k by d^-1/4 before ELU+1"),
+    .dflt = 0, .role = KIND_OPT_MODEL, .header_bit = 8, .bit_value = 1};
+static const KindOption SD_DECAY_S = {
+    .cli = KIND_FLAG(CLI_TYPE_INT, "-sd_decay_s", 0, 1,
+                     "1: weight decay on the packed S-D skew parameters"),
+    .dflt = 0, .role = KIND_OPT_TRAIN, .header_bit = 0, .bit_value = 0};
 
 enum { P_SDSKEW = NUM_LLMC_SLOTS, P_SDTHETA };
 static const KindSlot SD_SKEW_SLOT = {P_SDSKEW, "sdskew", 0, &SD_DECAY_S};

@@ -305,7 +305,7 @@ def test_map_gaps():
 
 def kind_vocabulary():
     """The kinds' names other than the framework's mha (kinds/registry.h), the flags of their
-    options (KIND_OPT_INT / KIND_OPT_FLT in the method folders) and their slot names (KindSlot)."""
+    options (KIND_FLAG in the method folders) and their slot names (KindSlot)."""
     words = set(n for n in registry_rows().get("kinds/registry.h", []) if n != "mha")
     flags, slots = set(), set()
     for folder in ALLOWED:
@@ -314,7 +314,7 @@ def kind_vocabulary():
         for f in os.listdir(os.path.join(ROOT, folder)):
             if f.endswith(SOURCE_EXT):
                 text = open(os.path.join(ROOT, folder, f), errors="replace").read()
-                flags.update(re.findall(r'KIND_OPT_(?:INT|FLT)\(\s*"(-[A-Za-z0-9_]+)"', text))
+                flags.update(re.findall(r'\.cli\s*=\s*KIND_FLAG\(\s*\w+\s*,\s*"(-[A-Za-z0-9_]+)"', text))
                 slots.update(re.findall(r'KindSlot\s+\w+\s*=\s*\{\s*\w+\s*,\s*"(\w+)"', text))
     return words, flags, slots
 

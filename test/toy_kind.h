@@ -26,10 +26,14 @@
 #include "../llmc/param_layout.h"
 
 /* 1. Its options and its parameter slot. */
-static const KindOption TOY_GAIN_INIT = KIND_OPT_FLT("-toy_gain_init", -10.0, 10.0, 1.0, KIND_OPT_INIT,
-                                                     "toy init: the query gains' initial value");
-static const KindOption TOY_SQUARE = KIND_OPT_INT("-toy_square", 0, 1, 0, KIND_OPT_MODEL, 16, 1,
-                                                  "1: toy layers scale their queries by g^2 instead of g");
+static const KindOption TOY_GAIN_INIT = {
+    .cli = KIND_FLAG(CLI_TYPE_FLOAT, "-toy_gain_init", -10.0, 10.0,
+                     "toy init: the query gains' initial value"),
+    .dflt = 1.0, .role = KIND_OPT_INIT, .header_bit = 0, .bit_value = 0};
+static const KindOption TOY_SQUARE = {
+    .cli = KIND_FLAG(CLI_TYPE_INT, "-toy_square", 0, 1,
+                     "1: toy layers scale their queries by g^2 instead of g"),
+    .dflt = 0, .role = KIND_OPT_MODEL, .header_bit = 16, .bit_value = 1};
 enum { P_TOYGAIN = NUM_LLMC_SLOTS };
 static const KindSlot TOY_GAIN_SLOT = {P_TOYGAIN, "toygain", 0, NULL};
 
