@@ -64,6 +64,7 @@ typedef struct {
     float lr;             /* -l */
     int warmup;           /* -u */
     float final_lr_frac;  /* -q */
+    float decay_frac;     /* -decay_frac: -k wsd's final fraction of decay */
     float weight_decay;   /* -c */
     float skip_loss_z;    /* -sl */
     float skip_norm_z;    /* -sg */
@@ -140,6 +141,8 @@ static const ArgSpec ARG_TABLE[] = {
     A_FLT("-l", lr, 0.0, 1e3, SCOPE_ALL, "peak learning rate"),
     A_INT("-u", warmup, 0, INT_MAX, SCOPE_ALL, "warmup steps"),
     A_FLT("-q", final_lr_frac, 0.0, 1.0, SCOPE_ALL, "final learning rate as a fraction of the peak"),
+    A_FLT("-decay_frac", decay_frac, 0.0, 1.0, SCOPE_ALL,
+          "-k wsd: the final fraction of the steps over which the learning rate decays (llm.c: 0.2)"),
     A_FLT("-c", weight_decay, 0.0, 1e3, SCOPE_ALL, "AdamW weight decay (2-D tensors only)"),
     A_FLT("-sl", skip_loss_z, 0.0, 1e9, SCOPE_ALL, "skip the update if the loss z-score exceeds this (0: off)"),
     A_FLT("-sg", skip_norm_z, 0.0, 1e9, SCOPE_ALL, "skip the update if the grad-norm z-score exceeds this (0: off)"),
@@ -213,6 +216,7 @@ static inline void train_args_defaults(TrainArgs *a, TrainerKind who) {
     strcpy(a->lr_schedule, "cosine");
     a->lr = 3e-4f;
     a->final_lr_frac = 1.0f;
+    a->decay_frac = 0.2f;
     a->val_every = 20;
     a->val_batches = 20;
     a->sample_every = 20;
@@ -284,6 +288,10 @@ static inline void train_args_check(const TrainArgs *a, TrainerKind who) {
     }
     char msg[256];
     if (!kind_options_validate(a->kind_opt, msg, sizeof(msg))) llmc_die("%s", msg);
+    if (a->decay_frac != 0.2f && strcmp(a->lr_schedule, "wsd") != 0) {
+        llmc_die("-decay_frac %g: only -k wsd decays over a final fraction of the steps (this run: -k %s)",
+                 (double)a->decay_frac, a->lr_schedule);
+    }
     if (strcmp(a->lr_schedule, "constant") == 0 && a->warmup > 0) {
         llmc_die("-k constant ignores warmup (as llm.c); drop -u %d or use -k cosine/linear/wsd", a->warmup);
     }

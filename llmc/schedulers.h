@@ -9,7 +9,9 @@
  *   cosine:   eta_min + (1 + cos(pi r))/2 (eta - eta_min),  r = (t-u)/(N-u)
  *   linear:   eta - r (eta - eta_min)
  *   constant: eta (llm.c ignores -u here; the trainer rejects -k constant with -u > 0)
- *   wsd:      eta until P = floor(0.8 N), then eta_min + (1 - sqrt((t-P)/(N-P))) (eta - eta_min)
+ *   wsd:      eta until P = floor((1 - f) N), then eta_min + (1 - sqrt((t-P)/(N-P))) (eta - eta_min),
+ *             f the decay fraction (-decay_frac, llm.c's 0.2). Before P the rate does not depend on
+ *             N, so a run stopped there continues as a longer one (-x) as if started with it.
  */
 #ifndef LLMC_SCHEDULERS_H
 #define LLMC_SCHEDULERS_H
@@ -25,6 +27,7 @@ typedef struct {
     int warmup;
     int total;
     float final_frac;
+    float decay_frac; /* wsd only */
 } LRSchedule;
 
 /* Returns 0 for an unknown name. */
@@ -40,12 +43,13 @@ static inline int lr_kind_from_name(const char *name, LRKind *kind) {
 }
 
 static inline void lr_schedule_init(LRSchedule *s, LRKind kind, float peak, int warmup, int total,
-                                    float final_frac) {
+                                    float final_frac, float decay_frac) {
     s->kind = kind;
     s->peak = peak;
     s->warmup = warmup;
     s->total = total;
     s->final_frac = final_frac;
+    s->decay_frac = decay_frac;
 }
 
 static inline float lr_at(const LRSchedule *s, int t) {
@@ -53,7 +57,7 @@ static inline float lr_at(const LRSchedule *s, int t) {
     if (s->kind == LR_CONSTANT) return eta;
     if (t < s->warmup) return eta * (float)(t + 1) / (float)s->warmup;
     if (s->kind == LR_WSD) {
-        const int P = (int)(0.8f * (float)s->total);
+        const int P = (int)((1.0f - s->decay_frac) * (float)s->total); /* 1 - 0.2f is 0.8f exactly */
         if (t < P) return eta;
         const float frac = s->total > P ? (float)(t - P) / (float)(s->total - P) : 1.0f;
         return eta_min + (1.0f - sqrtf(frac)) * (eta - eta_min);

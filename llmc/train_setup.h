@@ -224,7 +224,7 @@ static inline void train_loop_setup(TrainLoop *t, TrainArgs *a, int rank, int np
     }
     LRKind kind = LR_COSINE;
     lr_kind_from_name(a->lr_schedule, &kind);
-    lr_schedule_init(&t->lr_schedule, kind, a->lr, a->warmup, t->num_steps, a->final_lr_frac);
+    lr_schedule_init(&t->lr_schedule, kind, a->lr, a->warmup, t->num_steps, a->final_lr_frac, a->decay_frac);
     outlier_init(&t->loss_outliers);
     outlier_init(&t->norm_outliers);
     t->start_step = LLMC_MAX(resume_step, 0);

@@ -65,7 +65,7 @@ int main() {
     mt_seed(&mt, 42);
     CHECK(mt_u32(&mt) == 1608637542u, "C++: mt19937(42) first draw");
     LRSchedule lr;
-    lr_schedule_init(&lr, LR_COSINE, 6e-4f, 10, 100, 0.0f);
+    lr_schedule_init(&lr, LR_COSINE, 6e-4f, 10, 100, 0.0f, 0.2f);
     CHECK(lr_at(&lr, 0) > 0.0f, "C++: lr schedule");
     TrainArgs a;
     train_args_defaults(&a, TRAINER_GPU);
@@ -75,7 +75,7 @@ int main() {
           "C++: the evaluator's -t default (longest example rounded up to 64, at most maxT and 1024), explicit -t");
     a.skip_loss_z = 3.0f;
     TrainLoop t;
-    lr_schedule_init(&t.lr_schedule, LR_COSINE, 6e-4f, 10, 100, 0.0f);
+    lr_schedule_init(&t.lr_schedule, LR_COSINE, 6e-4f, 10, 100, 0.0f, 0.2f);
     outlier_init(&t.loss_outliers);
     outlier_init(&t.norm_outliers);
     const StepResult sr = train_step_judge(&t, &a, 0, 4.0f, 2.0f);

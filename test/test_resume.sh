@@ -8,11 +8,14 @@
 #   - -nk/-nm retention; no .tmp file is left behind; main.log is appended on resume;
 #   - `-o DIR -y 1` alone resumes with the run's flags (DIR/flags.txt) and ends byte-identical; a
 #     flag given again wins with a note naming both values; a folder without flags.txt is a note;
+#   - -k wsd: a resume in the decay is bit-exact, and a checkpoint before the decay continues into a
+#     longer -x as that run would have (cosine's does not: the control);
 #   - hostile state files (orders not permutations, another model's file), kill -9 during a
 #     checkpoint write, and a write that fails (the file-size limit as a full disk).
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
+PYTHON=${PYTHON:-/usr/bin/python3}   # make test passes its own
 root=build/tmp_resume
 rm -rf "$root"
 mkdir -p "$root"
@@ -72,6 +75,38 @@ cp "$root/RA/model_00000005.bin" "$root/RA/state_00000005_00000.bin" "$root/RA/D
 expect_error "a -rows 1 state resumed with -rows 0: one line naming header[6]" \
   "state_00000005_00000.bin: header\[6\]: the loader was saved with -rows 1; this run uses -rows 0" \
   ./train_gpt2 "${COMMON[@]}" -rows 0 -o "$root/RC" -y 1
+
+# -k wsd (doc/formats.md "Optimization semantics"): a resume in the decay is bit-exact; and before
+# the decay the rate does not depend on -x, so a checkpoint of a -x 10 run taken there (-decay_frac
+# 0.5: the decay starts at step 5, whose rate is still the peak) continues as a -x 20 run would have
+# (what a search's rungs need); cosine's does not (its control)
+WSD=(-k wsd -decay_frac 0.5 -q 0.1)   # -q 1 (the default) would decay to the peak: no decay
+./train_gpt2 "${COMMON[@]}" "${WSD[@]}" -n 3 -o "$root/WA" > "$root/WA.log" 2>&1
+mkdir -p "$root/WB"
+cp "$root/WA/model_00000006.bin" "$root/WA/state_00000006_00000.bin" "$root/WA/DONE_00000006" "$root/WB/"
+./train_gpt2 "${COMMON[@]}" "${WSD[@]}" -n 3 -o "$root/WB" -y 1 > "$root/WB.log" 2>&1
+w_a=$(steps "$root/WA.log" | tail -n 4)
+w_b=$(steps "$root/WB.log")
+check "-k wsd: resumed at step 6, in the decay (from step 5): steps 7-10 and the final files equal the uninterrupted run" \
+  bash -c "[ -n '$w_b' ] && [ '$w_a' = '$w_b' ] && cmp -s $root/WA/model_00000010.bin $root/WB/model_00000010.bin && cmp -s $root/WA/state_00000010_00000.bin $root/WB/state_00000010_00000.bin"
+./train_gpt2 "${COMMON[@]}" "${WSD[@]}" -x 20 -o "$root/WL" > "$root/WL.log" 2>&1
+mkdir -p "$root/WX"
+cp "$root/WA/model_00000006.bin" "$root/WA/state_00000006_00000.bin" "$root/WA/DONE_00000006" "$root/WX/"
+./train_gpt2 "${COMMON[@]}" "${WSD[@]}" -x 20 -o "$root/WX" -y 1 > "$root/WX.log" 2>&1
+w_l=$(steps "$root/WL.log" | tail -n 14)
+w_x=$(steps "$root/WX.log")
+check "-k wsd: a -x 10 run's step-6 checkpoint (its updates 0-5 before the decay) resumed with -x 20 equals a -x 20 run: steps 7-20, final files" \
+  bash -c "[ -n '$w_x' ] && [ '$w_l' = '$w_x' ] && cmp -s $root/WL/model_00000020.bin $root/WX/model_00000020.bin && cmp -s $root/WL/state_00000020_00000.bin $root/WX/state_00000020_00000.bin"
+./train_gpt2 "${COMMON[@]}" -q 0.1 -n 3 -o "$root/CA" > "$root/CA.log" 2>&1
+./train_gpt2 "${COMMON[@]}" -q 0.1 -x 20 -o "$root/CL" > "$root/CL.log" 2>&1
+mkdir -p "$root/CX"
+cp "$root/CA/model_00000006.bin" "$root/CA/state_00000006_00000.bin" "$root/CA/DONE_00000006" "$root/CX/"
+./train_gpt2 "${COMMON[@]}" -q 0.1 -x 20 -o "$root/CX" -y 1 > "$root/CX.log" 2>&1
+c_x=$(steps "$root/CX.log")
+check "control, -k cosine: the same continuation differs from a -x 20 run (its rates at steps 3-5 depend on -x)" \
+  bash -c "[ -n '$c_x' ] && [ -f $root/CX/model_00000020.bin ] && ! cmp -s $root/CL/model_00000020.bin $root/CX/model_00000020.bin"
+expect_error "-decay_frac with another schedule: one line" "^error: -decay_frac 0.5: only -k wsd decays" \
+  ./train_gpt2 "${COMMON[@]}" -decay_frac 0.5 -o "$root/CZ"
 
 # -o DIR -y 1 alone: the run's flags come from DIR/flags.txt
 check "the run folder holds its flags (-x 10, -d 128, -prism; no -o or -y)" \

@@ -98,6 +98,17 @@ static void test_eta(void) {
     CHECK(r.best_val == 4.2f && r.best_val_step == 10, "best val loss: the first lowest (4.2 at step 10), a NaN skipped");
 }
 
+/* llm.c's wsd, its decay over the final 0.2 written as the constant 0.8 (the schedule before
+ * -decay_frac), for the check that 0.2 reproduces it exactly. */
+static float wsd_fixed_08(const LRSchedule *s, int t) {
+    const float eta = s->peak, eta_min = s->final_frac * s->peak;
+    if (t < s->warmup) return eta * (float)(t + 1) / (float)s->warmup;
+    const int P = (int)(0.8f * (float)s->total);
+    if (t < P) return eta;
+    const float frac = s->total > P ? (float)(t - P) / (float)(s->total - P) : 1.0f;
+    return eta_min + (1.0f - sqrtf(frac)) * (eta - eta_min);
+}
+
 int main(void) {
     test_eta();
     test_outlier();
@@ -109,29 +120,46 @@ int main(void) {
               !lr_kind_from_name("step", &k),
           "schedule names: cosine, linear, constant, wsd; others rejected");
 
-    lr_schedule_init(&s, LR_COSINE, (float)eta, u, N, (float)q);
+    lr_schedule_init(&s, LR_COSINE, (float)eta, u, N, (float)q, 0.2f);
     CHECK(CLOSE(lr_at(&s, 0), eta / u), "cosine: warmup step 0 = eta/u (%g)", lr_at(&s, 0));
     CHECK(CLOSE(lr_at(&s, 4), eta * 5 / u), "cosine: warmup step 4 = 5 eta/u");
     CHECK(CLOSE(lr_at(&s, u), eta), "cosine: step u = peak");
     CHECK(CLOSE(lr_at(&s, 55), emin + 0.5 * (1 + cos(M_PI * 0.5)) * (eta - emin)), "cosine: midpoint of the decay");
     CHECK(CLOSE(lr_at(&s, N), emin), "cosine: step N = q eta (%g)", lr_at(&s, N));
 
-    lr_schedule_init(&s, LR_LINEAR, (float)eta, u, N, (float)q);
+    lr_schedule_init(&s, LR_LINEAR, (float)eta, u, N, (float)q, 0.2f);
     CHECK(CLOSE(lr_at(&s, 3), eta * 4 / u), "linear: warmup");
     CHECK(CLOSE(lr_at(&s, 55), eta - 0.5 * (eta - emin)), "linear: midpoint");
     CHECK(CLOSE(lr_at(&s, N), emin), "linear: end at q eta");
 
-    lr_schedule_init(&s, LR_CONSTANT, (float)eta, 0, N, (float)q);
+    lr_schedule_init(&s, LR_CONSTANT, (float)eta, 0, N, (float)q, 0.2f);
     CHECK(CLOSE(lr_at(&s, 0), eta) && CLOSE(lr_at(&s, N), eta), "constant: eta throughout");
 
-    lr_schedule_init(&s, LR_WSD, (float)eta, u, N, (float)q);
+    lr_schedule_init(&s, LR_WSD, (float)eta, u, N, (float)q, 0.2f);
     const int P = 80;
     CHECK(CLOSE(lr_at(&s, 2), eta * 3 / u), "wsd: warmup");
     CHECK(CLOSE(lr_at(&s, P - 1), eta), "wsd: stable until P = floor(0.8 N) = 80");
     CHECK(CLOSE(lr_at(&s, 85), emin + (1 - sqrt(5.0 / 20.0)) * (eta - emin)), "wsd: sqrt decay at step 85");
     CHECK(CLOSE(lr_at(&s, N), emin), "wsd: end at q eta");
+    int same = 1, n_checked = 0;  /* -decay_frac 0.2 is llm.c's floor(0.8 N), bit for bit */
+    for (int n = 1; n <= 5000; n += 7) {
+        LRSchedule w;
+        lr_schedule_init(&w, LR_WSD, (float)eta, 0, n, (float)q, 0.2f);
+        for (int t = 0; t <= n; t++) same &= lr_at(&w, t) == wsd_fixed_08(&w, t);
+        n_checked++;
+    }
+    CHECK(same, "wsd: decay fraction 0.2 gives llm.c's schedule (decay from floor(0.8f N)) bit for bit, every step of %d totals up to 5000", n_checked);
+    lr_schedule_init(&s, LR_WSD, (float)eta, u, N, (float)q, 0.5f);
+    CHECK(CLOSE(lr_at(&s, 49), eta) && CLOSE(lr_at(&s, 75), emin + (1 - sqrt(25.0 / 50.0)) * (eta - emin)),
+          "wsd, decay fraction 0.5: stable until P = 50, sqrt decay at step 75");
+    LRSchedule longer;  /* the stable phase does not depend on N: a run continues as a longer one */
+    lr_schedule_init(&longer, LR_WSD, (float)eta, u, 4 * N, (float)q, 0.5f);
+    int stable_same = 1;
+    for (int t = 0; t < 50; t++) stable_same &= lr_at(&s, t) == lr_at(&longer, t);
+    CHECK(stable_same && lr_at(&s, 60) != lr_at(&longer, 60),
+          "wsd: the rates before the decay are the same for N = 100 and 400, and differ after P");
 
-    lr_schedule_init(&s, LR_COSINE, (float)eta, 0, N, 0.0f);
+    lr_schedule_init(&s, LR_COSINE, (float)eta, 0, N, 0.0f, 0.2f);
     CHECK(CLOSE(lr_at(&s, 0), eta) && lr_at(&s, N) == 0.0f, "cosine without warmup: peak at 0, zero at N with q = 0");
     return test_finish();
 }
