@@ -539,7 +539,9 @@ def run(plan):
         raise AbError("scripts/ab_report.py failed (its error is above)")
 
 
-def main(argv=None):
+def parse_options(argv):
+    """The validated options of an A/B (AbError for a bad one); prism/search.py builds its runs'
+    commands from them too."""
     p = Parser(prog="scripts/ab.py", allow_abbrev=False, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Sizes, arms, pairing and outputs: see the head of scripts/ab.py.")
@@ -580,33 +582,38 @@ def main(argv=None):
     p.add_argument("--build", type=int, choices=(0, 1), default=1,
                    help="1: build the missing CPU programs, shards and eval files with make first (default)")
     p.add_argument("--dry-run", action="store_true", help="print every command, run nothing")
+    a = p.parse_args(argv)
+    os.chdir(ROOT)
+    for name in ("steps", "micro_batch", "eval_n", "attn_windows", "attn_batch", "seq_len", "val_every"):
+        v = getattr(a, name)
+        if v is not None and (v < 0 or v == 0 and name != "eval_n"):
+            raise AbError(f"--{name.replace('_', '-')} {v}: expected a positive integer"
+                          + (" (or 0: all)" if name == "eval_n" else ""))
+    if a.val_batches is not None and a.val_batches != -1 and a.val_batches < 1:
+        raise AbError(f"--val-batches {a.val_batches}: expected a positive integer or -1 (the whole val split)")
+    for name in ("seq_len", "val_every", "val_batches"):
+        if getattr(a, name) is not None and a.size not in DIRECT:
+            raise AbError(f"--{name.replace('_', '-')}: tiny, small and bytes only; {a.size} runs llm.c's "
+                          "recipe (scripts/run_gpt2.sh)")
+    if a.gpus < 1 or a.threads < 1:
+        raise AbError("--gpus and --threads: expected positive integers")
+    if a.steps and a.budget != "full":
+        raise AbError(f"--steps and --budget {a.budget}: give one of them")
+    if a.gpu_arch and not re.fullmatch(r"\d+\.\d", a.gpu_arch):
+        raise AbError(f"--gpu-arch '{a.gpu_arch}': expected a compute capability such as 8.0 or 9.0")
+    a.data = a.data or ("prose" if a.size in DIRECT else "fineweb")
+    bytes_size = DIRECT.get(a.size, {}).get("vocab") == "bytes"
+    if a.evals == 1 and bytes_size:
+        raise AbError(f"--evals 1: the zero-shot task files are GPT-2-tokenized; the {a.size} size's "
+                      f"byte vocabulary cannot score them (--evals 0)")
+    a.evals = (0 if bytes_size else 1) if a.evals is None else a.evals
+    a.out = (a.out or f"out/ab_{a.size}").rstrip("/")
+    return a
+
+
+def main(argv=None):
     try:
-        a = p.parse_args(argv)
-        os.chdir(ROOT)
-        for name in ("steps", "micro_batch", "eval_n", "attn_windows", "attn_batch", "seq_len", "val_every"):
-            v = getattr(a, name)
-            if v is not None and (v < 0 or v == 0 and name != "eval_n"):
-                raise AbError(f"--{name.replace('_', '-')} {v}: expected a positive integer"
-                              + (" (or 0: all)" if name == "eval_n" else ""))
-        if a.val_batches is not None and a.val_batches != -1 and a.val_batches < 1:
-            raise AbError(f"--val-batches {a.val_batches}: expected a positive integer or -1 (the whole val split)")
-        for name in ("seq_len", "val_every", "val_batches"):
-            if getattr(a, name) is not None and a.size not in DIRECT:
-                raise AbError(f"--{name.replace('_', '-')}: tiny, small and bytes only; {a.size} runs llm.c's "
-                              "recipe (scripts/run_gpt2.sh)")
-        if a.gpus < 1 or a.threads < 1:
-            raise AbError("--gpus and --threads: expected positive integers")
-        if a.steps and a.budget != "full":
-            raise AbError(f"--steps and --budget {a.budget}: give one of them")
-        if a.gpu_arch and not re.fullmatch(r"\d+\.\d", a.gpu_arch):
-            raise AbError(f"--gpu-arch '{a.gpu_arch}': expected a compute capability such as 8.0 or 9.0")
-        a.data = a.data or ("prose" if a.size in DIRECT else "fineweb")
-        bytes_size = DIRECT.get(a.size, {}).get("vocab") == "bytes"
-        if a.evals == 1 and bytes_size:
-            raise AbError(f"--evals 1: the zero-shot task files are GPT-2-tokenized; the {a.size} size's "
-                          f"byte vocabulary cannot score them (--evals 0)")
-        a.evals = (0 if bytes_size else 1) if a.evals is None else a.evals
-        a.out = (a.out or f"out/ab_{a.size}").rstrip("/")
+        a = parse_options(argv)
         plan = Plan(a)
         if a.size in DIRECT and a.gpus > 1 and not plan.gpu:
             raise AbError(f"--gpus {a.gpus}: the CPU trainer {plan.bin} runs one process (use --bin ./train_gpt2cu)")
