@@ -2,7 +2,7 @@
  * sd_spectrum.c: spectral diagnostics of every attention head of a checkpoint
  * (standard, Prism, S-D, mixed kinds, -ln 0): the routing/filtering split, effective ranks of
  * the routing part, the spectral abscissa and unstable heads, the spread of S-D filtering
- * (arXiv 2605.18826; doc/methods.md "Routing/filtering split of a standard head", "Dynamically unstable heads", "Stability", "Formulation B", "Effective rank"), and the cascade over depth (3.10).
+ * (arXiv 2605.18826; doc/methods.md "Routing/filtering split of a standard head", "Dynamically unstable heads", "Stability", "Formulation B", "Effective rank"), and the cascade over depth ("The spectral cascade").
  *
  *   ./sd_spectrum model.bin [-heads 1] [-csv out.csv] [-json out.json] [-png out.png] [-eps E]
  *   ./sd_spectrum model.bin -grad_batches N -j 'VAL_GLOB' [-b B] [-t T] [-json out.json]

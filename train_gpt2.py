@@ -5,7 +5,7 @@ Defines
     whose attention layers each have their own head count h_l, head size d_l and kind (the layer
     table, doc/formats.md "Per-layer heads"):
     mha softmax attention, sd S-D attention (doc/methods.md "Formulation A"), lin ELU+1 linear attention and
-    sdlin (3.12), optionally without the per-block LayerNorms (-ln 0, 3.11) and with the
+    sdlin (doc/methods.md "ELU+1 causal linear attention"), optionally without the per-block LayerNorms (-ln 0, doc/methods.md "Training without LayerNorm") and with the
     input scaled by emb_scale F (the blocks read F (wte[x] + wpe[t]); the head reads wte unscaled);
   - init_weights: the init of doc/formats.md "Random init and RNG order", drawn in the C trainer's order;
   - write_model / load_model: a GPT to and from a checkpoint, versions 3/5 (llm.c) and 103/105
@@ -98,7 +98,7 @@ class CausalSelfAttention(nn.Module):
       sd / sdlin:  u, v from qkv_w (2A, C): the U block then the V block. Per head
                    L = S + sign*D with S skew from the packed strict upper triangle sd_skew (h,
                    d(d-1)/2) and D = diag(softplus(sd_theta)); logits u_i L u_j^T / sqrt(d)
-                   (doc/methods.md "Formulation A"), computed as u . k' with k' = u L^T (the fold of 3.8).
+                   (doc/methods.md "Formulation A"), computed as u . k' with k' = u L^T (the fold, doc/methods.md "Realization with the standard attention kernels").
     mha and sd mix with softmax, lin and sdlin with ELU+1 linear attention (doc/methods.md "ELU+1 causal linear attention")."""
 
     def __init__(self, cfg, n_head, head_size, kind):

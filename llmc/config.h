@@ -81,7 +81,7 @@ static inline void config_set_vocab(GPT2Config *c, int V) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Descriptors (doc/formats.md "The 16 parameter tensors" for dN and gpt3:cC, 2.2 and 3.1 for V<vocab>). Returns 1 on success; on failure
+ * Descriptors (doc/formats.md "The 16 parameter tensors" for dN and gpt3:cC, "The byte vocabulary and its shards" for V<vocab>). Returns 1 on success; on failure
  * writes the reason to msg. */
 static inline void config_shape(GPT2Config *c, int maxT, int L, int C, int NH) {
     memset(c, 0, sizeof(*c));

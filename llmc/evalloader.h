@@ -3,7 +3,7 @@
  *
  * Defines:
  *   EvalFile, evalfile_read   parse and validate a version-1 (llm.c's HellaSwag format, doc/formats.md
- *                             6) or version-2 (ours, doc/evals.md) file; 0 plus one error line
+ *                             "Eval files and scoring") or version-2 (ours, doc/evals.md) file; 0 plus one error line
  *                             "<file>: <field>: <what was expected>" on any problem
  *   evalfile_load / _free     the same, dying on error
  *   evalfile_check_vocab      every token id of a read file below the model's vocabulary size

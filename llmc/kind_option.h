@@ -6,7 +6,7 @@
  * KIND_OPTIONS; the framework reads the descriptors and names no kind. An option is
  *   - a flag, in the command-line table's form (llmc/cli.h), on every trainer;
  *   - a role: part of the model and stored in checkpoints (one bit of header[9], doc/formats.md
- *     2.4), part of the init only (with a descriptor -e), or a training setting (any -e);
+ *     "Per-layer heads"), part of the init only (with a descriptor -e), or a training setting (any -e);
  *   - a value in every GPT2Config and TrainArgs: vals[i] holds KIND_OPTIONS[i]'s value.
  *
  * Defines:

@@ -4,8 +4,8 @@ Modules
 - checkpoint: the model checkpoint (doc/formats.md "Header", "The 16 parameter tensors", "Per-layer heads"): the kinds (names, codes, qkvw
   rows, S-D and linear), GPTConfig (shape, layer table, header[9] flags, header[10] emb_scale,
   slot shapes), header encode/decode for versions 3/5/103/105, fp32/bf16 bodies;
-- descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; 2.2);
-- layer_table: layer-table files (H[xD][:KIND][*N] entries; 2.4, doc/prism.md);
+- descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; doc/formats.md "The 16 parameter tensors");
+- layer_table: layer-table files (H[xD][:KIND][*N] entries; doc/formats.md "Per-layer heads", doc/prism.md);
 - shards: llm.c token shards (3);
 - tokenizer: llm.c's tokenizer file (5);
 - main_log: the trainer's main.log (9);

@@ -7,7 +7,7 @@ Defines
   (llm.c's 16 slots, then S-D's sdskew 16 and sdtheta 17), padded_vocab(V), EMB_SCALE_MAX, emb_scale_ok(F),
   f32(x) (rounded to float32), emb_scale_bits(F) (header[10]);
 - GPTConfig: what a header holds (maxT, V, L, base heads, C, Vp, the layer table, the flags, the
-  input scale emb_scale; plus the init-only S-D options), with slot_shapes() (2.4's body table),
+  input scale emb_scale; plus the init-only S-D options), with slot_shapes() (doc/formats.md "Per-layer heads": its body table),
   num_params(), is_uniform() (written as v3/v5 exactly when true) and describe();
 - emb_scale F (header[10]): the blocks' input is F (wte[token] + wpe[t]) instead of
   wte[token] + wpe[t]; the tied LM head reads wte unscaled. Stored as the float32's bit pattern,
@@ -15,7 +15,7 @@ Defines
   unchanged; a model with F != 1 is not llm.c's and is written as v103/v105;
 - encode_header(cfg, dtype, path): the 1024 header bytes (v3/v5 for a uniform llm.c model, else
   v103/v105 with the table in header[8], [9], [16+3l..18+3l] and emb_scale in header[10]);
-- decode_header(path, raw): (GPTConfig, version) from the 1024 header bytes, every check of 2.4 a
+- decode_header(path, raw): (GPTConfig, version) from the 1024 header bytes, every check of doc/formats.md "Per-layer heads" a
   FormatError naming the file and the header field;
 - read_header(path): decode_header of a file whose size must match the header;
 - read(path): (GPTConfig, version, the body as one flat float32 array; bf16 widened exactly);

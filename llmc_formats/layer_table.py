@@ -1,5 +1,5 @@
 """llmc_formats/layer_table.py: layer-table files, the trainers' -layers and -prism (doc/formats.md
-2.4 "The layer table"; the syntax is doc/prism.md's, Prism's rule doc/methods.md "Constraints").
+"Per-layer heads": the layer table; the syntax is doc/prism.md's, Prism's rule doc/methods.md "Constraints").
 
 Defines
 - parse_schedule(path, n_embd, n_layer, unchecked=False, text=None) -> [(h, d, kind code)]:

@@ -1,6 +1,6 @@
 /*
  * prism/rules.h: Prism's rules for a layer table (Aggarwal, arXiv 2606.27449; doc/methods.md "Definition",
- * 2.3, 2.6): few wide heads early, the base head count late, at the parameters and FLOPs of the
+ * "Constraints", "Candidate schedules and negative controls"): few wide heads early, the base head count late, at the parameters and FLOPs of the
  * uniform model.
  *
  * Defines:
@@ -10,7 +10,7 @@
  * Error: a head count that decreases with depth (the paper's "monotonically increasing"; the
  * negative controls of prism/schedules/controls/ that break it run with -layers, unchecked).
  * Warnings (constraints the abstract does not state as rules, and the controls of doc/methods.md
- * 2.6): the last layer not at the base head count, fewer than L/2 base layers, a run of a
+ * "Candidate schedules and negative controls"): the last layer not at the base head count, fewer than L/2 base layers, a run of a
  * non-base width shorter than 2 or longer than 4 layers, a head count more than doubling between
  * layers, an attention width h*d != C (parameters and FLOPs not neutral, doc/methods.md "Parameter and FLOP neutrality").
  * Every message starts "file:line: ".

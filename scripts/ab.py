@@ -25,7 +25,7 @@ Arms: a comma list; the first is the reference every other arm is paired against
   uniform          the descriptor's own heads (no -prism)
   prism, prism_b, prism_c, prism_d
                    the size's preset (prism/schedules/<model>_prism[_b|_c|_d].txt; doc/methods.md
-                   2.6); prism_d has no 256-wide heads
+                   "Candidate schedules and negative controls"); prism_d has no 256-wide heads
   NAME=FILE        any layer-table file (doc/prism.md: head counts and sizes, kinds such as sd or
                    lin); it is run with -layers, since such a table need not follow Prism's
                    rules (for example the table sd_attention/prescribe.py writes)

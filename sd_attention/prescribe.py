@@ -133,7 +133,7 @@ def attention_flops(C, table, T):
     """Forward matmul FLOPs per token of the attention sub-blocks at sequence length T: the
     attention terms of model_matmul_flops_per_token (llmc/param_layout.h): the projection
     2 C rows A; S-D's fold K' = U L^T, 2 A d (doc/methods.md "Realization with the standard attention kernels"); the mixing, softmax Q K^T and
-    att V over the full T x T square, 4 T A (2.4), or the ELU+1 state, 4 A d (3.12); the output
+    att V over the full T x T square, 4 T A (doc/methods.md "Parameter and FLOP neutrality"), or the ELU+1 state, 4 A d (doc/methods.md "ELU+1 causal linear attention"); the output
     projection 2 A C."""
     f = 0
     for h, d, k in table:

@@ -37,7 +37,7 @@ The gradient of step t is g_t = c_t * grad_scale * (A + r * Z_t), as packed valu
 
 Reported per (k, r), over `draws` draws of A and the noise (mean and sd):
 - s_erank, s_n90: Roy-Vetterli erank and the planes at 90 % energy of the final S (doc/methods.md
-  3.9, as spectrum.h's spec_rank_stats): what ./sd_spectrum reports after training;
+  "Effective rank", as spectrum.h's spec_rank_stats): what ./sd_spectrum reports after training;
 - g_erank, g_n90: the same of the mean gradient A + r mean(Z_1..Z_N) over N = grad_batches fresh
   noise draws: what ./sd_spectrum -grad_batches N reports at the end;
 - s_cos: cos(S, -A), how well S points along the signal.

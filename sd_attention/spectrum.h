@@ -9,7 +9,7 @@
  *                                  at 90% energy (doc/methods.md "Effective rank")
  *   SplitStats / spec_split_core   routing/filtering split of a head kernel M = Q K Q^T given its
  *                                  small core K (doc/methods.md "Routing/filtering split of a standard head"): energy shares, spectral norms,
- *                                  lambda_max(F) (the Bendixson bound of 3.3), rank of R
+ *                                  lambda_max(F) (the Bendixson bound, doc/methods.md "Dynamically unstable heads"), rank of R
  *   spec_core_standard             the core of M = W_Q W_K^T from the thin QR of [W_Q W_K]
  *   spec_core_sd                   the core of M = U L U^T from the thin QR of U
  *   AbscissaStats / spec_abscissa  spectral abscissa alpha = max Re(lambda), spectral radius,
@@ -24,9 +24,9 @@
  *
  * Conventions. Matrices are row-major double. A head's kernel is M = W_Q W_K^T (C x C) for a
  * standard head (mha, lin), with W_Q^h the transpose of rows [h d, (h+1) d) of the layer's Q block
- * (doc/methods.md "Notation"), and M = U L U^T for an S-D head (sd, sdlin; 3.4). The 1/sqrt(d) logit scale is
+ * (doc/methods.md "Notation"), and M = U L U^T for an S-D head (sd, sdlin; doc/methods.md "Formulation A"). The 1/sqrt(d) logit scale is
  * not folded in: shares, ranks and alpha/rho do not depend on it; the norms are those of M itself.
- * Biases are ignored (3.2: beyond M they only add a key-only linear term).
+ * Biases are ignored (doc/methods.md "Routing/filtering split of a standard head": beyond M they only add a key-only linear term).
  */
 #ifndef SD_ATTENTION_SPECTRUM_H
 #define SD_ATTENTION_SPECTRUM_H
@@ -206,7 +206,7 @@ static inline void spec_split_core(const double *K, int k, int C, SplitStats *ou
  * Core of a standard head (doc/methods.md "Routing/filtering split of a standard head": its cheap computation): with the thin QR
  * [W_Q W_K] = Q~ R~ (W_Q, W_K: C x d), R~ = [R1 R2] (k x 2d, k = min(C, 2d)), W_Q = Q~ R1 and
  * W_K = Q~ R2, so M = Q~ (R1 R2^T) Q~^T and K = R1 R2^T. Its skew part is R~ J R~^T / 2 with
- * J = [[0, I], [-I, 0]] (the routing core of 3.2) and its symmetric part R~ J_s R~^T / 2 with
+ * J = [[0, I], [-I, 0]] (the routing core) and its symmetric part R~ J_s R~^T / 2 with
  * J_s = [[0, I], [I, 0]]. The C x C matrix is never formed. K: (k x k), space for min(C,2d)^2.
  * Returns k.
  */
@@ -338,7 +338,7 @@ typedef struct {
                        * token-space routing U S U^T (S-D), whose planes are S's seen through U */
     /* x-space split of M (standard: W_Q W_K^T; S-D: U L U^T) */
     double rho_R, rho_F, norm_R, norm_F, norm_ratio, lam_max_F;
-    int f_positive;   /* lambda_max(F) > eps ||F||_2: the necessary condition of Bendixson (3.3) */
+    int f_positive;   /* lambda_max(F) > eps ||F||_2: the necessary condition of Bendixson */
     /* stability of the generator: M (standard, via W_K^T W_Q) or L = S + sign D (S-D) */
     double alpha, radius, alpha_rel;
     int unstable;     /* alpha > eps * rho */

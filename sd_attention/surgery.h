@@ -5,17 +5,17 @@
  *
  * Defines:
  *   surg_linearize        layers 0..K-1: mha -> lin, sd -> sdlin; parameters untouched (reading
- *                         (a) of 3.13: swap softmax for ELU+1 in a trained model)
+ *                         (a) of doc/methods.md "Surgery": swap softmax for ELU+1 in a trained model)
  *   surg_uniform          one layer's attention made the uniform causal average of its values:
  *                         the rows of qkvw / qkvb that form the scores (Q and K; S-D's U) zeroed,
  *                         so every score is 0 (softmax: 1/(t+1) each; ELU+1: phi(0) = 1 each).
  *                         The loss it costs says whether the layer's routing is used at all
  *   surg_scalar_d         per S-D head theta <- softplus^-1(mean_k softplus(theta_k)) (filtering
- *                         truncation of 3.13), as the scalar-D layout (or the vector layout kept)
+ *                         truncation), as the scalar-D layout (or the vector layout kept)
  *   surg_schur_planes     real Schur form of a skew S (LAPACKE_dgees): orthogonal Q whose column
  *                         pairs span S's rotation planes, sorted by frequency omega
  *   surg_align_planes     rotate inside each plane so that Q^T D Q has diagonal 2 x 2 blocks
- *   surg_shrink_head      one S-D head reduced to its top m planes (rank shrink of 3.13)
+ *   surg_shrink_head      one S-D head reduced to its top m planes (rank shrink)
  *   surg_plan_shrink      the new head size per layer: 2m from -planes M or from the measured
  *                         n90 (-rank90), optionally rounded up to a multiple of 8
  *   surg_shrink           every planned layer; the rest of the model copied

@@ -206,11 +206,11 @@ def main():
     check(n_cites >= 250 and bad_cites == [], "code cites doc sections by heading text, and every cited heading "
           "exists (%d citations; stale: %s)" % (n_cites, bad_cites[:8]))
     ctl, _ = stale_citations(ROOT, {"x.c": '/* doc/formats.md "Header", "No such heading"; doc/methods.md 3.9;\n'
-                                           ' doc/nothing.md "Header" */\n'
-                                           'printf("doc/formats.md \'Token shards\'");\n'})
-    check(sorted(w for _, _, w in ctl) == ["a section cited by number", "no such doc", "no such heading"],
-          "control: a cited heading that is missing, a doc that is missing and a number are reported; "
-          "a heading in single quotes is found (%s)" % ctl)
+                                           ' doc/nothing.md "Header"; doc/methods.md\n * 2.6, doc/formats.md\n'
+                                           ' * "Nor this" */\nprintf("doc/formats.md \'Token shards\'");\n'})
+    check(sorted(w for _, _, w in ctl) == ["a section cited by number"] * 2 + ["no such doc"] + ["no such heading"] * 2,
+          "control: a cited heading that is missing, a doc that is missing and a number are reported, "
+          "across a comment's line break too; a heading in single quotes is found (%s)" % ctl)
     return finish()
 
 
@@ -376,8 +376,8 @@ def reading_path_stale(design):
 # A citation of a doc section from code: doc/NAME.md followed by one or more quoted heading texts
 # ("..." or '...', separated by ", "). A heading's text is what follows its number, whole or cut
 # at its first " (", ": " or ", " (doc/design.md "Citing the docs"). Numbers alone are not stable.
-CITE = re.compile(r"""(doc/[\w/]+\.md) ((?:(["'])[^"'\n]+\3(?:, )?)+)""")
-NUMBERED = re.compile(r"doc/[\w/]+\.md,? (?:§ ?)?\d+(?:\.\d+)*\b(?!\.\w)")
+CITE = re.compile(r"""(doc/[\w/]+\.md)\s+(?:[*#]\s+|//\s*)?((?:(["'])[^"'\n]+\3(?:, )?)+)""")
+NUMBERED = re.compile(r"doc/[\w/]+\.md,?\s+(?:[*#]|//)?\s*(?:§ ?)?\d+(?:\.\d+)*\b(?!\.\w)")
 CODE_EXT = SOURCE_EXT + (".cuh", ".py", ".sh", ".mk")
 
 

@@ -2,16 +2,16 @@
 bytes laid out here by hand from doc/formats.md (struct, not the package), so that the package and
 the page check each other.
 
-- checkpoint (2.1, 2.4): encode_header of v3 (a uniform model), v5, and v103 with a layer table of
+- checkpoint (doc/formats.md "Header", "Per-layer heads"): encode_header of v3 (a uniform model), v5, and v103 with a layer table of
   every kind and every header[9] flag bit; decode_header of the same bytes; a body written and read
   back (fp32, bf16 rounded to nearest even); bad headers are one line naming the field; the input
   scale emb_scale in header[10] (float32 bits, v103 forced, 0 for 1, ignored by v3, bad values);
 - shards (3): write_shard's bytes, read_shard of hand-made bytes, the size/magic/version errors;
 - tokenizer files (5): encode's bytes, read of hand-made v1 and v2 bytes, every error of the C reader;
-- the kinds' shapes (2.4): kind_code, qkv_rows, linear_of, and slot_shapes' qkvw rows through them;
-- descriptors (2.2): the shapes the C side uses (d12, gpt2:d24, gpt3:c768, tiny,
+- the kinds' shapes: kind_code, qkv_rows, linear_of, and slot_shapes' qkvw rows through them;
+- descriptors (doc/formats.md "The 16 parameter tensors"): the shapes the C side uses (d12, gpt2:d24, gpt3:c768, tiny,
   L4C128H4T256V256) and one error line for a bad one;
-- layer tables (2.4): entries, kinds, repeats, comments, and errors naming file:line;
+- layer tables: entries, kinds, repeats, comments, and errors naming file:line;
 - main.log (9): a synthetic log with train, val, eval, rms and a resumed step, and an error line;
 - atomic writes (1): no .tmp left, a failed write leaves the old file;
 - the one sys.path bootstrap: no tracked text file but llmc_formats/__init__.py edits sys.path --
@@ -314,7 +314,7 @@ def _raised(fn):
 
 
 # ---------------------------------------------------------------------------------------------
-# Descriptors (doc/formats.md "The 16 parameter tensors") and layer tables (2.4)
+# Descriptors (doc/formats.md "The 16 parameter tensors") and layer tables (doc/formats.md "Per-layer heads")
 
 def test_descriptors():
     def shape(c):

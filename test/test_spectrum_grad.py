@@ -1,5 +1,5 @@
 """test/test_spectrum_grad.py: ./sd_spectrum -grad_batches, the mean gradient of S (doc/methods.md
-3.9; doc/sd_tools.md), against PyTorch autograd through train_gpt2.py.
+"Effective rank"; doc/sd_tools.md), against PyTorch autograd through train_gpt2.py.
 
 Fixture: a 3-layer model written by train_gpt2.py (layers 2:sd, 2x16:sdlin, 2 = mha; no per-block
 LayerNorm; S ~ N(0, 0.3^2), U of std 0.2 and random theta, so that S's gradient is far above fp32

@@ -10,13 +10,13 @@ Fields
   kept for the way back), n_positions (maxT), n_embd (C), n_layer (L), n_head (the descriptor's
   base heads, checkpoint header[5]; the layers' own heads are below);
 - layer_heads, layer_head_sizes, layer_kinds: per layer h_l, d_l and one of "mha" (softmax),
-  "sd" (S-D, doc/methods.md "Formulation A"), "lin" (ELU+1 linear attention, 3.12), "sdlin" (both);
+  "sd" (S-D, doc/methods.md "Formulation A"), "lin" (ELU+1 linear attention, doc/methods.md "ELU+1 causal linear attention"), "sdlin" (both);
 - layer_norm: false for a model trained without ln_1 / ln_2 (doc/methods.md "Training without LayerNorm"; ln_f is kept);
-- sd_scalar_d: one D value per S-D head (3.6); sd_sign: -1 for L = S - D, +1 for L = S + D (3.6);
-- lin_prescale: linear layers scale q and k by d^(-1/4) before ELU+1 (3.12);
+- sd_scalar_d: one D value per S-D head; sd_sign: -1 for L = S - D, +1 for L = S + D (doc/methods.md "Formulation B");
+- lin_prescale: linear layers scale q and k by d^(-1/4) before ELU+1;
 - emb_scale: F, the blocks' input is F (wte[tokens] + wpe[positions]); the tied LM head reads wte
   unscaled (checkpoint header[10]; 1, GPT-2's, when absent);
-- layer_norm_epsilon 1e-5, lin_eps 1e-6 (the normalizer's epsilon of 3.12).
+- layer_norm_epsilon 1e-5, lin_eps 1e-6 (the normalizer's epsilon, doc/methods.md "ELU+1 causal linear attention").
 """
 import math
 

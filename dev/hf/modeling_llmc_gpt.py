@@ -21,11 +21,11 @@ option 1). Layer l's attention has h heads of size d, width A = h d (which may d
          from its packed strict upper triangle (S_ij = s, S_ji = -s, i < j, row-major) and
          D = diag(softplus(theta)) (one value per head with sd_scalar_d); the logits are
          u_i L u_j^T / sqrt(d) (doc/methods.md "Formulation A", "Formulation B", "Parameter counts"), computed as q = u, k = u L^T
-         (the fold of 3.8), then softmax as mha.
+         (the fold, doc/methods.md "Realization with the standard attention kernels"), then softmax as mha.
 - lin:   q | k | v as mha; ELU+1 linear attention in its normalized form (doc/methods.md "ELU+1 causal linear attention"):
          q~ = phi(c q), k~ = phi(c k), phi(x) = elu(x) + 1, c = d^(-1/4) with lin_prescale else 1;
          s_ts = q~_t . k~_s (s <= t), a_ts = s_ts / (sum_s s_ts + eps), o_t = sum_s a_ts v_s.
-- sdlin: u | v with q = u, k = u L^T as sd, mixed as lin (3.12).
+- sdlin: u | v with q = u, k = u L^T as sd, mixed as lin.
 The heads' outputs, concatenated, go through proj (C x A).
 
 Positions are 0..T-1, or with an attention_mask the count of real tokens before each one, so
@@ -96,7 +96,7 @@ class LlmcGptAttention(nn.Module):
         parts = self.qkv(x).split(h * d, dim=-1)
         if self.sd:
             u, v = (heads(t) for t in parts)
-            q, k = u, torch.einsum("bhti,hai->bhta", u, self.generator())   # k = u L^T (3.8)
+            q, k = u, torch.einsum("bhti,hai->bhta", u, self.generator())   # k = u L^T (the fold)
         else:
             q, k, v = (heads(t) for t in parts)
         allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()[None, None]

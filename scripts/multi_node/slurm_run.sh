@@ -8,7 +8,7 @@
 #     srun bash scripts/run_gpt2.sh ... --launcher slurm-task
 # until DONE_<last step> exists. Each task runs one rank of train_gpt2cu with
 # -pn $SLURM_NTASKS -pr $SLURM_PROCID -pg $SLURM_NTASKS_PER_NODE and the NCCL rendezvous (doc/formats.md
-# 14): fs, through ncclUniqueId.<job>.sync in a directory every node sees (named after the job, so
+# "Multi-GPU"): fs, through ncclUniqueId.<job>.sync in a directory every node sees (named after the job, so
 # jobs sharing the directory never meet; rank 0 removes it once all ranks are connected, and an
 # attempt that crashed during the rendezvous leaves it, so it is removed before each launch), or
 # tcp, to rank 0's address on port 12345.
