@@ -376,7 +376,7 @@ def reading_path_stale(design):
 # A citation of a doc section from code: doc/NAME.md followed by one or more quoted heading texts
 # ("..." or '...', separated by ", "). A heading's text is what follows its number, whole or cut
 # at its first " (", ": " or ", " (doc/design.md "Citing the docs"). Numbers alone are not stable.
-CITE = re.compile(r"""(doc/[\w/]+\.md)\s+(?:[*#]\s+|//\s*)?((?:(["'])[^"'\n]+\3(?:, )?)+)""")
+CITE = re.compile(r"""(doc/[\w/]+\.md),?\s+(?:[*#]\s+|//\s*)?((?:(["'])[^"'\n]+\3(?:, )?)+)""")
 NUMBERED = re.compile(r"doc/[\w/]+\.md,?\s+(?:[*#]|//)?\s*(?:§ ?)?\d+(?:\.\d+)*\b(?!\.\w)")
 CODE_EXT = SOURCE_EXT + (".cuh", ".py", ".sh", ".mk")
 
