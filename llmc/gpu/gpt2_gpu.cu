@@ -435,34 +435,19 @@ const GpuStage SOFTMAX_MMA_GPU = {softmax_mma_forward, softmax_mma_backward, NUL
 /* The stage arguments of layer l for the current plan; dx, dqkv and datty for the backward. */
 static GpuStageArgs stage_args(const GPT2GPU *m, int l, const LayerActs *a, floatX *dx, floatX *dqkv,
                                const floatX *datty) {
-    GpuStageArgs s;
-    s.c = &m->config;
-    s.ls = &m->config.layer[l];
-    s.B = m->cur.B;
-    s.T = m->cur.T;
-    s.N = ntok(m);
+    GpuStageArgs s = {
+        .c = &m->config, .ls = &m->config.layer[l], .B = m->cur.B, .T = m->cur.T, .N = ntok(m),
+        .w = {}, .g = {},
+        .x = a->ln1, .qkv = a->qkv, .atty = a->atty, .proj_state = a->proj_state, .stats = a->stats, .att = a->att,
+        .dx = dx, .dqkv = dqkv, .datty = datty,
+        .proj_scratch = actb(m, ACT_PROJ_SCRATCH), .proj_scratch_f32 = actf(m, ACT_PROJ_SCRATCH_F32),
+        .mix_scratch = actf(m, ACT_MIX_SCRATCH), .att_scratch = actb(m, ACT_ATT_SCRATCH), .datt = actb(m, ACT_DATT),
+        .flash_d = actf(m, ACT_FLASH_D), .colsum_scratch = m->colsum_scratch,
+        .cudnn = m->cudnn, .ctx = m->ctx};
     for (int slot = 0; slot < param_slot_count(); slot++) {
         s.w[slot] = param(m->params, m, slot, l);
         s.g[slot] = m->grads ? param(m->grads, m, slot, l) : NULL;
     }
-    s.x = a->ln1;
-    s.dx = dx;
-    s.qkv = a->qkv;
-    s.dqkv = dqkv;
-    s.atty = a->atty;
-    s.datty = datty;
-    s.proj_state = a->proj_state;
-    s.proj_scratch = actb(m, ACT_PROJ_SCRATCH);
-    s.proj_scratch_f32 = actf(m, ACT_PROJ_SCRATCH_F32);
-    s.mix_scratch = actf(m, ACT_MIX_SCRATCH);
-    s.stats = a->stats;
-    s.att = a->att;
-    s.att_scratch = actb(m, ACT_ATT_SCRATCH);
-    s.datt = actb(m, ACT_DATT);
-    s.flash_d = actf(m, ACT_FLASH_D);
-    s.cudnn = m->cudnn;
-    s.colsum_scratch = m->colsum_scratch;
-    s.ctx = m->ctx;
     return s;
 }
 

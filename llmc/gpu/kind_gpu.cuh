@@ -30,30 +30,35 @@
 #include "../param_layout.h"
 
 typedef struct {
+    /* the layer and the batch */
     const GPT2Config *c;
     const LayerSpec *ls;
     int B, T;
     size_t N;                      /* B T */
+    /* its weights and gradients */
     floatX *w[LLMC_MAX_PARAM_SLOTS];    /* the layer's block of each parameter slot */
     floatX *g[LLMC_MAX_PARAM_SLOTS];    /* and of its gradient (backward only) */
+    /* its activations */
     const floatX *x;               /* (N, C) the sub-block's input */
-    floatX *dx;                    /* (N, C) backward: overwritten */
     floatX *qkv;                   /* (N, 3A) Q | K | V */
-    floatX *dqkv;                  /* (N, 3A) backward */
     floatX *atty;                  /* (N, A) */
-    const floatX *datty;           /* (N, A) backward */
     float *proj_state;             /* fp32, this layer's (gpu_state_f32) */
-    floatX *proj_scratch;          /* shared by all layers (gpu_scratch_bf16) */
-    float *proj_scratch_f32;       /* shared (gpu_scratch_f32) */
-    float *mix_scratch;            /* fp32, shared (Mixer gpu_scratch_f32) */
-    /* the softmax paths' buffers (llmc/gpu/act_plan.h): */
     float *stats;                  /* fp32 (B, h, T) row log-sum-exps, this layer's (cuDNN, flash, mma) */
     floatX *att;                   /* (B, h, T, T) attention weights, this layer's (own) */
-    floatX *att_scratch;           /* shared (own) */
-    floatX *datt;                  /* shared, backward (own) */
-    float *flash_d;                /* fp32 shared, backward (flash, mma) */
-    CudnnAtt *cudnn;               /* the cuDNN graphs (cuDNN) */
+    /* the backward's gradients of the activations */
+    floatX *dx;                    /* (N, C) overwritten */
+    floatX *dqkv;                  /* (N, 3A) */
+    const floatX *datty;           /* (N, A) */
+    /* scratch shared by all layers (llmc/gpu/act_plan.h) */
+    floatX *proj_scratch;          /* gpu_scratch_bf16 */
+    float *proj_scratch_f32;       /* gpu_scratch_f32 */
+    float *mix_scratch;            /* fp32, Mixer gpu_scratch_f32 */
+    floatX *att_scratch;           /* own */
+    floatX *datt;                  /* backward (own) */
+    float *flash_d;                /* fp32, backward (flash, mma) */
     float *colsum_scratch;         /* matmul_backward's bias-gradient partial sums */
+    /* the library handles */
+    CudnnAtt *cudnn;               /* the cuDNN graphs (cuDNN) */
     const GpuCtx *ctx;
 } GpuStageArgs;
 
