@@ -193,7 +193,7 @@ train: train_gpt2 data
 # (the register-tile kernels, which gpt2cu_host runs with -attn mma), attention_fd, sd_fd and
 # sd_stability (finite differences and 30 steps of the layers gpt2_vs_pytorch checks), evals
 # (eval_gpt2's reader and scoring: evalloader, fuzz and train's -h evals), scripts (shell
-# around the trainer, plus upstream llm.c's CPU loop), ab and sd_claims (the experiment drivers:
+# around the trainer, plus upstream llm.c's CPU loop), ab, search and sd_claims (the experiment drivers:
 # short trainings and the analysis tools, which their own suites run sanitized), fresh_clone (the
 # drivers' own make builds plain programs in a copy of the tree), blas (the model code
 # gpt2_vs_pytorch runs, with OpenBLAS's matmuls) and gpu_science_host (dev/gpu_science.sh on the
@@ -201,7 +201,7 @@ train: train_gpt2 data
 # their own suites run sanitized; under ASan its runs would pass the suite's 60 s).
 SAN_SKIP_TESTS = data bytes_data reference layout spectrum_numpy import_hf export_hf import_heads prescribe plots floors routing_null \
                  spectrum_grad gpu_build fuzz gpu_check_host \
-                 flash_mma_emul attention_fd sd_fd sd_stability evals lm_eval scripts ab sd_claims blas fresh_clone \
+                 flash_mma_emul attention_fd sd_fd sd_stability evals lm_eval scripts ab search sd_claims blas fresh_clone \
                  gpu_science_host
 # Every report goes to a file under build/logs/sanitizer/ (whatever a test does with a program's
 # stderr), and test/run_all.sh fails the test during which one appeared.
