@@ -309,7 +309,7 @@ class Search:
         lines += ["", f"Finalists: {', '.join(c['name'] for c in finalists) or 'none'}"
                   + (f"; their paired results against uniform: `{self.out}/finals/summary.md`." if finalists else ".")]
         write_atomic(os.path.join(self.out, "search.md"), "\n".join(lines) + "\n")
-        print(f"search: {self.out}/search.md ({seconds:.0f} s this session)", flush=True)
+        print(f"search: {self.out}/search.md ({seconds:.0f} s since this command started)", flush=True)
 
 
 def parse_args(argv):
