@@ -167,20 +167,23 @@ class Search:
 
     def ab_plan(self):
         """scripts/ab.py's plan for every candidate as an arm at seed 1: its trainer commands."""
-        a = self.a
-        arms = ["uniform"] + [f"{c['name']}={self.table_path(c)}" for c in self.cands[1:] if c["table"]]
-        argv = ["--size", a.size, "--data", a.data, "--arms", ",".join(arms), "--seeds", "1",
-                "--steps", str(a.steps_total), "--threads", str(a.threads), "--out", self.out, "--attn", "0",
-                "--evals", "0", "--build", "0"]
-        for opt in ("micro_batch", "seq_len", "val_batches"):
-            if getattr(a, opt) is not None:
-                argv += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
-        if a.bin:
-            argv += ["--bin", a.bin]
+        argv = self.ab_argv([c for c in self.cands[1:] if c["table"]], "1", self.out)
         try:
             return ab.Plan(ab.parse_options(argv))
         except ab.AbError as e:
             raise SearchError(str(e)) from None
+
+    def ab_argv(self, cands, seeds, out):
+        """scripts/ab.py's options for uniform and these candidates at the search's preset."""
+        a = self.a
+        arms = ["uniform"] + [f"{c['name']}={self.table_path(c)}" for c in cands]
+        argv = ["--size", a.size, "--data", a.data, "--arms", ",".join(arms), "--seeds", seeds,
+                "--steps", str(a.steps_total), "--threads", str(a.threads), "--out", out, "--attn", "0",
+                "--evals", "0", "--build", "0"]
+        for opt in ("micro_batch", "seq_len", "val_batches"):
+            if getattr(a, opt) is not None:
+                argv += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
+        return argv + (["--bin", a.bin] if a.bin else [])
 
     def table_path(self, c):
         return os.path.join(self.tables_dir, c["name"] + ".txt")
@@ -277,16 +280,7 @@ class Search:
         return left * secs / steps
 
     def finals(self, finalists):
-        a = self.a
-        arms = ["uniform"] + [f"{c['name']}={self.table_path(c)}" for c in finalists]
-        argv = ["--size", a.size, "--data", a.data, "--arms", ",".join(arms), "--seeds", a.seeds,
-                "--steps", str(a.steps_total), "--threads", str(a.threads),
-                "--out", os.path.join(self.out, "finals"), "--attn", "0", "--evals", "0", "--build", "0"]
-        for opt in ("micro_batch", "seq_len", "val_batches"):
-            if getattr(a, opt) is not None:
-                argv += ["--" + opt.replace("_", "-"), str(getattr(a, opt))]
-        if a.bin:
-            argv += ["--bin", a.bin]
+        argv = self.ab_argv(finalists, self.a.seeds, os.path.join(self.out, "finals"))
         print(f"finalists: {', '.join(c['name'] for c in finalists)}: scripts/ab.py {' '.join(argv)}", flush=True)
         return ab.main(argv)
 

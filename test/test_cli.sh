@@ -78,6 +78,8 @@ printf -- '-e tiny\n-i %s\n-j %s\n-b 1\n-t 16\n-x 1\n-s 0\n-v 0\n-m 1\n-prism %s
 expect_error "-y 1 on a flags.txt with the retired -prism_unchecked: one error naming the line and -layers" \
   "^error: $d/old/flags.txt:11: -prism_unchecked: not a flag of this trainer \(a table without Prism's rules is -layers FILE\)" \
   ./train_gpt2 -o "$d/old" -y 1
+expect_error "-decay_frac outside [0, 1]: one line naming the flag" "^error: -decay_frac '1.5': expected a number in \\[0, 1\\]" \
+  "${RUN[@]}" -k wsd -decay_frac 1.5
 expect_error "-layers with -prism: one error" "^error: -layers and -prism both give a layer table" \
   "${RUN[@]}" -layers "$d/warn.txt" -prism "$d/warn.txt"
 out=$("${RUN[@]}" -prism "$d/warn.txt" 2>&1); rc=$?
