@@ -23,8 +23,9 @@ exactly as one run of N steps would (test/test_resume.sh).
 Record: OUT/search.jsonl, one JSON line per candidate and rung (name, table, rung, steps, val or
 the error, seconds); started again with the same settings (OUT/search.json) the search continues
 from it to the same result. A table that fails to parse or to train is recorded with its error
-and dropped. Progress: one line per finished training, the ranking after each rung, and an
-estimate of the time left.
+and dropped. --jobs J trains J candidates of a rung at once (each with --threads; the record is
+the same). Progress: one line per finished training, the ranking after each rung, and an estimate
+of the time left.
 
 Finalists: the best --finalists of the last rung, trained again to N with --seeds by scripts/ab.py
 (the preset's cosine recipe) against uniform, in OUT/finals/: paired differences with intervals
@@ -37,6 +38,7 @@ import math
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
@@ -232,20 +234,25 @@ class Search:
         alive = [c for c in self.cands if not c["error"]]
         trained, start = 0, time.time()
         for i, steps in enumerate(self.rungs):
-            for k, c in enumerate(alive, 1):
-                if (c["name"], i) in done:
-                    continue
-                if a.max_trainings is not None and trained >= a.max_trainings:
-                    print(f"stopped after {trained} trainings (--max-trainings); run the same command to continue",
-                          flush=True)
-                    return 3
-                r = self.train(plan, c, i)
-                self.append(r)
-                done[(c["name"], i)] = r
-                trained += 1
-                what = f"val {r['val']:.4f}" if r["status"] == "ok" else f"failed: {r['error']}"
-                print(f"rung {i + 1}/{len(self.rungs)} ({steps} steps) [{k}/{len(alive)}] {c['name']}: {what} "
-                      f"({r['seconds']:.0f} s); left ~{self.time_left(done, alive, i):.0f} s", flush=True)
+            todo = [c for c in alive if (c["name"], i) not in done]
+            if a.max_trainings is not None:
+                todo = todo[:max(0, a.max_trainings - trained)]
+            # the trainings of a rung are independent: --jobs of them at once, each recorded as it ends
+            with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+                running = {pool.submit(self.train, plan, c, i): c for c in todo}
+                for fut in as_completed(running):
+                    c, r = running[fut], fut.result()
+                    self.append(r)
+                    done[(c["name"], i)] = r
+                    trained += 1
+                    k = sum(1 for x in alive if (x["name"], i) in done)
+                    what = f"val {r['val']:.4f}" if r["status"] == "ok" else f"failed: {r['error']}"
+                    print(f"rung {i + 1}/{len(self.rungs)} ({steps} steps) [{k}/{len(alive)}] {c['name']}: {what} "
+                          f"({r['seconds']:.0f} s); left ~{self.time_left(done, alive, i):.0f} s", flush=True)
+            if any((c["name"], i) not in done for c in alive):
+                print(f"stopped after {trained} trainings (--max-trainings); run the same command to continue",
+                      flush=True)
+                return 3
             ok = [c for c in alive if done[(c["name"], i)]["status"] == "ok"]
             ok.sort(key=lambda c: (done[(c["name"], i)]["val"], c["name"]))
             print(f"rung {i + 1} ranking: " + ", ".join(f"{c['name']} {done[(c['name'], i)]['val']:.4f}"
@@ -277,7 +284,7 @@ class Search:
             todo = n if i > rung else sum(1 for c in alive if (c["name"], i) not in done)
             left += todo * (self.rungs[i] - (self.rungs[i - 1] if i else 0))
             n = max(1, math.ceil(n / self.a.eta)) + 1
-        return left * secs / steps
+        return left * secs / steps / self.a.jobs
 
     def finals(self, finalists):
         argv = self.ab_argv(finalists, self.a.seeds, os.path.join(self.out, "finals"))
@@ -323,7 +330,8 @@ def parse_args(argv):
     p.add_argument("--micro-batch", type=int, default=None)
     p.add_argument("--seq-len", type=int, default=None)
     p.add_argument("--val-batches", type=int, default=None)
-    p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS (default 2)")
+    p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS per training (default 2)")
+    p.add_argument("--jobs", type=int, default=1, help="trainings at once within a rung (default 1)")
     p.add_argument("--bin", default=None, help="the trainer (default ./train_gpt2)")
     p.add_argument("--out", default=None, help="output directory (default out/search_<size>)")
     p.add_argument("--max-trainings", type=int, default=None, help="stop after this many trainings (exit 3)")
@@ -332,8 +340,10 @@ def parse_args(argv):
     bad = [k for k in a.kinds if k not in KINDS]
     if bad or not a.kinds:
         raise SearchError(f"--kinds {','.join(a.kinds)}: expected a comma list of {', '.join(KINDS)}")
-    if a.rungs < 1 or a.eta < 2 or a.finalists < 0 or a.kind_layers < 0 or not 0 <= a.decay_frac <= 1:
-        raise SearchError("--rungs >= 1, --eta >= 2, --finalists >= 0, --kind-layers >= 0, --decay-frac in [0, 1]")
+    if (a.rungs < 1 or a.eta < 2 or a.finalists < 0 or a.kind_layers < 0 or a.jobs < 1
+            or not 0 <= a.decay_frac <= 1):
+        raise SearchError("--rungs >= 1, --eta >= 2, --finalists >= 0, --kind-layers >= 0, --jobs >= 1, "
+                          "--decay-frac in [0, 1]")
     extra = []
     for item in a.extra:
         name, _, path = item.partition("=")

@@ -5,7 +5,8 @@
 #     uniform, and a table that does not parse (recorded with its error and dropped);
 #   - the halving: rung 1 (4 steps) trains all, rung 2 (8 steps) the best half plus uniform, each
 #     resumed from its rung-1 checkpoint with -k wsd, the decay only in the last rung;
-#   - a search stopped after 5 trainings continues from its record to the same record and finalists;
+#   - a search stopped after 5 trainings continues from its record to the same record and finalists,
+#     two trainings at a time (--jobs 2);
 #   - the finalists against uniform by scripts/ab.py (2 seeds), and the one-line errors.
 set -u
 cd "$(dirname "$0")/.."
@@ -52,9 +53,10 @@ check "progress: one line per training with the time left, the ranking after eac
   test "$(grep -c '^rung [12]/2 ' "$d/A.log")" -eq "$(grep -c ' ok \| failed' <<<"$recA" | tail -n 1)" -o "$(grep -c '^rung [12]/2 ' "$d/A.log")" -ge 15
 
 # stopped after 5 trainings, then continued: the same record and finalists
-"$PYTHON" prism/search.py "${S[@]}" --finalists 1 --seeds '' --max-trainings 5 --out "$d/B" > "$d/B1.log" 2>&1; rc1=$?
+# (both parts with --jobs 2: two trainings at once give the same record)
+"$PYTHON" prism/search.py "${S[@]}" --finalists 1 --seeds '' --max-trainings 5 --jobs 2 --out "$d/B" > "$d/B1.log" 2>&1; rc1=$?
 n1=$(grep -c . "$d/B/search.jsonl")
-"$PYTHON" prism/search.py "${S[@]}" --finalists 1 --seeds '' --out "$d/B" > "$d/B2.log" 2>&1; rc2=$?
+"$PYTHON" prism/search.py "${S[@]}" --finalists 1 --seeds '' --jobs 2 --out "$d/B" > "$d/B2.log" 2>&1; rc2=$?
 recB=$(rec "$d/B/search.jsonl")
 check "--max-trainings 5 stops with exit 3 after 5 trainings (+ the dropped table: $n1 lines); started again it finishes" \
   test "$rc1/$n1/$rc2" = "3/6/0"
