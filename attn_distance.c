@@ -1,6 +1,6 @@
 /*
  * attn_distance.c: per-layer attention distance of a checkpoint (Prism, arXiv 2606.27449;
- * doc/methods.md "Attention distance"), and the
+ * doc/attention_distance.md "Definitions"), and the
  * difference between two checkpoints on the same tokens (Prism minus uniform: the "flip" claim P7).
  *
  *   ./attn_distance -e model.bin -j VAL_SHARD [-b B -t T -n N] [-csv out.csv] [-json out.json]
@@ -80,7 +80,7 @@ static void parse_options(Options *o, int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         printf("usage: %s -e model.bin [-e2 other.bin] [-flag value ...]   (--help: this text)\n", argv[0]);
         printf("per-layer attention distance D, position-normalized D, sink mass, D without the sink,\n"
-               "median distance and entropy (doc/methods.md 'Attention distance'; doc/attention_distance.md)\n");
+               "median distance and entropy (doc/attention_distance.md 'Definitions')\n");
         cli_print_options(OPTS, NUM_OPTS, o, -1, stdout);
         exit(0);
     }
@@ -405,7 +405,7 @@ int main(int argc, char **argv) {
     const GPT2Config cfgs[2] = {reports[0].cfg, reports[1].cfg};
     const int T = resolve_T(&o, cfgs, paths, n);
     const int sequences = o.B * o.batches;
-    printf("attention distance (doc/methods.md 'Attention distance'): %d sequences of T %d = the first %d windows of "
+    printf("attention distance (doc/attention_distance.md 'Definitions'): %d sequences of T %d = the first %d windows of "
            "B x T = %d x %d tokens of %s (llm.c val order)\n", sequences, T, o.batches, o.B, T, o.val);
     for (int m = 0; m < n; m++) analyse_model(&o, T, &reports[m]);
     for (int m = 0; m < n; m++) print_table(&reports[m], &o);

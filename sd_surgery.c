@@ -1,5 +1,5 @@
 /*
- * sd_surgery.c: post-hoc surgery on a checkpoint (arXiv 2605.18826; doc/methods.md "Surgery"),
+ * sd_surgery.c: post-hoc surgery on a checkpoint (arXiv 2605.18826; doc/sd_tools.md "Surgery"),
  * writing a new
  * checkpoint, its layer table as a schedule file, and a JSON report with the val loss and
  * perplexity before and after (CPU forward, llm.c's val order).
@@ -94,7 +94,7 @@ static void options_defaults(Options *o) {
 
 static void print_help(const char *prog, const Options *d) {
     printf("usage: %s -e model.bin -o out.bin -op OP [-flag value ...]   (--help: this text)\n", prog);
-    printf("surgery on a trained model (doc/methods.md 'Surgery'; doc/sd_tools.md): writes out.bin,\n"
+    printf("surgery on a trained model (doc/sd_tools.md 'Surgery'; doc/sd_tools.md): writes out.bin,\n"
            "out.schedule.txt and out.report.json; with -j, the val loss and perplexity before and after\n");
     for (int g = 0; g < NUM_OP_GROUPS; g++) {
         if (g == OP_ANY) printf("every op:\n");

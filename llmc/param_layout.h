@@ -190,7 +190,7 @@ static inline LayerParams layer_params(float *base, const ParamLayout *p, int l)
  * Forward matmul FLOPs per token of a sequence of length T (2 per multiply-add), counting the
  * softmax attention products over the full T x T square (the causal half is a constant factor for
  * every schedule) and linear attention by its O(d^2) state (doc/methods.md "ELU+1 causal linear attention"). Parameter- and
- * FLOP-neutrality of Prism (doc/methods.md "Parameter and FLOP neutrality") is the statement that this number and
+ * FLOP-neutrality of Prism (doc/prism.md "Parameter and FLOP neutrality") is the statement that this number and
  * param_layout_init's total do not depend on the per-layer head counts.
  */
 static inline double model_matmul_flops_per_token(const GPT2Config *c, int T) {

@@ -1,5 +1,5 @@
 """llmc_formats/layer_table.py: layer-table files, the trainers' -layers and -prism (doc/formats.md
-"Per-layer heads": the layer table; the syntax is doc/prism.md's, Prism's rule doc/methods.md "Constraints").
+"Per-layer heads": the layer table; the syntax is doc/prism.md's, Prism's rule doc/prism.md "Constraints").
 
 Defines
 - parse_schedule(path, n_embd, n_layer, unchecked=False, text=None) -> [(h, d, kind code)]:
@@ -15,7 +15,7 @@ _ENTRY = re.compile(r"(\d+)(?:x(\d+))?(?::([A-Za-z]+))?(?:\*(\d+))?")
 
 
 def parse_schedule(path, n_embd, n_layer, unchecked=False, text=None):
-    """Layer-table file -> [(h, d, kind)] (doc/formats.md "Per-layer heads"; Prism's rule, doc/methods.md "Constraints").
+    """Layer-table file -> [(h, d, kind)] (doc/formats.md "Per-layer heads"; Prism's rule, doc/prism.md "Constraints").
 
     Entries H[xD][:KIND][*N] separated by whitespace, '#' comments. Without xD the head size is
     C/H and H must divide C. The entries must cover exactly n_layer layers, with non-decreasing

@@ -1,6 +1,6 @@
 /*
  * prism/attn_stats.h: attention-distance statistics of causal attention probabilities
- * (the Prism paper's attention-distance claims, arXiv 2606.27449, measured as doc/methods.md "Attention distance"
+ * (the Prism paper's attention-distance claims, arXiv 2606.27449, measured as doc/attention_distance.md "Definitions"
  * defines it), as pure functions of probability arrays. `attn_distance` applies them to the
  * CPU model's m.acts.att[l]; test/test_attn_stats.c checks them on patterns with known answers.
  *
@@ -24,7 +24,7 @@
  *   entropy   -sum_j A_ij ln A_ij                      (0 ln 0 = 0), in nats
  *   entropy_norm  entropy / ln(i + 1)                  1 for uniform rows; defined for i >= 1
  * A head's value is the mean of the row values over all rows (i = 0..T-1) of all sequences where
- * the row value is defined (doc/methods.md "Attention distance": (1/N) sum_b (1/T) sum_i, since every sequence has T
+ * the row value is defined (doc/attention_distance.md "Definitions": (1/N) sum_b (1/T) sum_i, since every sequence has T
  * rows). A head whose rows are all undefined for a quantity (e.g. D_nosink when every row puts all
  * its mass on token 0) gets NaN. Only entries j <= i are read: the CPU model leaves j > i unset.
  *
@@ -174,7 +174,7 @@ static inline void attn_layer_accumulate(const float *att, int B, int h, int T, 
     free(part);
 }
 
-/* The layer value of doc/methods.md "Attention distance": D_l = (1/h_l) sum_h D_{l,h}, the plain head mean (heads of a
+/* The layer value of doc/attention_distance.md "Definitions": D_l = (1/h_l) sum_h D_{l,h}, the plain head mean (heads of a
  * layer have equal width). Heads where a quantity is NaN are left out of its mean; NaN if all are. */
 static inline void attn_head_mean(const double (*head_means)[ATTN_NUM_STATS], int h,
                                   double out[ATTN_NUM_STATS]) {

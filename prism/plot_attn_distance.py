@@ -7,7 +7,7 @@ between two models, from the CSVs written by ./attn_distance (doc/attention_dist
 
 Top row: one panel per statistic, the layer value (the head mean, CSV rows with head "mean")
 against the layer index, one line per model in every CSV. Bottom row, when there is a pair to
-compare: Delta_l = first minus second, the paper's "flip" reading (doc/methods.md "Attention distance": Delta D_l < 0
+compare: Delta_l = first minus second, the paper's "flip" reading (doc/attention_distance.md "Definitions": Delta D_l < 0
 in the early layers, > 0 later). The pairs are
   - each CSV holding two models (./attn_distance -e A -e2 B: the same tokens by construction);
   - otherwise, exactly two single-model CSVs, if they were measured on the same tokens (equal

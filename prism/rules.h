@@ -1,5 +1,5 @@
 /*
- * prism/rules.h: Prism's rules for a layer table (Aggarwal, arXiv 2606.27449; doc/methods.md "Definition",
+ * prism/rules.h: Prism's rules for a layer table (Aggarwal, arXiv 2606.27449; doc/prism.md "Definition",
  * "Constraints", "Candidate schedules and negative controls"): few wide heads early, the base head count late, at the parameters and FLOPs of the
  * uniform model.
  *
@@ -9,10 +9,10 @@
  *
  * Error: a head count that decreases with depth (the paper's "monotonically increasing"; the
  * negative controls of prism/schedules/controls/ that break it run with -layers, unchecked).
- * Warnings (constraints the abstract does not state as rules, and the controls of doc/methods.md
+ * Warnings (constraints the abstract does not state as rules, and the controls of doc/prism.md
  * "Candidate schedules and negative controls"): the last layer not at the base head count, fewer than L/2 base layers, a run of a
  * non-base width shorter than 2 or longer than 4 layers, a head count more than doubling between
- * layers, an attention width h*d != C (parameters and FLOPs not neutral, doc/methods.md "Parameter and FLOP neutrality").
+ * layers, an attention width h*d != C (parameters and FLOPs not neutral, doc/prism.md "Parameter and FLOP neutrality").
  * Every message starts "file:line: ".
  */
 #ifndef PRISM_RULES_H
@@ -24,7 +24,7 @@
 /* `model` supplies C, L and the base head count (its num_heads). */
 static inline int prism_rules_check(LayerTable *s, const char *path, const GPT2Config *model) {
     const int C = model->channels, L = model->num_layers, base = model->num_heads;
-    /* The constraints the paper does not state as rules (doc/methods.md "Constraints"): warnings only. */
+    /* The constraints the paper does not state as rules (doc/prism.md "Constraints"): warnings only. */
     if (s->layer[L - 1].n_head != base) {
         layer_table_warn(s, path, s->line[L - 1], "the last layer has %d heads; the model's base is %d "
                     "(Prism ends at the base head count)", s->layer[L - 1].n_head, base);

@@ -24,12 +24,12 @@ T, -v and -m (doc/reproducing.md "CPU A/B" runs the small preset on TinyShakespe
 Arms: a comma list; the first is the reference every other arm is paired against. A name is
   uniform          the descriptor's own heads (no -prism)
   prism, prism_b, prism_c, prism_d
-                   the size's preset (prism/schedules/<model>_prism[_b|_c|_d].txt; doc/methods.md
+                   the size's preset (prism/schedules/<model>_prism[_b|_c|_d].txt; doc/prism.md
                    "Candidate schedules and negative controls"); prism_d has no 256-wide heads
   NAME=FILE        any layer-table file (doc/prism.md: head counts and sizes, kinds such as sd or
                    lin); it is run with -layers, since such a table need not follow Prism's
                    rules (for example the table sd_attention/prescribe.py writes)
-Pairing (doc/methods.md "Candidate schedules and negative controls": its protocol): within a seed S every arm starts from the same weights
+Pairing (doc/prism.md "Candidate schedules and negative controls": its protocol): within a seed S every arm starts from the same weights
 (-seed S; a layer table changes no parameter shape) and reads the same batches. --data-order seed
 (the default) gives seed S the data order -data_seed S, so that the spread over seeds covers the
 data order as well as the init; --data-order fixed keeps llm.c's order (shuffle seed 42) in

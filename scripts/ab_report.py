@@ -25,8 +25,8 @@ For each other arm, paired over the seeds both arms have (same init weights, sam
     ab_stats.t975); no conclusion when a final val loss is NaN (a diverged run);
   - per zero-shot task the accuracy difference (acc_norm where the task has it, else acc: LAMBADA
     and WinoGrande score acc only), with the same interval;
-  - per layer, Delta D_l = D_l(arm) - D_l(reference) (the mean attention distance, doc/methods.md
-    "Attention distance") with its interval over seeds;
+  - per layer, Delta D_l = D_l(arm) - D_l(reference) (the mean attention distance, doc/attention_distance.md
+    "Definitions") with its interval over seeds;
   - steps to the target loss: the first val record at or below it (the target defaults to the
     largest final val loss of all runs, the level every run reached); per run, and the ratio
     arm / reference paired by seed;

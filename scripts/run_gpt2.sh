@@ -16,7 +16,7 @@
 #   - the recipe's flags: -b -t -d -x -l -u 700 -q 0.0 -c 0.1 -z 1 -r 0 -v 250 -h 1 -s -g 144 -n
 #     -y 1; the arm adds -prism prism/schedules/<scale>_prism.txt (uniform: the descriptor's own
 #     heads; table: -layers --schedule FILE, any layer table without Prism's rules); -seed sets the init seed. The data order is llm.c's (shuffle seed 42 + rank) in
-#     both arms, so two arms with the same seed form an A/B pair (doc/methods.md "Candidate schedules and negative controls": its protocol);
+#     both arms, so two arms with the same seed form an A/B pair (doc/prism.md "Candidate schedules and negative controls": its protocol);
 #   - the val-loss comparability rule (doc/formats.md "Val-loss comparability"): every eval reads the first 10*2^20 val
 #     tokens, so -m = 10485760 / (B * T * processes), which must divide exactly;
 #   - it restarts the trainer with -y 1 (resume from the last DONE_ checkpoint) until
@@ -75,7 +75,7 @@ EOF
 
 # ------------------------------------------------------------------------------------------------
 # Recipes: llm.c's scripts/run_gpt2_{124M,350M,774M}.sh (doc/baselines.md "Hyperparameters of the reproduction scripts"). 757M = 24 x 1536 is a
-# reconstruction (doc/methods.md "Model sizes"); it takes the 774M recipe, the closest published one.
+# reconstruction (doc/prism.md "Model sizes"); it takes the 774M recipe, the closest published one.
 set_recipe() {
   case "$1" in
     124M) DESC=d12; DATA_DIR=dev/data/fineweb10B; B=64; STEPS=18865; LR=6e-4

@@ -1,5 +1,5 @@
 """sd_attention/prescribe.py: the S-D cascade's prescription (Jamil and Kapadia, arXiv 2605.18826:
-"architectures sized by the cascade"; doc/methods.md "Cascade-allocated d_head"). A measured
+"architectures sized by the cascade"; doc/sd_tools.md "Cascade-allocated d_head"). A measured
 checkpoint (or its ./sd_spectrum -json output) -> a layer table with one head size per layer, to
 train from scratch.
 
@@ -63,7 +63,7 @@ class Parser(argparse.ArgumentParser):
 
 
 # ---------------------------------------------------------------------------------------------
-# The rule (doc/methods.md "Cascade-allocated d_head")
+# The rule (doc/sd_tools.md "Cascade-allocated d_head")
 
 def next_pow2(x):
     """The smallest power of two >= x (1 for x <= 1), exactly: no log2 rounding at 2^k."""
@@ -111,7 +111,7 @@ def run_length(table):
 
 
 # ---------------------------------------------------------------------------------------------
-# Counting (the quantities of doc/methods.md "Cascade-allocated d_head")
+# Counting (the quantities of doc/sd_tools.md "Cascade-allocated d_head")
 
 def attention_params(C, table, scalar_d):
     """Attention parameters of a table: per layer the tensors surg_attention_params counts
@@ -133,7 +133,7 @@ def attention_flops(C, table, T):
     """Forward matmul FLOPs per token of the attention sub-blocks at sequence length T: the
     attention terms of model_matmul_flops_per_token (llmc/param_layout.h): the projection
     2 C rows A; S-D's fold K' = U L^T, 2 A d (doc/methods.md "Realization with the standard attention kernels"); the mixing, softmax Q K^T and
-    att V over the full T x T square, 4 T A (doc/methods.md "Parameter and FLOP neutrality"), or the ELU+1 state, 4 A d (doc/methods.md "ELU+1 causal linear attention"); the output
+    att V over the full T x T square, 4 T A (doc/prism.md "Parameter and FLOP neutrality"), or the ELU+1 state, 4 A d (doc/methods.md "ELU+1 causal linear attention"); the output
     projection 2 A C."""
     f = 0
     for h, d, k in table:
@@ -266,7 +266,7 @@ def report(src, spec, table, uniform, measured, c, lo, hi, T, measure="n90"):
     C = spec["C"]
     lines = [f"measure: {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]}",
              f"source: {src} (L {spec['L']}, C {C}); rule d_l = clamp(2^ceil(log2({c:g} * r_l)), "
-             f"{lo}, {hi}) (doc/methods.md 'Cascade-allocated d_head'), r_l of S (S-D), G (S's mean gradient) or R "
+             f"{lo}, {hi}) (doc/sd_tools.md 'Cascade-allocated d_head'), r_l of S (S-D), G (S's mean gradient) or R "
              f"(standard), {table[0][0]} heads per layer",
              f"layer  measured         {'r_l ' + measure:>8s}  of  minimal  prescribed"]
     for l, (m, p) in enumerate(zip(spec["layers"], table)):
@@ -293,7 +293,7 @@ def options_text(opts, has_sd):
 
 def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd, measure="n90"):
     text = (f"# layer table prescribed by sd_attention/prescribe.py from the S-D cascade of {src}\n"
-            f"# rule (doc/methods.md 'Cascade-allocated d_head'): d_l = clamp(2^ceil(log2(c * r_l)), {lo}, {hi}), c = {c:g}, "
+            f"# rule (doc/sd_tools.md 'Cascade-allocated d_head'): d_l = clamp(2^ceil(log2(c * r_l)), {lo}, {hi}), c = {c:g}, "
             f"--measure {measure}: r_l = median over the layer's heads of {MEASURES[measure][2]} (S for "
             f"S-D heads, R for standard ones); head count fixed; --kind {kind} --linear-plateau {linear_plateau}\n")
     if desc:
@@ -305,7 +305,7 @@ def table_file(src, entries, c, lo, hi, kind, linear_plateau, opts, desc, has_sd
 
 def main(argv=None):
     p = Parser(allow_abbrev=False, description="the S-D cascade's prescription: a measured checkpoint -> a layer table "
-               "with head sizes clamp(2^ceil(log2(c * r)), min, max), r the routing rank by --measure (doc/methods.md 'Cascade-allocated d_head'; "
+               "with head sizes clamp(2^ceil(log2(c * r)), min, max), r the routing rank by --measure (doc/sd_tools.md 'Cascade-allocated d_head'; "
                "doc/sd_tools.md)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", help="model checkpoint: runs ./sd_spectrum -e FILE -json on it")

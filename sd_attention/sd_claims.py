@@ -24,9 +24,9 @@ Each writes ten checkpoints over training (Steps.checkpoints). Then, per model:
     part of W_Q W_K^T for standard heads; doc/methods.md "Effective rank", "The spectral cascade") and the minimal-rank layers,
     for S-D models at every checkpoint;
   - ./sd_surgery -op linearize -k K for K = 1 .. L-1: the val perplexity after replacing the first
-    K layers by linear attention without retraining (doc/methods.md "Surgery" (a));    S4
+    K layers by linear attention without retraining (doc/sd_tools.md "Surgery" (a));    S4
   - S-D models: ./sd_surgery -op shrink -rank90 1 -round8 1: every head cut to the rank that holds
-    90 % of its routing energy, with the attention parameters before and after (doc/methods.md "Surgery", "Cascade-allocated d_head").  S6
+    90 % of its routing energy, with the attention parameters before and after (doc/sd_tools.md "Surgery", "Cascade-allocated d_head").  S6
 Files: --out/<size>/seed<S>/<arm>/ (the run), <arm>.{train.log, spectrum.json, lin<K>.report.json,
 shrink.report.json} beside it. The summary (--out/claims.md and claims.json) is one table per size
 (mean over the seeds, +- the sample standard deviation where there are several) and the claim

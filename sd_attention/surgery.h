@@ -1,11 +1,11 @@
 /*
  * sd_attention/surgery.h: post-hoc interventions on a trained model (the interventions of the S-D
- * paper's abstract, arXiv 2605.18826, as read in doc/methods.md "Surgery"), as pure
+ * paper's abstract, arXiv 2605.18826, as read in doc/sd_tools.md "Surgery"), as pure
  * functions from (config, parameters) to a new (config, parameters). No I/O.
  *
  * Defines:
  *   surg_linearize        layers 0..K-1: mha -> lin, sd -> sdlin; parameters untouched (reading
- *                         (a) of doc/methods.md "Surgery": swap softmax for ELU+1 in a trained model)
+ *                         (a) of doc/sd_tools.md "Surgery": swap softmax for ELU+1 in a trained model)
  *   surg_uniform          one layer's attention made the uniform causal average of its values:
  *                         the rows of qkvw / qkvb that form the scores (Q and K; S-D's U) zeroed,
  *                         so every score is 0 (softmax: 1/(t+1) each; ELU+1: phi(0) = 1 each).
@@ -20,7 +20,7 @@
  *                         n90 (-rank90), optionally rounded up to a multiple of 8
  *   surg_shrink           every planned layer; the rest of the model copied
  *   surg_copy_slots       copy the tensors two layouts share (the common part of every op)
- *   surg_attention_params attention parameters of a config (the quantity of doc/methods.md "Cascade-allocated d_head")
+ *   surg_attention_params attention parameters of a config (the quantity of doc/sd_tools.md "Cascade-allocated d_head")
  *
  * Approximations of the rank shrink (doc/sd_tools.md):
  *   - D' = diag(Q_m^T D Q_m): the kept block of D is not diagonal in the plane basis. Rotating
@@ -52,12 +52,12 @@
 #include "spectrum.h"
 #include "stages.h"
 
-/* softplus^-1(y) = ln(e^y - 1) (doc/methods.md "Surgery"), written y + ln(1 - e^-y) so it stays exact for
+/* softplus^-1(y) = ln(e^y - 1) (doc/sd_tools.md "Surgery"), written y + ln(1 - e^-y) so it stays exact for
  * large y and for small y > 0. */
 static inline double surg_softplus_inv(double y) { return y + log(-expm1(-y)); }
 
 /* ----------------------------------------------------------------------------------------------
- * Linearization (doc/methods.md "Surgery" (a)): each layer keeps its projection and takes the linear mixer
+ * Linearization (doc/sd_tools.md "Surgery" (a)): each layer keeps its projection and takes the linear mixer
  * (mha -> lin, sd -> sdlin); only the kinds change, the parameters belong to the projection, so the
  * buffer is reused as is. Returns the layers changed. */
 static inline int surg_linearize(const GPT2Config *in, int K, GPT2Config *out) {
@@ -115,7 +115,7 @@ static inline void surg_copy_slots(const GPT2Config *ic, const float *ip, const 
 }
 
 /* Parameters of the attention sub-blocks (qkv, output projection, S-D tensors, with biases):
- * what a cascade-allocated model saves (doc/methods.md "Cascade-allocated d_head"). */
+ * what a cascade-allocated model saves (doc/sd_tools.md "Cascade-allocated d_head"). */
 static inline size_t surg_attention_params(const GPT2Config *c) {
     static const int slots[] = {P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_SDSKEW, P_SDTHETA};
     size_t n = 0;
@@ -125,7 +125,7 @@ static inline size_t surg_attention_params(const GPT2Config *c) {
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Scalar filtering (doc/methods.md "Surgery"): theta_h <- softplus^-1(mean_k softplus(theta_hk)), so the
+ * Scalar filtering (doc/sd_tools.md "Surgery"): theta_h <- softplus^-1(mean_k softplus(theta_hk)), so the
  * mean filtering strength of every head is kept. keep_layout = 0 writes the scalar-D layout (one
  * theta per head, header flag 2): the model is then exactly one trained with -sd_scalar_d 1 and a
  * fine-tune keeps D scalar. keep_layout = 1 writes the d equal values in the vector layout
@@ -161,7 +161,7 @@ static inline void surg_scalar_d(const GPT2Config *ic, const float *ip, int keep
 }
 
 /* ----------------------------------------------------------------------------------------------
- * Rotation planes of a skew S (doc/methods.md "Effective rank", "Surgery"): S = Q T Q^T with T block diagonal, blocks
+ * Rotation planes of a skew S (doc/methods.md "Effective rank"; doc/sd_tools.md "Surgery"): S = Q T Q^T with T block diagonal, blocks
  * [[0, w], [-w, 0]] (and 1 x 1 zeros for odd d). Q (d x d, row-major) gets the planes' column
  * pairs first, by decreasing omega, then the 1 x 1 blocks. Returns the number of planes; omega
  * receives their frequencies. */
@@ -387,7 +387,7 @@ static inline void surg_shrink_head(const ShrinkHeadIn *in, int r, double scale,
 /* ----------------------------------------------------------------------------------------------
  * The plan: new head size per layer (0 = unchanged). planes > 0: m = planes; rank90: m = the
  * largest n90 of the layer's heads (no head keeps less than 90% of its routing energy). Then
- * r = 2m, rounded up to a multiple of 8 with round8 (cuDNN head sizes, doc/methods.md "Surgery"), and a
+ * r = 2m, rounded up to a multiple of 8 with round8 (cuDNN head sizes, doc/sd_tools.md "Surgery"), and a
  * layer with r >= d is left unchanged. Only `sd` layers are planned (see the header comment). */
 typedef struct {
     int new_d[LLMC_MAX_LAYERS];   /* 0: unchanged */

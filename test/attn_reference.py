@@ -1,5 +1,5 @@
 """test/attn_reference.py: an independent Python computation of the attention-distance statistics
-(doc/methods.md "Attention distance"), for test/test_attn_distance.sh to compare ./attn_distance against.
+(doc/attention_distance.md "Definitions"), for test/test_attn_distance.sh to compare ./attn_distance against.
 
   attn_reference.py model OUT.bin [--prism FILE] [--sharpen S] [--seed N]
       the tiny model (4 layers, C 64) from train_gpt2.py with its Q and K weights multiplied by S

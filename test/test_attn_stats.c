@@ -1,6 +1,6 @@
 /*
  * test/test_attn_stats.c: prism/attn_stats.h on attention patterns with known answers
- * (doc/methods.md "Attention distance": its test patterns), for T = 1, 2, 7, 64 and 257 (not a multiple of the row block).
+ * (doc/attention_distance.md "Definitions": its test patterns), for T = 1, 2, 7, 64 and 257 (not a multiple of the row block).
  *
  * Closed forms (derived by hand for T tokens, rows i = 0..T-1, H_n = sum_{k=1}^{n} 1/k):
  *

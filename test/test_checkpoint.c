@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
     /* 4. a C-initialized model round-trips bit-exactly, table and flags included: every S-D and
      * linear kind, explicit head sizes (attention width != C), and each flag away from its default
      * (-ln 0, scalar D, the +D sign, linear prescale). The init scales are not stored (doc/formats.md
-     * section 2), so they are the only config fields not compared. */
+     * "Model checkpoint"), so they are the only config fields not compared. */
     GPT2Config cc;
     char msg[256];
     if (!config_from_descriptor("tiny", &cc, msg, sizeof(msg))) llmc_die("%s", msg);

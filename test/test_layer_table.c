@@ -1,5 +1,5 @@
 /*
- * test/test_layer_table.c: Prism schedule files (llmc/layer_table.h) against doc/methods.md "Prism".
+ * test/test_layer_table.c: Prism schedule files (llmc/layer_table.h) against doc/prism.md "Prism head schedules".
  *
  * Every behaviour is checked together with its message: the "sched.txt:LINE: " prefix with the
  * right line number and the key phrase of the text. Then every preset in prism/schedules/ and
@@ -287,7 +287,7 @@ static void test_warnings(void) {
     expect_warning("run of 1 in the middle", &s, 2, "a run of 1 layer with 6 heads", NULL);
     s = expect_ok("runs of 4 and 2", "3*2 6*4 12*6", &d12, 0, 0);
     s = expect_ok("run of 4 then base", "6*4 12*8", &d12, 0, 0);
-    /* a jump of more than 2x between layers (doc/methods.md "Candidate schedules and negative controls" control J) */
+    /* a jump of more than 2x between layers (doc/prism.md "Candidate schedules and negative controls" control J) */
     s = expect_ok("jump 3 -> 12", "3*4 12*8", &d12, 0, 1);
     expect_warning("jump 3 -> 12", &s, 1, "layer 4 jumps from 3 to 12 heads", "at most 2x");
 }
@@ -472,7 +472,7 @@ static void test_control_files(void) {
                   "warnings)", path, pre, s.n_warnings);
         } else if (strstr(names[i], "jump")) {
             seen |= C_JUMP;
-            /* breaks "smoothness" (256 -> 64 with no 128 step, doc/methods.md "Candidate schedules and negative controls"): a warning */
+            /* breaks "smoothness" (256 -> 64 with no 128 step, doc/prism.md "Candidate schedules and negative controls"): a warning */
             int w = find_warning(&s, "layer 2 jumps from 3 to 12 heads");
             CHECK(ok && !s.has_error && s.n_warnings == 1 && w >= 0 &&
                       strstr(s.warning[w], "at most 2x") != NULL,

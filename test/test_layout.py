@@ -203,14 +203,17 @@ def main():
           "control: a chain that skips train_step and gpt2_forward, and a kernel that does not exist, are "
           "reported (%s)" % ctl)
     bad_cites, n_cites = stale_citations(ROOT)
-    check(n_cites >= 250 and bad_cites == [], "code cites doc sections by heading text, and every cited heading "
+    check(n_cites >= 250 and bad_cites == [], "code and docs cite doc sections by heading text, and every cited heading "
           "exists (%d citations; stale: %s)" % (n_cites, bad_cites[:8]))
     ctl, _ = stale_citations(ROOT, {"x.c": '/* doc/formats.md "Header", "No such heading"; doc/methods.md 3.9;\n'
                                            ' doc/nothing.md "Header"; doc/methods.md\n * 2.6, doc/formats.md\n'
-                                           ' * "Nor this" */\nprintf("doc/formats.md \'Token shards\'");\n'})
-    check(sorted(w for _, _, w in ctl) == ["a section cited by number"] * 2 + ["no such doc"] + ["no such heading"] * 2,
+                                           ' * "Nor this" */\nprintf("doc/formats.md \'Token shards\'");\n',
+                                    "x.md": 'as `doc/formats.md` 4 says, and `doc/formats.md` "Not here"; '
+                                            '`doc/formats.md` "Token shards" holds\n'})
+    check(sorted(w for _, _, w in ctl) == ["a section cited by number"] * 3 + ["no such doc"] + ["no such heading"] * 3,
           "control: a cited heading that is missing, a doc that is missing and a number are reported, "
-          "across a comment's line break too; a heading in single quotes is found (%s)" % ctl)
+          "across a comment's line break too, in code and in Markdown; a heading in single quotes is found (%s)"
+          % ctl)
     return finish()
 
 
@@ -376,8 +379,8 @@ def reading_path_stale(design):
 # A citation of a doc section from code: doc/NAME.md followed by one or more quoted heading texts
 # ("..." or '...', separated by ", "). A heading's text is what follows its number, whole or cut
 # at its first " (", ": " or ", " (doc/design.md "Citing the docs"). Numbers alone are not stable.
-CITE = re.compile(r"""(doc/[\w/]+\.md),?\s+(?:[*#]\s+|//\s*)?((?:(["'])[^"'\n]+\3(?:, )?)+)""")
-NUMBERED = re.compile(r"doc/[\w/]+\.md,?\s+(?:[*#]|//)?\s*(?:§ ?)?\d+(?:\.\d+)*\b(?!\.\w)")
+CITE = re.compile(r"""(doc/[\w/]+\.md)`?,?\s+(?:[*#]\s+|//\s*)?((?:(["'])[^"'\n]+\3(?:, )?)+)""")
+NUMBERED = re.compile(r"doc/[\w/]+\.md`?,?\s+(?:[*#]|//)?\s*(?:§ ?|section )?\d+(?:\.\d+)*\b(?!\.\w|%| ?[x×])")
 CODE_EXT = SOURCE_EXT + (".cuh", ".py", ".sh", ".mk")
 
 
@@ -401,7 +404,7 @@ def stale_citations(root, texts=None):
             dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("build", "out", "cudnn-frontend", "data")]
             for f in files:
                 rel = os.path.relpath(os.path.join(base, f), root)
-                if (f.endswith(CODE_EXT) or f == "Makefile") and rel != "test/test_layout.py":  # its control
+                if (f.endswith(CODE_EXT + (".md",)) or f == "Makefile") and rel != "test/test_layout.py":  # its control
                     texts[rel] = open(os.path.join(root, rel), errors="replace").read()
     bad, cache = [], {}
     for rel, text in sorted(texts.items()):

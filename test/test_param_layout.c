@@ -1,10 +1,10 @@
 /*
- * test/test_param_layout.c: Prism is parameter- and matmul-FLOP-neutral (doc/methods.md "Parameter and FLOP neutrality").
+ * test/test_param_layout.c: Prism is parameter- and matmul-FLOP-neutral (doc/prism.md "Parameter and FLOP neutrality").
  *
  * For each model (d12, d24, L24C1536H24, L8C256H4T256, tiny), the uniform table and every Prism table of that
  * model must give the same ParamLayout (total, every slot's size and offset, every layer's
  * offset) and the same model_matmul_flops_per_token at T = 64 and T = 1024. Known totals (llm.c
- * convention: padded vocabulary Vp = 50304, wpe included, doc/methods.md "Model sizes") are asserted exactly.
+ * convention: padded vocabulary Vp = 50304, wpe included, doc/prism.md "Model sizes") are asserted exactly.
  * Negative controls: tables with explicit head sizes (A_l != C) must change both numbers by the
  * amounts computed by hand below.
  *

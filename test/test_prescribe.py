@@ -1,5 +1,5 @@
 """test/test_prescribe.py: sd_attention/prescribe.py, the S-D cascade's prescription of a layer table
-(doc/methods.md "Cascade-allocated d_head"; doc/sd_tools.md "Prescribing a layer table from a measured cascade").
+(doc/sd_tools.md "Cascade-allocated d_head"; doc/sd_tools.md "Prescribing a layer table from a measured cascade").
 
 Checks (the sizing measure, --measure, is n90 by default: r_l = 2 x the median n90 of the layer's
 heads; the checks written for the former erank rule run with --measure erank, which keeps it, so

@@ -1,5 +1,5 @@
 /*
- * test/test_surgery.c: sd_attention/surgery.h on small in-memory models (doc/methods.md "Surgery").
+ * test/test_surgery.c: sd_attention/surgery.h on small in-memory models (doc/sd_tools.md "Surgery").
  *
  *   - rank shrink is exact where it should be: on a constructed S-D head whose U rows lie in the
  *     span of the top m planes of S, with scalar D and a value-output map of rank <= 2m (random

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/test_surgery.sh: ./sd_surgery end to end (doc/methods.md "Surgery"; doc/sd_tools.md) on a model
+# test/test_surgery.sh: ./sd_surgery end to end (doc/sd_tools.md "Surgery"; doc/sd_tools.md) on a model
 # written by train_gpt2.py (table 4:sd 4:sd 4:sdlin 4, -ln 0, random theta so that D is far from
 # scalar, the output projections and wte scaled up so that attention visibly matters to the loss):
 #   linearize  the body is byte-identical (only the kinds change), the kinds are right, the loss

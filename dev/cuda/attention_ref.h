@@ -1,6 +1,6 @@
 /*
  * dev/cuda/attention_ref.h: the reference of dev/cuda/attention_check.cu. It is the project's CPU
- * attention (llmc/cpu/kernels.h attention_forward / _backward, doc/methods.md "Definition"), the fp32 model the
+ * attention (llmc/cpu/kernels.h attention_forward / _backward, doc/prism.md "Definition"), the fp32 model the
  * GPU trainer must match, run on the bf16 inputs the GPU sees, plus what the GPU paths also
  * produce: the logsumexp of each row (cuDNN's stats).
  *

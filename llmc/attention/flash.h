@@ -5,7 +5,7 @@
  * bf16 tensor cores through WMMA) and for the CPU emulation test (test/test_flash_emul.c), which
  * runs the same block routines with plain loops in place of the tensor-core tile products.
  *
- * Math (doc/methods.md "Definition", per (batch, head); s = 1/sqrt(d), rows i = queries, columns j = keys,
+ * Math (doc/prism.md "Definition", per (batch, head); s = 1/sqrt(d), rows i = queries, columns j = keys,
  * j <= i):
  *   forward   S = s Q K^T;  m_i = max_j S_ij;  l_i = sum_j e^(S_ij - m_i);  O = (e^(S - m) / l) V;
  *             lse_i = m_i + log l_i (natural log, cuDNN's "stats"), computed online over key

@@ -342,7 +342,7 @@ static inline void residual_forward(float *out, const float *a, const float *b, 
  *   qkv (B, T, 3A): Q at [0, A), K at [A, 2A), V at [2A, 3A); head k uses columns [k d, (k+1) d)
  *   att (B, h, T, T): softmax probabilities, row t holds keys 0..t (the rest is left unset)
  *   out (B, T, A): head k's output in columns [k d, (k+1) d)
- * logit(t, s) = q_t . k_s / sqrt(d) for s <= t (doc/methods.md "Definition"). */
+ * logit(t, s) = q_t . k_s / sqrt(d) for s <= t (doc/prism.md "Definition"). */
 static inline void attention_forward(float *out, float *att, const float *qkv, int B, int T, int h,
                                      int d) {
     const int A = h * d, A3 = 3 * h * d;
