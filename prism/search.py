@@ -2,15 +2,18 @@
 """prism/search.py: which layer table? Successive halving over head schedules and layer kinds
 under a budget, then the finalists against uniform with seeds (doc/prism.md "Searching for a table").
 
-  python3 prism/search.py --size bytes --kinds mha,sd --kind-layers 1 --threads 1
+  python3 prism/search.py --size bytes --kinds mha,sd --kind-layers 2 --threads 1 --jobs 2
   python3 prism/search.py --size tiny --data shakespeare --steps 8 ...   # a few minutes
   python3 prism/search.py ... --extra cascade=table.txt                  # any table file too
+  python3 prism/search.py --size 124M --steps 4000 --bin ./train_gpt2cu --jobs 8 --dry-run   # GPUs
 
 Candidates: every head-count sequence that passes Prism's rule at the size's shape (head counts
 from H, H/2, H/4, ... that never decrease with depth; h*d = C), each with, when --kinds is given,
 every combination of those kinds in the first --kind-layers layers (later layers mha); tables
 given with --extra; and uniform, the size's own model, always. The model, data, batch and recipe
-are scripts/ab.py's preset (--size), trained with -rows 1.
+are scripts/ab.py's preset (--size): the CPU sizes (tiny, small, bytes) with -rows 1; the GPU
+sizes (124M, 354M, 757M) through scripts/run_gpt2.sh, llm.c's recipe and batches, with the rung's
+flags after its `--`.
 
 Successive halving: R rungs (--rungs) at N/eta^(R-1), ..., N/eta, N steps (N = --steps or the
 preset's). Every candidate trains to the first rung; after each rung the best 1/eta by val loss
@@ -23,8 +26,8 @@ exactly as one run of N steps would (test/test_resume.sh).
 Record: OUT/search.jsonl, one JSON line per candidate and rung (name, table, rung, steps, val or
 the error, seconds); started again with the same settings (OUT/search.json) the search continues
 from it to the same result. A table that fails to parse or to train is recorded with its error
-and dropped. --jobs J trains J candidates of a rung at once (each with --threads; the record is
-the same). Progress: one line per finished training, the ranking after each rung, and an estimate
+and dropped. --jobs J trains J candidates of a rung at once (each with --threads, or with a GPU
+trainer each on its own GPU, CUDA_VISIBLE_DEVICES 0..J-1; the record is the same). Progress: one line per finished training, the ranking after each rung, and an estimate
 of the time left.
 
 Finalists: the best --finalists of the last rung, trained again to N with --seeds by scripts/ab.py
@@ -36,6 +39,8 @@ import itertools
 import json
 import math
 import os
+import queue
+import shlex
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -112,6 +117,9 @@ class Search:
                               f"rungs or a larger --eta")
         if len(set(self.rungs)) != len(self.rungs):
             raise SearchError(f"--steps {a.steps_total}: too few for {a.rungs} rungs of ratio {a.eta} ({self.rungs})")
+        self.slots = queue.Queue()
+        for k in range(a.jobs):
+            self.slots.put(k)
         self.tables_dir = os.path.join(self.out, "tables")
         self.record = os.path.join(self.out, "search.jsonl")
         self.cands = [{"name": "uniform", "table": None, "error": None}]
@@ -190,21 +198,34 @@ class Search:
     def table_path(self, c):
         return os.path.join(self.tables_dir, c["name"] + ".txt")
 
+    def rung_cmd(self, plan, c, rung):
+        """(command, environment additions, run folder) that trains candidate c to rung `rung`: the
+        preset's command at seed 1 with the rung's steps, a checkpoint there, val at every rung and
+        -k wsd, decaying only in the last rung. A launcher size (124M, ...) gets --steps and the
+        trainer flags after its `--`, which override the recipe's (the last of a repeated flag wins)."""
+        steps = self.rungs[rung]
+        decay = self.a.decay_frac if rung == len(self.rungs) - 1 else 0
+        arm = {"name": c["name"], "table": self.table_path(c) if c["table"] else None, "checked": False}
+        cmd, env = plan.train_cmd(arm, 1)
+        if plan.direct:
+            for flag, value in (("-x", steps), ("-n", steps), ("-v", self.rungs[0]), ("-k", "wsd"),
+                                ("-decay_frac", decay)):
+                cmd = flag_set(cmd, flag, value)
+        else:
+            cmd = flag_set(cmd, "--steps", steps) + ["--", "-n", str(steps), "-v", str(self.rungs[0]), "-k", "wsd",
+                                                     "-decay_frac", str(decay)]
+        return cmd, env, plan.run_dir(arm, 1)
+
     def train(self, plan, c, rung):
         """Train candidate c to rung `rung` (resuming from its checkpoint); its record line."""
         steps = self.rungs[rung]
-        last = rung == len(self.rungs) - 1
-        arm = {"name": c["name"], "table": self.table_path(c) if c["table"] else None, "checked": False}
-        cmd, env = plan.train_cmd(arm, 1)
-        cmd = flag_set(cmd, "-x", steps)
-        cmd = flag_set(cmd, "-n", steps)
-        cmd = flag_set(cmd, "-v", self.rungs[0])
-        cmd = flag_set(cmd, "-k", "wsd")
-        cmd = flag_set(cmd, "-decay_frac", self.a.decay_frac if last else 0)
-        d = plan.run_dir(arm, 1)
+        cmd, env, d = self.rung_cmd(plan, c, rung)
         os.makedirs(d, exist_ok=True)
         t0 = time.time()
         r = {"name": c["name"], "table": c["table"], "rung": rung, "steps": steps}
+        slot = self.slots.get()  # with --jobs on a GPU trainer, slot k trains on GPU k
+        if plan.gpu and self.a.jobs > 1:
+            env = dict(env, CUDA_VISIBLE_DEVICES=str(slot))
         try:
             ab.execute(cmd, os.path.join(d, "stdout.log"), env, f"rung {rung + 1}")
             val, at = final_val_loss(os.path.join(d, "main.log"))
@@ -213,11 +234,34 @@ class Search:
             r.update(status="ok", val=round(float(val), 6))
         except (ab.AbError, SearchError, SummaryError, LogError, OSError) as e:
             r.update(status="failed", error=str(e))
+        finally:
+            self.slots.put(slot)
         r["seconds"] = round(time.time() - t0, 1)
         return r
 
+    def dry_run(self):
+        """Print the plan and every candidate's first-rung command; write and run nothing."""
+        plan = self.ab_plan()
+        print(f"# search {self.a.size}: {len(self.cands)} candidates; rungs (steps) {', '.join(map(str, self.rungs))}; "
+              f"eta {self.a.eta}; out {self.out}")
+        for c in self.cands:
+            if c["error"]:
+                print(f"# dropped {c['name']}: {c['error']}")
+                continue
+            cmd, env, d = self.rung_cmd(plan, c, 0)
+            envs = "".join(f"{k}={v} " for k, v in env.items())
+            print(f"{envs}{' '.join(shlex.quote(x) for x in cmd)} > {d}/stdout.log")
+        print(f"# then rungs 2-{len(self.rungs)} resume the best 1/{self.a.eta} of each rung with the same command "
+              f"at the rung's steps; the last rung with -decay_frac {self.a.decay_frac}")
+        if self.a.seeds and self.a.finalists:
+            print(f"# finals: scripts/ab.py {' '.join(self.ab_argv([], self.a.seeds, os.path.join(self.out, 'finals')))}"
+                  f" with the finalists as arms")
+        return 0
+
     def run(self):
         a = self.a
+        if a.dry_run:
+            return self.dry_run()
         self.stamp()
         for c in self.cands:
             if c["table"] is not None and not os.path.exists(self.table_path(c)):
@@ -316,8 +360,10 @@ class Search:
 def parse_args(argv):
     p = Parser(prog="prism/search.py", allow_abbrev=False, description=__doc__.split("\n\n")[0],
                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", required=True, choices=list(ab.DIRECT), help="scripts/ab.py's preset")
-    p.add_argument("--data", default="prose", help="shakespeare, prose or a shard directory (default prose)")
+    p.add_argument("--size", required=True, choices=list(ab.DIRECT) + list(ab.LAUNCHER),
+                   help="scripts/ab.py's preset; 124M, 354M, 757M run scripts/run_gpt2.sh on GPUs")
+    p.add_argument("--data", default=None,
+                   help="shakespeare, prose, fineweb or a shard directory (default prose; fineweb for 124M-757M)")
     p.add_argument("--steps", type=int, default=None, help="N, the full budget (default: the preset's)")
     p.add_argument("--rungs", type=int, default=4, help="rungs R (default 4)")
     p.add_argument("--eta", type=int, default=2, help="keep 1/eta per rung; rungs eta apart (default 2)")
@@ -331,10 +377,12 @@ def parse_args(argv):
     p.add_argument("--seq-len", type=int, default=None)
     p.add_argument("--val-batches", type=int, default=None)
     p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS per training (default 2)")
-    p.add_argument("--jobs", type=int, default=1, help="trainings at once within a rung (default 1)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="trainings at once within a rung (default 1); with a GPU trainer, one per GPU 0..J-1")
     p.add_argument("--bin", default=None, help="the trainer (default ./train_gpt2)")
     p.add_argument("--out", default=None, help="output directory (default out/search_<size>)")
     p.add_argument("--max-trainings", type=int, default=None, help="stop after this many trainings (exit 3)")
+    p.add_argument("--dry-run", action="store_true", help="print the candidates' first-rung commands, run nothing")
     a = p.parse_args(argv)
     a.kinds = [k for k in a.kinds.split(",") if k]
     bad = [k for k in a.kinds if k not in KINDS]
@@ -351,9 +399,16 @@ def parse_args(argv):
             raise SearchError(f"--extra '{item}': expected NAME=FILE (NAME letters, digits, '.', '-', '_')")
         extra.append((name, path))
     a.extra = extra
-    p0 = ab.DIRECT[a.size]
-    a.steps_total = a.steps or p0["steps"]
-    a.cfg = ab.parse_descriptor(p0["model"])
+    a.data = a.data or ("prose" if a.size in ab.DIRECT else "fineweb")
+    if a.size in ab.DIRECT:
+        a.steps_total = a.steps or ab.DIRECT[a.size]["steps"]
+        a.cfg = ab.parse_descriptor(ab.DIRECT[a.size]["model"])
+    else:
+        if not a.steps:
+            raise SearchError(f"--size {a.size}: give --steps N, the full budget of the search (the recipe's is "
+                              f"`bash scripts/run_gpt2.sh --size {a.size} --print-done-file`)")
+        a.steps_total = a.steps
+        a.cfg = ab.parse_descriptor(ab.LAUNCHER[a.size]["model"])
     a.out = (a.out or f"out/search_{a.size}").rstrip("/")
     return a
 

@@ -92,9 +92,9 @@ DIRECT = {
 }
 TOKENIZERS = {"gpt2": "gpt2_tokenizer.bin", "bytes": "bytes_tokenizer.bin"}
 # The launcher presets: scripts/run_gpt2.sh --size; their schedules' prefix and default data.
-LAUNCHER = {"124M": dict(schedules="d12", fineweb="fineweb10B"),
-            "354M": dict(schedules="d24", fineweb="fineweb100B"),
-            "757M": dict(schedules="L24C1536", fineweb="fineweb100B")}
+LAUNCHER = {"124M": dict(model="d12", schedules="d12", fineweb="fineweb10B"),
+            "354M": dict(model="d24", schedules="d24", fineweb="fineweb100B"),
+            "757M": dict(model="L24C1536H24", schedules="L24C1536", fineweb="fineweb100B")}
 BUDGETS = {"full": 1, "half": 2, "quarter": 4, "tenth": 10}
 ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*(?:_[A-Za-z0-9.-]+)*")
 
@@ -226,7 +226,7 @@ class Plan:
             self.eval_n = p["eval_n"] if a.eval_n is None else a.eval_n
             self.attn_windows = a.attn_windows or p["attn_windows"]
         else:
-            self.model = {"124M": "d12", "354M": "d24", "757M": "L24C1536H24"}[a.size]
+            self.model = LAUNCHER[a.size]["model"]
             self.cfg = parse_descriptor(self.model)
             self.T = 1024
             self.eval_n = 0 if a.eval_n is None else a.eval_n

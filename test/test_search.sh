@@ -7,7 +7,8 @@
 #     resumed from its rung-1 checkpoint with -k wsd, the decay only in the last rung;
 #   - a search stopped after 5 trainings continues from its record to the same record and finalists,
 #     two trainings at a time (--jobs 2);
-#   - the finalists against uniform by scripts/ab.py (2 seeds), and the one-line errors.
+#   - the finalists against uniform by scripts/ab.py (2 seeds), and the one-line errors;
+#   - a GPU size (124M) planned by --dry-run: the launcher's commands, nothing written.
 set -u
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -63,6 +64,18 @@ check "--max-trainings 5 stops with exit 3 after 5 trainings (+ the dropped tabl
 check "the continued search's record equals the uninterrupted one (every candidate, rung and val loss)" \
   test "$recA" = "$recB"
 check "and names the same finalist" grep -q "^Finalists: $top" "$d/B/search.md"
+
+# a launcher size (GPU): --dry-run prints each candidate's first rung through scripts/run_gpt2.sh,
+# the rung's flags after its `--` (which override the recipe's), and writes nothing
+"$PYTHON" prism/search.py --size 124M --bin ./train_gpt2cu --steps 4000 --dry-run --out "$d/G" > "$d/G.log" 2>&1; rc=$?
+check "124M --dry-run: exit 0, 91 candidates (every non-decreasing sequence of 3, 6, 12 heads over 12 layers), nothing written" \
+  test "$rc/$(grep -c '^bash scripts/run_gpt2.sh --size 124M ' "$d/G.log")/$(test -e "$d/G" && echo written)" = "0/91/"
+check "each launches rung 1 (500 of 4,000 steps) with -k wsd, no decay, a checkpoint and val at the rung" \
+  test "$(grep '^bash ' "$d/G.log" | grep -c -- '--steps 500 .*-- -n 500 -v 500 -k wsd -decay_frac 0 > ')" -eq 91
+check "a table is run without Prism's rules (--arm table), uniform as the size's own model" \
+  bash -c "grep -q -- '--out $d/G/3-6-6-12-12-12-12-12-12-12-12-12_seed1 --arm table --schedule $d/G/tables/3-6-6-12-12-12-12-12-12-12-12-12.txt' '$d/G.log' && grep -q -- '--out $d/G/uniform_seed1 --arm uniform' '$d/G.log'"
+expect_error "a launcher size without --steps: one line" "^error: --size 124M: give --steps N" \
+  "$PYTHON" prism/search.py --size 124M --dry-run --out "$d/G"
 
 # errors: one line each
 expect_error "another search's folder: one line naming what differs" "^error: $d/A: holds a search with other settings \(.*steps" \
