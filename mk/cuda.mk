@@ -93,7 +93,7 @@ CUDNN_LIB = $(if $(wildcard $(dir $(CUDNN_LIBDIR))libcudnn.so),-lcudnn,-l:libcud
 # CUDNN_LDFLAGS must be expanded only in the recipes that link cuDNN ($$ inside a define), so that
 # a machine without cuDNN still builds everything else.
 CUDNN_NO_LIB = CUDNN_HOME=$(CUDNN_HOME): no libcudnn.so* in $(CUDNN_HOME)/lib64, $(CUDNN_HOME)/lib or /usr/lib/$(MULTIARCH) (a cuDNN build links it: set CUDNN_HOME to the folder whose lib64/ or lib/ holds libcudnn.so*, or build without USE_CUDNN=1)
-# the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/formats.md "cuDNN version and build facts")
+# the frontend's experimental engines compile kernels with NVRTC: -lnvrtc (doc/gpu.md "cuDNN version and build facts")
 CUDNN_LDFLAGS = $(if $(CUDNN_LIBDIR),-L$(dir $(CUDNN_LIBDIR)) -Xlinker -rpath -Xlinker $(dir $(CUDNN_LIBDIR)) $(CUDNN_LIB) -lnvrtc,$(error $(CUDNN_NO_LIB)))
 # searched once, when first used (mk/cudnn_frontend.sh: the order is in its header)
 ifeq ($(origin CUDNN_FRONTEND_PATH),undefined)

@@ -7,7 +7,7 @@
 #                                              otherwise one "error:" line and exit 1
 #   bash mk/cudnn_frontend.sh version DIR      prints DIR's frontend version (1.32.0), or nothing
 #
-# The search order of `find` (doc/formats.md "cuDNN version and build facts"): the pip package nvidia-cudnn-frontend of the
+# The search order of `find` (doc/gpu.md "cuDNN version and build facts"): the pip package nvidia-cudnn-frontend of the
 # active virtualenv or conda environment, then llm.c's places ~/cudnn-frontend/include and
 # ./cudnn-frontend/include, then the pip package of each PYTHON given (mk/cuda.mk passes the
 # python3 first on PATH and the Makefile's PYTHON). CUDNN_FRONTEND_PATH, when set, is used as it is

@@ -1,7 +1,7 @@
 /*
  * test/test_paths.c: the attention path of every layer (llmc/attention/paths.h), on the CPU.
  *
- *   - cuDNN support per (SM, head size, training, backend version): doc/formats.md "cuDNN SDPA head-size support"'s matrix;
+ *   - cuDNN support per (SM, head size, training, backend version): doc/gpu.md "cuDNN SDPA head-size support"'s matrix;
  *   - attention path per layer for -attn auto|cudnn|own|flash|mma, and the one-line errors; forward-only
  *     (eval_gpt2cu) against training; the flash and mma paths' arguments and the buffers they add
  *     (llmc/gpu/act_plan.h);

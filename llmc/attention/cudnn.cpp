@@ -10,7 +10,7 @@
  * causal attribute before 9.21, so causal attention is the composite graph (Q K^T, scale, causal
  * mask from generated row/column indices, softmax with stats, P V; and its larger backward) that
  * the frontend's sdpa()/sdpa_backward() assemble and, on newer backends, replace by the unified
- * operation (doc/formats.md "cuDNN version and build facts"). Writing that graph by hand in the backend API would pin it to one
+ * operation (doc/gpu.md "cuDNN version and build facts"). Writing that graph by hand in the backend API would pin it to one
  * backend version.
  *
  * Graph per (B, h, T, d, kind), kind = forward (always with the stats: training and evaluation run
@@ -28,7 +28,7 @@
 
 /* The oldest frontend this code compiles with is 1.13.0: it added SDPA's set_generate_stats (the
  * older set_is_inference is deprecated) and the handle-free check_support()/build_plans() used
- * below. 1.32.0 is the one tested on a GPU (doc/formats.md "cuDNN version and build facts"). */
+ * below. 1.32.0 is the one tested on a GPU (doc/gpu.md "cuDNN version and build facts"). */
 #include <cudnn_frontend_version.h>
 #if !defined(CUDNN_FRONTEND_VERSION) || CUDNN_FRONTEND_VERSION < 11300
 #error "cudnn_frontend is older than 1.13.0: pip install nvidia-cudnn-frontend==1.32.0, or point CUDNN_FRONTEND_PATH at a newer include directory"

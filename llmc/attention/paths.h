@@ -6,7 +6,7 @@
  * U | U L^T | V) runs on one of these paths; a layer with another mixer runs its kind's own GPU
  * kernels (ATT_PATH_MIXER; the linear scan of lin and sdlin, sd_attention/linear_scan.cu):
  *   own    materializes P: any d, any T (llmc/attention/own.cu); keeps P for the backward
- *   cudnn  cuDNN's fused flash attention (llmc/attention/cudnn.cpp; doc/formats.md "cuDNN SDPA head-size support", "cuDNN version and build facts")
+ *   cudnn  cuDNN's fused flash attention (llmc/attention/cudnn.cpp; doc/gpu.md "cuDNN SDPA head-size support", "cuDNN version and build facts")
  *   flash  own tiled tensor-core kernels with shared-memory tiles, d a multiple of 16
  *          (llmc/attention/flash.cu)
  *   mma    own register-tile kernels, d a multiple of 16 up to 256 (llmc/attention/mma.cu)
@@ -124,7 +124,7 @@ static inline int mma_args_init(FlashArgs *a, const uint16_t *qkv, int B, int T,
 
 /*
  * Whether cuDNN's fused flash attention (causal, bf16) serves a head of size d; `training` asks
- * for forward with stats plus backward. Rules (doc/formats.md "cuDNN SDPA head-size support", "cuDNN version and build facts"):
+ * for forward with stats plus backward. Rules (doc/gpu.md "cuDNN SDPA head-size support", "cuDNN version and build facts"):
  *   SM >= 8.0; d a multiple of 8 and <= 256;
  *   backward: d <= 128 except on Hopper (SM 9.x), which takes up to 256;
  *   forward d > 128 on SM 8.x needs backend >= 9.10 (older ones cap it at 128);
