@@ -188,7 +188,7 @@ class Search:
         a = self.a
         arms = ["uniform"] + [f"{c['name']}={self.table_path(c)}" for c in cands]
         argv = ["--size", a.size, "--data", a.data, "--arms", ",".join(arms), "--seeds", seeds,
-                "--steps", str(a.steps_total), "--threads", str(a.threads), "--out", out, "--attn", "0",
+                "--steps", str(a.steps_total), "--threads", str(a.threads), "--jobs", str(a.jobs), "--out", out, "--attn", "0",
                 "--evals", "0", "--build", "0"]
         for opt in ("micro_batch", "seq_len", "val_batches"):
             if getattr(a, opt) is not None:

@@ -20,6 +20,7 @@ Sizes (presets):
 tiny, small and bytes run the trainer directly: ./train_gpt2 on the CPU, or --bin ./train_gpt2cu for a
 short GPU run (--gpus N > 1: mpirun -np N); --seq-len, --val-every and --val-batches change their
 T, -v and -m (doc/reproducing.md "CPU A/B" runs the small preset on TinyShakespeare this way).
+--jobs J trains J runs at once: on two cores --jobs 2 --threads 1, on a GPU node one run per GPU.
 
 Arms: a comma list; the first is the reference every other arm is paired against. A name is
   uniform          the descriptor's own heads (no -prism)
@@ -55,12 +56,14 @@ import argparse
 import glob
 import json
 import os
+import queue
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
@@ -499,18 +502,39 @@ def run(plan):
     stamp(plan)
     jobs = [(s, arm) for s in plan.seeds for arm in plan.arms]
     start = time.time()
+    todo = []
     for i, (seed, arm) in enumerate(jobs, 1):
-        d = plan.run_dir(arm, seed)
         tag = f"[{i}/{len(jobs)}] {arm['name']}_seed{seed}"
         if run_complete(plan, arm, seed):
             print(f"{tag}: complete, skipped", flush=True)
-            continue
-        os.makedirs(d, exist_ok=True)
-        t0 = time.time()
-        print(f"{tag}: training, {plan.steps} steps", flush=True)
-        cmd, env = plan.train_cmd(arm, seed)
-        execute(cmd, os.path.join(d, "stdout.log" if plan.direct else "launcher.out"), env, "the training run")
-        print(f"{tag}: val loss {last_val(d)} at step {plan.steps}, {time.time() - t0:.0f} s", flush=True)
+        else:
+            todo.append((tag, seed, arm))
+    # --jobs J trainings at once, each in its own run folder (with a GPU trainer, training k on GPU k);
+    # a failed training stops the A/B once the others have ended
+    slots = queue.Queue()
+    for k in range(a.jobs):
+        slots.put(k)
+
+    def train(tag, seed, arm):
+        slot = slots.get()
+        try:
+            d = plan.run_dir(arm, seed)
+            os.makedirs(d, exist_ok=True)
+            t0 = time.time()
+            print(f"{tag}: training, {plan.steps} steps", flush=True)
+            cmd, env = plan.train_cmd(arm, seed)
+            if plan.gpu and a.jobs > 1:  # --gpus G per training: slot k takes GPUs kG .. kG + G - 1
+                env = dict(env, CUDA_VISIBLE_DEVICES=",".join(str(slot * a.gpus + g) for g in range(a.gpus)))
+            execute(cmd, os.path.join(d, "stdout.log" if plan.direct else "launcher.out"), env, "the training run")
+            print(f"{tag}: val loss {last_val(d)} at step {plan.steps}, {time.time() - t0:.0f} s", flush=True)
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+        futures = [pool.submit(train, *job) for job in todo]
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
     if a.evals:
         for seed, arm in jobs:
             d = plan.run_dir(arm, seed)
@@ -565,6 +589,8 @@ def parse_options(argv):
     p.add_argument("--gpus", type=int, default=1, help="processes per run (mpirun -np N when N > 1)")
     p.add_argument("--gpu-arch", default=None, help="compute capability for the SM 8.x check (default: nvidia-smi's)")
     p.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of the CPU programs (default 2)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="trainings at once (default 1); with a GPU trainer, one per GPU 0..J-1")
     p.add_argument("--evals", type=int, choices=(0, 1), default=None,
                    help="the five zero-shot tasks on each final checkpoint (default 1; 0 for the bytes size, "
                         "whose vocabulary the GPT-2-tokenized task files do not fit)")
@@ -595,8 +621,8 @@ def parse_options(argv):
         if getattr(a, name) is not None and a.size not in DIRECT:
             raise AbError(f"--{name.replace('_', '-')}: tiny, small and bytes only; {a.size} runs llm.c's "
                           "recipe (scripts/run_gpt2.sh)")
-    if a.gpus < 1 or a.threads < 1:
-        raise AbError("--gpus and --threads: expected positive integers")
+    if a.gpus < 1 or a.threads < 1 or a.jobs < 1:
+        raise AbError("--gpus, --threads and --jobs: expected positive integers")
     if a.steps and a.budget != "full":
         raise AbError(f"--steps and --budget {a.budget}: give one of them")
     if a.gpu_arch and not re.fullmatch(r"\d+\.\d", a.gpu_arch):

@@ -141,7 +141,7 @@ expect_error "ab_report: a malformed evals.json names the file" "^error: $s/pris
 o=$d/tiny
 printf '# a table with explicit head sizes (2 heads of 32: attention width 64 < C)\n2x32*2 2*2\n' > "$d/narrow.txt"
 AB=("$PYTHON" scripts/ab.py --size tiny --data shakespeare --steps 4 --seeds 1,2 --eval-n 2 --attn-windows 1
-    --threads 1 --arms "uniform,prism,narrow=$d/narrow.txt" --out "$o")
+    --threads 1 --jobs 2 --arms "uniform,prism,narrow=$d/narrow.txt" --out "$o")  # two trainings at a time
 "${AB[@]}" > "$d/tiny.out" 2>&1; rc=$?
 check "ab.py tiny: 6 runs, the evals, 4 attention distances and the summary (exit $rc)" \
   bash -c "[ $rc -eq 0 ] && [ \$(ls -d $o/*_seed[12] | wc -l) -eq 6 ] && [ \$(ls $o/attn_*_seed*.json | wc -l) -eq 4 ] && [ -s $o/summary.md ] && [ -s $o/loss.png ] && [ -s $o/attn_delta.png ]"
