@@ -27,8 +27,8 @@ Record: OUT/search.jsonl, one JSON line per candidate and rung (name, table, run
 the error, seconds); started again with the same settings (OUT/search.json) the search continues
 from it to the same result. A table that fails to parse or to train is recorded with its error
 and dropped. --jobs J trains J candidates of a rung at once (each with --threads, or with a GPU
-trainer each on its own GPU, CUDA_VISIBLE_DEVICES 0..J-1; the record is the same). Progress: one line per finished training, the ranking after each rung, and an estimate
-of the time left.
+trainer each on its own GPU, CUDA_VISIBLE_DEVICES 0..J-1; the record is the same). Progress: one
+line per finished training, the ranking after each rung, and an estimate of the time left.
 
 Finalists: the best --finalists of the last rung, trained again to N with --seeds by scripts/ab.py
 (the preset's cosine recipe) against uniform, in OUT/finals/: paired differences with intervals
@@ -188,7 +188,8 @@ class Search:
         a = self.a
         arms = ["uniform"] + [f"{c['name']}={self.table_path(c)}" for c in cands]
         argv = ["--size", a.size, "--data", a.data, "--arms", ",".join(arms), "--seeds", seeds,
-                "--steps", str(a.steps_total), "--threads", str(a.threads), "--jobs", str(a.jobs), "--out", out, "--attn", "0",
+                "--steps", str(a.steps_total), "--threads", str(a.threads), "--jobs", str(a.jobs), "--out", out,
+                "--attn", "0",
                 "--evals", "0", "--build", "0"]
         for opt in ("micro_batch", "seq_len", "val_batches"):
             if getattr(a, opt) is not None:
