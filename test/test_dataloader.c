@@ -1,5 +1,5 @@
 /*
- * test/test_dataloader.c: token shards and the data loader (doc/formats.md sections 3, 4, 8).
+ * test/test_dataloader.c: token shards and the data loader (doc/formats.md "Token shards", "DataLoader semantics", "Optimizer/DataLoader state").
  *
  * Synthetic shards where the token at position p of shard s is s*1000 + p, so each batch tells
  * which (shard, sample) the loader read. Checks: the mt19937 stream; llm.c's shuffled order over

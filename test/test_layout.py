@@ -380,7 +380,7 @@ def reading_path_stale(design):
 # ("..." or '...', separated by ", "). A heading's text is what follows its number, whole or cut
 # at its first " (", ": " or ", " (doc/design.md "Citing the docs"). Numbers alone are not stable.
 CITE = re.compile(r"""(doc/[\w/]+\.md)`?,?\s+(?:[*#]\s+|//\s*)?((?:(["'])[^"'\n]+\3(?:, )?)+)""")
-NUMBERED = re.compile(r"doc/[\w/]+\.md`?,?\s+(?:[*#]|//)?\s*(?:§ ?|section )?\d+(?:\.\d+)*\b(?!\.\w|%| ?[x×])")
+NUMBERED = re.compile(r"doc/[\w/]+\.md`?,?\s+(?:[*#]|//)?\s*(?:§ ?|sections? )?\d+(?:\.\d+)*\b(?!\.\w|%| ?[x×])")
 CODE_EXT = SOURCE_EXT + (".cuh", ".py", ".sh", ".mk")
 
 
