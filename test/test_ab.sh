@@ -209,6 +209,15 @@ expect_error "ab.py: other settings in the same --out are refused" "^error: $o/a
   "$PYTHON" scripts/ab.py --size tiny --data shakespeare --steps 5 --seeds 1,2 --arms uniform,prism --out "$o"
 expect_error "ab.py: an arm name run with another table is refused" "^error: $o/ab.json: arm narrow was run with the table" \
   "$PYTHON" scripts/ab.py --size tiny --data shakespeare --steps 4 --seeds 1,2 --eval-n 2 --attn-windows 1 --arms uniform,narrow=prism/schedules/L4C128_prism.txt --out "$o"
+# --jobs 2 with a GPU trainer (a stand-in named train_gpt2cu that notes its CUDA_VISIBLE_DEVICES and
+# runs the CPU trainer): each training sees one GPU, and the two at once see different ones
+printf '#!/usr/bin/env bash\necho "${CUDA_VISIBLE_DEVICES-unset}" >> %s/devices.txt\nexec ./train_gpt2 "$@"\n' "$PWD/$d" \
+  > "$d/train_gpt2cu"
+chmod +x "$d/train_gpt2cu"
+"$PYTHON" scripts/ab.py --size tiny --data shakespeare --steps 3 --seeds 1,2 --threads 1 --jobs 2 --evals 0 --attn 0 \
+  --bin "$d/train_gpt2cu" --out "$d/gj" > "$d/gj.out" 2>&1
+check "ab.py --jobs 2 with a GPU trainer: 4 runs, each on GPU 0 or 1, both used ($(sort "$d/devices.txt" | tr '\n' ' '))" \
+  test "$(grep -cx '[01]' "$d/devices.txt")/$(sort -u "$d/devices.txt" | tr -d '\n')" = "4/01"
 
 # ------------------------------------------------------------------------------------------------
 # --dry-run and checks

@@ -77,6 +77,16 @@ check "a table is run without Prism's rules (--arm table), uniform as the size's
 expect_error "a launcher size without --steps: one line" "^error: --size 124M: give --steps N" \
   "$PYTHON" prism/search.py --size 124M --dry-run --out "$d/G"
 
+# --jobs 2 with a GPU trainer (a stand-in named train_gpt2cu that notes its CUDA_VISIBLE_DEVICES and
+# runs the CPU trainer): each training sees one GPU, 0 or 1
+printf '#!/usr/bin/env bash\necho "${CUDA_VISIBLE_DEVICES-unset}" >> %s/devices.txt\nexec ./train_gpt2 "$@"\n' "$PWD/$d" \
+  > "$d/train_gpt2cu"
+chmod +x "$d/train_gpt2cu"
+"$PYTHON" prism/search.py --size tiny --data shakespeare --steps 8 --rungs 2 --micro-batch 2 --seq-len 32 --val-batches 2 \
+  --threads 1 --jobs 2 --bin "$d/train_gpt2cu" --seeds '' --max-trainings 4 --out "$d/J" > "$d/J.log" 2>&1
+check "--jobs 2 with a GPU trainer: 4 trainings, each on GPU 0 or 1, both used ($(sort "$d/devices.txt" | tr '\n' ' '))" \
+  test "$(grep -cx '[01]' "$d/devices.txt")/$(sort -u "$d/devices.txt" | tr -d '\n')" = "4/01"
+
 # errors: one line each
 expect_error "another search's folder: one line naming what differs" "^error: $d/A: holds a search with other settings \(.*steps" \
   "$PYTHON" prism/search.py "${S[@]}" --steps 16 --out "$d/A"
