@@ -15,15 +15,20 @@ Modules
 FormatError is the error of every reader here: a ValueError whose message is one line naming the
 file and the offending field.
 
-The bootstrap. This is the one place where the project's Python touches sys.path. Importing
-llmc_formats puts the repository root (found from this file's real path, so through the
-`llmc_formats` symlinks of scripts/, dev/, dev/data/, dev/eval/, sd_attention/, prism/ and test/
-too) at the front of sys.path. A script in a sub-folder therefore starts with `import llmc_formats` (found through
-its folder's symlink, since Python puts the script's folder on sys.path) and then imports the
-modules of other folders by their qualified names (`from scripts import common`,
-`from dev.data import data_common`, `from sd_attention import routing_null`, `import train_gpt2`):
-those folders are namespace packages and need no __init__.py. test/ is the exception: the standard
-library has a package `test`, so a test imports its own folder's modules (harness) unqualified.
+Importing it. Scripts run from a checkout, as llm.c's do (`python dev/data/tinyshakespeare.py`,
+`python3 scripts/ab.py`), so each script's first project line inserts its own checkout's root at
+the front of sys.path, in one fixed form: index 0, os.path.dirname applied once per folder level
+plus once to os.path.abspath(__file__), and the comment "this checkout's root first"
+(test/test_llmc_formats.py checks every tracked file: no other edit of sys.path exists, and each
+such line names its own checkout's root).
+This is how repository-internal scripts of large Python projects (PyTorch's tools/, for one) reach
+their packages. An editable install would bind every checkout on a machine to the one that ran it
+last: a second checkout, or test/test_fresh_clone.sh's copy, would silently run the first one's
+code. After that line a script imports `llmc_formats` and the modules of other folders by their
+qualified names (`from scripts import common`, `from dev.data import data_common`,
+`from sd_attention import routing_null`, `import train_gpt2`): those folders are namespace packages
+and need no __init__.py. test/ is the exception: the standard library has a package `test`, so a
+test imports its own folder's modules (harness) unqualified.
 
 require(script, *modules): a script's dependencies (numpy, torch, ...), imported once here, so a
 missing one is the same one line everywhere: the module, the interpreter, and the set-up command
@@ -33,9 +38,7 @@ standard library, so a script imports it first.
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout this package is in
 
 
 def missing_module_line(script, name):

@@ -21,7 +21,8 @@ import math
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from scripts.common import save_png  # noqa: E402  (scripts/common.py)
 
 STATS = ("D", "D_norm", "sink", "D_nosink", "median", "entropy", "entropy_norm")

@@ -66,7 +66,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from scripts.common import build_missing, make_target  # noqa: E402
 from llmc_formats.atomic import write_atomic  # noqa: E402
 from llmc_formats.descriptor import parse_descriptor  # noqa: E402

@@ -27,7 +27,9 @@ import re
 import statistics
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+import os
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from scripts.common import json_safe  # noqa: E402
 from llmc_formats.atomic import write_atomic  # noqa: E402
 

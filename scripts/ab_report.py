@@ -48,7 +48,8 @@ import re
 import statistics
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from scripts.ab_stats import (SummaryError, describe, final_val_loss, fmt, paired, stdout_path, t975,  # noqa: E402
                       tokens_per_second)
 from scripts.common import json_safe, pyplot, read_json, save_png  # noqa: E402

@@ -21,7 +21,9 @@ import os
 import re
 import statistics
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+import sys
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from llmc_formats.main_log import parse_main_log  # noqa: E402
 
 # two-sided 95% Student t quantiles t(0.975, df), df = 1..30; beyond, the normal 1.96

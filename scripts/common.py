@@ -25,7 +25,8 @@ import os
 import subprocess
 import sys
 
-import llmc_formats  # (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats
 from llmc_formats.atomic import write_atomic
 
 

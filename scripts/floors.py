@@ -39,7 +39,8 @@ except ModuleNotFoundError as e:
              f"/usr/bin/python3 (Debian's python3-numpy) or pip install {e.name}")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from llmc_formats import FormatError, tokenizer  # noqa: E402
 from llmc_formats.shards import read_shard  # noqa: E402
 

@@ -23,7 +23,8 @@ import argparse
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from llmc_formats.main_log import LogError, log_path, parse_main_log  # noqa: E402,F401
 from scripts.common import pyplot, save_png  # noqa: E402
 

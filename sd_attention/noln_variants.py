@@ -38,7 +38,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 import train_gpt2 as tg  # noqa: E402  (exits with one line naming the interpreter without torch)
 from sd_attention.routing_null import lr_at  # noqa: E402  (the trainer's cosine schedule, llmc/schedulers.h)
 

@@ -29,7 +29,8 @@ import json
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from scripts.common import json_safe, read_json  # noqa: E402  (scripts/common.py)
 from llmc_formats.atomic import write_atomic  # noqa: E402
 

@@ -55,7 +55,8 @@ import sys
 
 import numpy as np
 
-import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from llmc_formats.atomic import write_atomic
 
 BETA1, BETA2, EPS = 0.9, 0.95, 1e-8        # llmc/optimizer.h ADAMW_GPT2_*

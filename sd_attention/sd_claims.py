@@ -54,7 +54,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from scripts.common import build_missing, make_target, read_json  # noqa: E402
 from llmc_formats.atomic import write_atomic  # noqa: E402
 from scripts.ab_stats import SummaryError, final_val_loss  # noqa: E402  (the main.log reader of the summaries)

@@ -46,7 +46,8 @@ except ModuleNotFoundError as e:  # one line naming the interpreter that has the
              f"(Debian's python3-numpy, -torch) or pip install {e.name}")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 import train_gpt2 as tg  # noqa: E402
 from llmc_formats.atomic import write_atomic  # noqa: E402
 

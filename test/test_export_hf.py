@@ -49,7 +49,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from llmc_formats import checkpoint  # noqa: E402
 from llmc_formats.shards import read_shard  # noqa: E402
 import harness  # noqa: E402

@@ -28,6 +28,7 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
 import llmc_formats
 from llmc_formats import FormatError, checkpoint, descriptor, layer_table, main_log, shards, tokenizer
 from llmc_formats.atomic import write_atomic
@@ -400,9 +401,27 @@ def path_edits(text):
     return sorted({text.count("\n", 0, m.start()) + 1 for m in PATH_EDIT.finditer(text)})
 
 
+PRELUDE = re.compile(r"sys\.path\.insert\(0, ((?:os\.path\.dirname\()+)os\.path\.abspath\(__file__\)(\)+)\)  "
+                     r"# this checkout's root first \(llmc_formats/__init__\.py\)")
+
+
+def prelude_faults(texts):
+    """'file:line' of each sys.path edit that is not the one allowed form: in a Python file, index 0,
+    os.path.dirname applied (folder depth + 1) times to the file's own path (llmc_formats/__init__.py)."""
+    bad = []
+    for f, t in texts.items():
+        lines = t.split("\n")
+        for n in path_edits(t):
+            m = PRELUDE.fullmatch(lines[n - 1])
+            depth = f.count("/") + 1
+            if not (f.endswith(".py") and m and m.group(1).count("dirname") == depth and len(m.group(2)) == depth):
+                bad.append(f"{f}:{n}")
+    return bad
+
+
 def test_bootstrap():
-    check(llmc_formats.ROOT == os.path.realpath(ROOT) and llmc_formats.ROOT in sys.path,
-          "the repository root (its real path) is on sys.path")
+    check(llmc_formats.ROOT == os.path.abspath(ROOT) and sys.path[0] == ROOT,
+          "this checkout's root is first on sys.path, and the package is this checkout's")
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True).stdout.split("\0")
     texts = {}
     for f in files:
@@ -412,10 +431,25 @@ def test_bootstrap():
             if b"\0" not in data:  # text files only
                 texts[f] = data.decode(errors="replace")
     kinds = {k: sum(1 for f in texts if f.endswith(k) or os.path.basename(f) == k) for k in (".py", ".sh", ".md", "Makefile", ".mk")}
-    hits = [f"{f}:{n}" for f, t in texts.items() if f != "llmc_formats/__init__.py" for n in path_edits(t)]
+    preludes = [f for f, t in texts.items() if path_edits(t)]
+    bad = prelude_faults(texts)
     check(kinds[".py"] > 40 and kinds[".sh"] > 20 and kinds[".md"] > 10 and kinds["Makefile"] and kinds[".mk"] > 5
-          and "llmc_formats/__init__.py" in texts and path_edits(texts["llmc_formats/__init__.py"]) and not hits,
-          f"no tracked text file but llmc_formats/__init__.py edits sys.path ({len(texts)} files: {kinds}; {hits})")
+          and len(preludes) > 40 and not bad,
+          f"every sys.path edit of a tracked file is a script's one line putting its own checkout's root first "
+          f"({len(texts)} files: {kinds}; {len(preludes)} scripts; other edits: {bad})")
+    links = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True).stdout.split("\n")
+    check(not [x for x in links if x.startswith("120000")], "no symlink is tracked")
+    sp = "sys" + ".path"  # (so that this file's own planted lines are not edits)
+    right = f"{sp}.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  " \
+            "# this checkout's root first (llmc_formats/__init__.py)"
+    ctl = prelude_faults({
+        "scripts/x.py": right,                                                              # right
+        "dev/data/y.py": right,                                                             # one level short
+        "scripts/z.py": f"{sp}.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))",  # not first
+        "scripts/run.sh": f"python3 -c 'import sys; {sp}.insert(0, \".\")'",             # not Python
+    })
+    check(ctl == ["dev/data/y.py:1", "scripts/z.py:1", "scripts/run.sh:1"],
+          f"control: a root one level short, an append and a shell edit are reported, the right line is not ({ctl})")
     # control: an edit in any of its forms is found on its line, in Python, a shell snippet, a
     # Makefile recipe or a doc; prose naming sys.path, a comparison and another list are not
     sp = "sys" + ".path"
@@ -435,12 +469,10 @@ def test_bootstrap():
     found = path_edits(planted)
     check(found == [2, 3, 4, 5, 6, 7, 8], f"control: planted sys.path edits are found on their lines, prose and "
           f"reads are not ({found}; expected [2, 3, 4, 5, 6, 7, 8])")
-    links = [os.path.join(f, "llmc_formats") for f in ("scripts", "dev", "dev/data", "dev/eval", "sd_attention", "prism", "test")]
-    check(all(os.path.islink(os.path.join(ROOT, x)) and os.path.realpath(os.path.join(ROOT, x)) ==
-              os.path.join(os.path.realpath(ROOT), "llmc_formats") for x in links), "the seven folders' symlinks")
-    code = "import llmc_formats; from scripts import common; from dev.data import data_common; print('ok')"
+    code = (f"import os, sys; {sp}.insert(0, os.path.dirname(os.getcwd())); import llmc_formats; "
+            "from scripts import common; from dev.data import data_common; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], cwd=os.path.join(ROOT, "scripts"), capture_output=True, text=True)
-    check(out.stdout.strip() == "ok", f"from scripts/: import llmc_formats, then qualified imports ({out.stderr.strip()[-200:]})")
+    check(out.stdout.strip() == "ok", f"with the root first: llmc_formats, then qualified imports ({out.stderr.strip()[-200:]})")
 
 
 def main():

@@ -34,7 +34,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from harness import check, finish  # noqa: E402
 from sd_attention import prescribe as pr  # noqa: E402  (sd_attention/prescribe.py)
 
@@ -275,10 +276,9 @@ def error_checks(ckpt):
     os.makedirs(os.path.join(fake, "scripts"), exist_ok=True)
     shutil.copy(TOOL, os.path.join(fake, "sd_attention", "prescribe.py"))
     shutil.copy(os.path.join(ROOT, "scripts", "common.py"), os.path.join(fake, "scripts", "common.py"))
-    if not os.path.exists(os.path.join(fake, "llmc_formats")):  # the package and its symlink, as in the checkout
+    if not os.path.exists(os.path.join(fake, "llmc_formats")):  # the package, as in the checkout
         shutil.copytree(os.path.join(ROOT, "llmc_formats"), os.path.join(fake, "llmc_formats"),
                         ignore=shutil.ignore_patterns("__pycache__"))
-        os.symlink(os.path.join("..", "llmc_formats"), os.path.join(fake, "sd_attention", "llmc_formats"))
     out = os.path.join(TMP, "err_table.txt")
     T = ["--seq-len", "32"]
     cases = [

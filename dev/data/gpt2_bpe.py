@@ -26,7 +26,8 @@ import sys
 
 import regex
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data.data_common import cache_dir, download, shared_data_dir  # noqa: E402
 
 # GPT-2's pre-tokenization pattern (case-sensitive contractions, as in the original)

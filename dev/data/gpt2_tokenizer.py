@@ -12,7 +12,8 @@ import argparse
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 llmc_formats.require(__file__, "numpy")  # else one line naming `make deps`
 import numpy as np  # noqa: E402
 

@@ -19,7 +19,8 @@ import bz2
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data.data_common import cache_dir, download, parse_error, read_jsonl  # noqa: E402
 from dev.data.eval_common import encode_example, shared_eval_input, writer_main  # noqa: E402
 

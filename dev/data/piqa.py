@@ -10,7 +10,8 @@ piqa_valid-labels.lst (the labels file is taken from next to --input unless --la
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data.data_common import parse_error, read_jsonl  # noqa: E402
 from dev.data.eval_common import encode_example, offline_input, writer_main  # noqa: E402
 

@@ -20,7 +20,8 @@ import os
 import sys
 import time
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data import prose  # noqa: E402
 from dev.data.bytes_tokenizer import encode_documents, write_tokenizer  # noqa: E402
 from dev.data.data_common import ShardWriter, read_datafile, repo_root  # noqa: E402

@@ -20,7 +20,8 @@ import argparse
 import os
 import sys
 
-import llmc_formats  # noqa: E402,F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data.data_common import (cache_dir, download, read_datafile, repo_root, sha256_of,  # noqa: E402
                          shared_data_dir, write_datafile)
 from dev.data.gpt2_bpe import get_encoder  # noqa: E402

@@ -19,7 +19,8 @@ import json
 import os
 import sys
 
-import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data import arc_easy, hellaswag, winogrande  # noqa: E402
 from dev.data.data_common import repo_root  # noqa: E402
 from llmc_formats.atomic import write_atomic  # noqa: E402

@@ -24,7 +24,8 @@ import os
 import subprocess
 import sys
 
-import llmc_formats  # noqa: F401  (puts the repository root on sys.path; llmc_formats/__init__.py)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # this checkout's root first (llmc_formats/__init__.py)
+import llmc_formats  # noqa: E402,F401
 from dev.data.data_common import repo_root  # noqa: E402
 from dev.eval import lm_eval_data  # noqa: E402
 
