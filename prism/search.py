@@ -96,16 +96,6 @@ def rung_steps(N, rungs, eta):
     return [max(1, N // eta ** (rungs - 1 - i)) for i in range(rungs)]
 
 
-def flag_set(cmd, flag, value):
-    """cmd with flag's value replaced (or flag appended)."""
-    cmd = list(cmd)
-    if flag in cmd:
-        cmd[cmd.index(flag) + 1] = str(value)
-    else:
-        cmd += [flag, str(value)]
-    return cmd
-
-
 class Search:
     def __init__(self, a):
         self.a = a
@@ -203,19 +193,12 @@ class Search:
     def rung_cmd(self, plan, c, rung):
         """(command, environment additions, run folder) that trains candidate c to rung `rung`: the
         preset's command at seed 1 with the rung's steps, a checkpoint there, val at every rung and
-        -k wsd, decaying only in the last rung. A launcher size (124M, ...) gets --steps and the
-        trainer flags after its `--`, which override the recipe's (the last of a repeated flag wins)."""
-        steps = self.rungs[rung]
+        -k wsd, decaying only in the last rung (scripts/ab.py's Plan.train_cmd puts them in the
+        preset's command, or after a launcher's `--`)."""
         decay = self.a.decay_frac if rung == len(self.rungs) - 1 else 0
         arm = {"name": c["name"], "table": self.table_path(c) if c["table"] else None, "checked": False}
-        cmd, env = plan.train_cmd(arm, 1)
-        if plan.direct:
-            for flag, value in (("-x", steps), ("-n", steps), ("-v", self.rungs[0]), ("-k", "wsd"),
-                                ("-decay_frac", decay)):
-                cmd = flag_set(cmd, flag, value)
-        else:
-            cmd = flag_set(cmd, "--steps", steps) + ["--", "-n", str(steps), "-v", str(self.rungs[0]), "-k", "wsd",
-                                                     "-decay_frac", str(decay)]
+        cmd, env = plan.train_cmd(arm, 1, steps=self.rungs[rung],
+                                  flags=(("-v", self.rungs[0]), ("-k", "wsd"), ("-decay_frac", decay)))
         return cmd, env, plan.run_dir(arm, 1)
 
     def train(self, plan, c, rung):

@@ -286,10 +286,17 @@ class Plan:
             raise AbError(f"scripts/run_gpt2.sh: {(out.stderr.strip() or out.stdout.strip()).splitlines()[-1:]}")
         return int(m.group(1))
 
-    def train_cmd(self, arm, seed):
-        """(command, environment additions)."""
+    def train_cmd(self, arm, seed, steps=None, flags=()):
+        """(command, environment additions). steps: -x (and the checkpoint, -n) in place of the
+        A/B's; flags: (flag, value) pairs of the trainer that replace the preset's, or are added
+        (prism/search.py's rungs). A launcher size takes steps as --steps and the flags after its
+        `--`, where the trainer takes the last of a repeated flag."""
         if not self.direct:
-            return self.launcher(arm, seed), {}
+            cmd = self.launcher(arm, seed)
+            if steps is not None:
+                cmd[cmd.index("--steps") + 1] = str(steps)
+                flags = (("-n", steps),) + tuple(flags)
+            return cmd + (["--"] + [str(x) for fv in flags for x in fv] if flags else []), {}
         a = self.a
         cmd = [self.bin, "-e", self.model, "-seed", str(seed), "-i", self.train_glob, "-j", self.val_glob,
                "-b", str(self.B), "-t", str(self.T), "-x", str(self.steps), "-l", "1e-3",
@@ -303,6 +310,13 @@ class Plan:
         cmd += ["-rows", str(a.rows)]
         if arm["table"] is not None:
             cmd += ["-prism" if arm["checked"] else "-layers", arm["table"]]
+        if steps is not None:
+            flags = (("-x", steps), ("-n", steps)) + tuple(flags)
+        for flag, value in flags:
+            if flag in cmd:
+                cmd[cmd.index(flag) + 1] = str(value)
+            else:
+                cmd += [flag, str(value)]
         if a.gpus > 1:
             cmd = ["mpirun", "-np", str(a.gpus)] + cmd
         return cmd, {"OMP_NUM_THREADS": str(a.threads)}
