@@ -6,10 +6,10 @@ Modules
   slot shapes), header encode/decode for versions 3/5/103/105, fp32/bf16 bodies;
 - descriptor: model descriptors (dN, gpt2:dN, gpt3:cC, tiny, L<l>C<c>H<h>[T<t>][V<v>]; doc/formats.md "The 16 parameter tensors");
 - layer_table: layer-table files (H[xD][:KIND][*N] entries; doc/formats.md "Per-layer heads", doc/prism.md);
-- shards: llm.c token shards (3);
-- tokenizer: llm.c's tokenizer file (5);
-- main_log: the trainer's main.log (9);
-- atomic: NAME.tmp + fsync + rename, the one way every Python writer writes a file (1);
+- shards: llm.c token shards (doc/formats.md "Token shards");
+- tokenizer: llm.c's tokenizer file (doc/formats.md "Tokenizer file");
+- main_log: the trainer's main.log (doc/formats.md "main.log and stdout");
+- atomic: NAME.tmp + fsync + rename, the one way every Python writer writes a file (doc/formats.md "Conventions and magic numbers");
 - hf_export: the Hugging Face export's tensor names and config fields (doc/export.md).
 
 FormatError is the error of every reader here: a ValueError whose message is one line naming the

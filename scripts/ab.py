@@ -19,7 +19,7 @@ Sizes (presets):
          with --budget to run a fraction of the tokens
 tiny, small and bytes run the trainer directly: ./train_gpt2 on the CPU, or --bin ./train_gpt2cu for a
 short GPU run (--gpus N > 1: mpirun -np N); --seq-len, --val-every and --val-batches change their
-T, -v and -m (doc/reproducing.md "CPU A/B" runs the small preset on TinyShakespeare this way).
+T, -v and -m (doc/records/reproducing_small_ab.md runs the small preset on TinyShakespeare this way).
 --jobs J trains J runs at once: on two cores --jobs 2 --threads 1, on a GPU node one run per GPU.
 
 Arms: a comma list; the first is the reference every other arm is paired against. A name is
