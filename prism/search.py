@@ -39,7 +39,6 @@ import itertools
 import json
 import math
 import os
-import queue
 import shlex
 import sys
 import time
@@ -108,9 +107,6 @@ class Search:
                               f"rungs or a larger --eta")
         if len(set(self.rungs)) != len(self.rungs):
             raise SearchError(f"--steps {a.steps_total}: too few for {a.rungs} rungs of ratio {a.eta} ({self.rungs})")
-        self.slots = queue.Queue()
-        for k in range(a.jobs):
-            self.slots.put(k)
         self.tables_dir = os.path.join(self.out, "tables")
         self.record = os.path.join(self.out, "search.jsonl")
         self.cands = [{"name": "uniform", "table": None, "error": None}]
@@ -208,19 +204,15 @@ class Search:
         os.makedirs(d, exist_ok=True)
         t0 = time.time()
         r = {"name": c["name"], "table": c["table"], "rung": rung, "steps": steps}
-        slot = self.slots.get()  # with --jobs on a GPU trainer, slot k trains on GPU k
-        if plan.gpu and self.a.jobs > 1:
-            env = dict(env, CUDA_VISIBLE_DEVICES=str(slot))
         try:
-            ab.execute(cmd, os.path.join(d, "stdout.log"), env, f"rung {rung + 1}")
+            with self.devices.env(env) as env:
+                ab.execute(cmd, os.path.join(d, "stdout.log"), env, f"rung {rung + 1}")
             val, at = final_val_loss(os.path.join(d, "main.log"))
             if at != steps:
                 raise SearchError(f"{d}/main.log: the last val loss is at step {at}, not {steps}")
             r.update(status="ok", val=round(float(val), 6))
         except (ab.AbError, SearchError, SummaryError, LogError, OSError) as e:
             r.update(status="failed", error=str(e))
-        finally:
-            self.slots.put(slot)
         r["seconds"] = round(time.time() - t0, 1)
         return r
 
@@ -260,6 +252,7 @@ class Search:
                 done[(c["name"], 0)] = r
                 print(f"dropped {c['name']}: {c['error']}", flush=True)
         plan = self.ab_plan()
+        self.devices = ab.Devices(plan)  # --jobs slots; with a GPU trainer, one GPU each
         alive = [c for c in self.cands if not c["error"]]
         trained, start = 0, time.time()
         for i, steps in enumerate(self.rungs):

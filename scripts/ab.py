@@ -53,6 +53,7 @@ files), one line each for what is still missing, and warns when a GPU run would 
 there, doc/gpu.md "Attention paths"), naming the 128-wide preset.
 """
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -293,8 +294,9 @@ class Plan:
         `--`, where the trainer takes the last of a repeated flag."""
         if not self.direct:
             cmd = self.launcher(arm, seed)
-            if steps is not None:
-                cmd[cmd.index("--steps") + 1] = str(steps)
+            if steps is not None:  # in place of --steps N or --budget B
+                k = cmd.index("--steps") if "--steps" in cmd else cmd.index("--budget")
+                cmd[k:k + 2] = ["--steps", str(steps)]
                 flags = (("-n", steps),) + tuple(flags)
             return cmd + (["--"] + [str(x) for fv in flags for x in fv] if flags else []), {}
         a = self.a
@@ -511,6 +513,29 @@ def stamp(plan):
                                   indent=1) + "\n")
 
 
+class Devices:
+    """The --jobs slots of concurrent trainings. With a GPU trainer and --jobs > 1, the training in
+    slot k sees GPUs kG .. kG + G - 1 (G = --gpus) through CUDA_VISIBLE_DEVICES; on the CPU the
+    slots only count. prism/search.py's rungs use it too."""
+
+    def __init__(self, plan):
+        self.gpus = plan.a.gpus if plan.gpu and plan.a.jobs > 1 else 0
+        self.free = queue.Queue()
+        for k in range(plan.a.jobs):
+            self.free.put(k)
+
+    @contextlib.contextmanager
+    def env(self, env):
+        """env with this slot's devices added, for the duration of one training."""
+        slot = self.free.get()
+        try:
+            if self.gpus:
+                env = dict(env, CUDA_VISIBLE_DEVICES=",".join(str(slot * self.gpus + g) for g in range(self.gpus)))
+            yield env
+        finally:
+            self.free.put(slot)
+
+
 def run(plan):
     a = plan.a
     os.makedirs(a.out, exist_ok=True)
@@ -524,26 +549,19 @@ def run(plan):
             print(f"{tag}: complete, skipped", flush=True)
         else:
             todo.append((tag, seed, arm))
-    # --jobs J trainings at once, each in its own run folder (with a GPU trainer, training k on GPU k);
-    # a failed training stops the A/B once the others have ended
-    slots = queue.Queue()
-    for k in range(a.jobs):
-        slots.put(k)
+    # --jobs J trainings at once, each in its own run folder; a failed training stops the A/B once
+    # the others have ended
+    devices = Devices(plan)
 
     def train(tag, seed, arm):
-        slot = slots.get()
-        try:
-            d = plan.run_dir(arm, seed)
-            os.makedirs(d, exist_ok=True)
-            t0 = time.time()
-            print(f"{tag}: training, {plan.steps} steps", flush=True)
-            cmd, env = plan.train_cmd(arm, seed)
-            if plan.gpu and a.jobs > 1:  # --gpus G per training: slot k takes GPUs kG .. kG + G - 1
-                env = dict(env, CUDA_VISIBLE_DEVICES=",".join(str(slot * a.gpus + g) for g in range(a.gpus)))
+        d = plan.run_dir(arm, seed)
+        os.makedirs(d, exist_ok=True)
+        t0 = time.time()
+        print(f"{tag}: training, {plan.steps} steps", flush=True)
+        cmd, env = plan.train_cmd(arm, seed)
+        with devices.env(env) as env:
             execute(cmd, os.path.join(d, "stdout.log" if plan.direct else "launcher.out"), env, "the training run")
-            print(f"{tag}: val loss {last_val(d)} at step {plan.steps}, {time.time() - t0:.0f} s", flush=True)
-        finally:
-            slots.put(slot)
+        print(f"{tag}: val loss {last_val(d)} at step {plan.steps}, {time.time() - t0:.0f} s", flush=True)
 
     with ThreadPoolExecutor(max_workers=a.jobs) as pool:
         futures = [pool.submit(train, *job) for job in todo]
