@@ -42,7 +42,7 @@ import os
 import shlex
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import as_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
@@ -259,8 +259,9 @@ class Search:
             todo = [c for c in alive if (c["name"], i) not in done]
             if a.max_trainings is not None:
                 todo = todo[:max(0, a.max_trainings - trained)]
-            # the trainings of a rung are independent: --jobs of them at once, each recorded as it ends
-            with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            # the trainings of a rung are independent: --jobs of them at once, each recorded as it ends;
+            # on Ctrl-C the queued ones are cancelled (the running trainers stop at their checkpoint)
+            with ab.job_pool(a.jobs) as pool:
                 running = {pool.submit(self.train, plan, c, i): c for c in todo}
                 for fut in as_completed(running):
                     c, r = running[fut], fut.result()

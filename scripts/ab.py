@@ -64,7 +64,7 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's root first (llmc_formats/__init__.py)
@@ -513,6 +513,19 @@ def stamp(plan):
                                   indent=1) + "\n")
 
 
+@contextlib.contextmanager
+def job_pool(jobs):
+    """A pool of `jobs` threads for trainings. Leaving it waits for the running ones; an exception
+    (Ctrl-C among them) cancels the queued ones first, so that nothing new starts."""
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
 class Devices:
     """The --jobs slots of concurrent trainings. With a GPU trainer and --jobs > 1, the training in
     slot k sees GPUs kG .. kG + G - 1 (G = --gpus) through CUDA_VISIBLE_DEVICES; on the CPU the
@@ -563,8 +576,9 @@ def run(plan):
             execute(cmd, os.path.join(d, "stdout.log" if plan.direct else "launcher.out"), env, "the training run")
         print(f"{tag}: val loss {last_val(d)} at step {plan.steps}, {time.time() - t0:.0f} s", flush=True)
 
-    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+    with job_pool(a.jobs) as pool:
         futures = [pool.submit(train, *job) for job in todo]
+        wait(futures)
     errors = [f.exception() for f in futures if f.exception() is not None]
     if errors:
         raise errors[0]

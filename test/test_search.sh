@@ -87,6 +87,20 @@ chmod +x "$d/train_gpt2cu"
 check "--jobs 2 with a GPU trainer: 4 trainings, each on GPU 0 or 1, both used ($(sort "$d/devices.txt" | tr '\n' ' '))" \
   test "$(grep -cx '[01]' "$d/devices.txt")/$(sort -u "$d/devices.txt" | tr -d '\n')" = "4/01"
 
+# Ctrl-C with --jobs 2 (SIGINT to the search's session, as a terminal sends it): the running
+# trainings stop at their checkpoint and no queued one starts. (A background job ignores SIGINT, so
+# the search is started with it restored.)
+( setsid "$PYTHON" -c "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.executable, [sys.executable] + sys.argv[1:])" \
+    prism/search.py --size tiny --data shakespeare --steps 200 --rungs 2 --micro-batch 2 --seq-len 32 --val-batches 2 \
+    --threads 1 --jobs 2 --seeds '' --out "$d/I" > "$d/I.log" 2>&1 & )
+for _ in $(seq 50); do [ "$(ls -d "$d"/I/*_seed1 2>/dev/null | wc -l)" -ge 2 ] && break; sleep 0.2; done
+sid=$(pgrep -f -- "--out $d/I" | head -n 1)
+pkill -INT -s "$sid"; t0=$(date +%s)
+while pgrep -s "$sid" > /dev/null; do [ $(( $(date +%s) - t0 )) -lt 30 ] || break; sleep 0.5; done
+check "Ctrl-C with --jobs 2: the search exits within 10 s, starting none of the 3 queued trainings ($(( $(date +%s) - t0 )) s; $(ls -d "$d"/I/*_seed1 | wc -l) run folders)" \
+  test $(( $(date +%s) - t0 )) -le 10 -a "$(ls -d "$d"/I/*_seed1 | wc -l)" -eq 2 -a -n "$(grep '^interrupted' "$d/I.log")"
+pkill -9 -s "$sid" 2> /dev/null
+
 # errors: one line each
 expect_error "another search's folder: one line naming what differs" "^error: $d/A: holds a search with other settings \(.*steps" \
   "$PYTHON" prism/search.py "${S[@]}" --steps 16 --out "$d/A"
