@@ -265,6 +265,8 @@ expect_error "ab.py: a name with _seed would break the run folders" "^error: --a
   "$PYTHON" scripts/ab.py --size tiny --arms uniform,a_seed1=x.txt --out "$d/e"
 expect_error "ab.py: bad seeds" "^error: --seeds '1,x': expected distinct non-negative integers" \
   "$PYTHON" scripts/ab.py --size tiny --seeds 1,x --out "$d/e"
+expect_error "ab.py --jobs 0: one line" "^error: --gpus, --threads and --jobs: expected positive integers" \
+  "$PYTHON" scripts/ab.py --size tiny --jobs 0 --out "$d/e"
 expect_error "ab.py: --steps with --budget" "^error: --steps and --budget half: give one of them" \
   "$PYTHON" scripts/ab.py --size tiny --steps 3 --budget half --out "$d/e"
 expect_error "ab.py: --gpus 2 with the CPU trainer" "^error: --gpus 2: the CPU trainer ./train_gpt2 runs one process" \

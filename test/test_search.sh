@@ -106,6 +106,8 @@ expect_error "another search's folder: one line naming what differs" "^error: $d
   "$PYTHON" prism/search.py "${S[@]}" --steps 16 --out "$d/A"
 expect_error "a rung inside the decay: one line" "^error: --rungs 2 --eta 2: rung 4 falls in the decay" \
   "$PYTHON" prism/search.py "${S[@]}" --decay-frac 0.9 --out "$d/C"
+expect_error "--jobs 0: one line" "^error: --rungs >= 1, .*--jobs >= 1" \
+  "$PYTHON" prism/search.py --size tiny --jobs 0 --out "$d/C"
 expect_error "an unknown kind: one line" "^error: --kinds mha,xyz: expected a comma list" \
   "$PYTHON" prism/search.py --size tiny --kinds mha,xyz --out "$d/C"
 finish
